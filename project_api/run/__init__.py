@@ -1,1 +1,1 @@
-
+"""Running built firmware: host processes, QEMU machines, real boards."""

@@ -1,0 +1,150 @@
+"""What every way of running firmware has in common.
+
+A :class:`Runner` starts a built firmware (a host process, a QEMU machine, a real board)
+and hands back an open ``serial.Serial`` to its console link; :meth:`Runner.stop` ends it.
+Child processes are started only through :func:`spawn`, which makes sure none outlives us:
+each is killed and reaped on ``stop``, on interpreter exit, and (on Linux) when the Python
+process dies without running its exit handlers.
+"""
+
+from __future__ import annotations
+
+import abc
+import atexit
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+from types import TracebackType
+from typing import IO, Any, List, Optional, Sequence, Set, Type
+
+_live: Set[subprocess.Popen] = set()
+_live_lock = threading.Lock()
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except Exception:
+        pass
+
+
+def spawn(
+    argv: Sequence[str],
+    *,
+    stdin: Any = subprocess.DEVNULL,
+    stdout: Any = subprocess.PIPE,
+    stderr: Any = subprocess.PIPE,
+    cwd: Optional[str] = None,
+    env: Optional[dict] = None,
+    pass_fds: Sequence[int] = (),
+) -> subprocess.Popen:
+    """Starts a child that is killed if we exit or die; stop it with :func:`reap`."""
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        cwd=cwd,
+        env=env,
+        pass_fds=tuple(pass_fds),
+        start_new_session=True,
+        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+    )
+    with _live_lock:
+        _live.add(proc)
+    return proc
+
+
+def reap(proc: subprocess.Popen, *, grace: float = 1.0) -> Optional[int]:
+    """Ends a child started by :func:`spawn` (TERM, then KILL after ``grace`` seconds) and
+    waits for it. Idempotent. Returns its exit status (negative for a signal)."""
+    try:
+        if proc.poll() is None:
+            _signal_group(proc, signal.SIGTERM)
+            try:
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc, signal.SIGKILL)
+                proc.wait(timeout=5)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        return proc.returncode
+    finally:
+        with _live_lock:
+            _live.discard(proc)
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        try:
+            proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
+
+
+def live_children() -> List[subprocess.Popen]:
+    """Children started by :func:`spawn` and not yet reaped (for tests and diagnostics)."""
+    with _live_lock:
+        return list(_live)
+
+
+@atexit.register
+def _reap_all() -> None:
+    for proc in live_children():
+        reap(proc, grace=0.2)
+
+
+class Runner(abc.ABC):
+    """Starts a firmware and gives back its console link. Use as a context manager."""
+
+    @abc.abstractmethod
+    def start(self, timeout: float) -> Any:
+        """Starts the firmware; returns an open ``serial.Serial`` (or a compatible object with
+        ``read``, ``write``, ``timeout``, ``write_timeout``, ``close``) to its console."""
+
+    @abc.abstractmethod
+    def stop(self) -> Optional[int]:
+        """Stops the firmware, closes the link and reaps every child. Idempotent. Returns the
+        firmware's exit status when known."""
+
+    @property
+    def log(self) -> str:
+        """What the firmware or its emulator said outside the link (stderr, QEMU messages)."""
+        return ""
+
+    @property
+    def exit_status(self) -> Optional[int]:
+        """The firmware's exit status once it has ended, else None."""
+        return None
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.stop()
+
+
+def read_all(stream: Optional[IO[bytes]]) -> str:
+    if stream is None:
+        return ""
+    try:
+        return stream.read().decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return ""

@@ -57,6 +57,11 @@ class Project:
         """Loads the firmware onto its target (a no-op for host and QEMU boards)."""
         raise NotImplementedError
 
+    def runner(self) -> Any:
+        """A :class:`project_api.run.base.Runner` for the built firmware on this project's
+        board (host process, QEMU machine or real board); not started yet."""
+        raise NotImplementedError
+
     def session(self, *, timeout: float = 10.0) -> Any:
         """Starts the firmware and returns a connected transport session (context manager)."""
         raise NotImplementedError

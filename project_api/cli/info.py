@@ -1,0 +1,97 @@
+"""``mlf-project info ARCHIVE [--json]``: what a Model Library Format archive holds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, Dict, List
+
+from ..read import Archive, Model, TensorSpec, open_archive
+from .command import EXIT_OK, Command
+
+
+class InfoCommand(Command):
+    name = "info"
+    help = "validate an MLF archive and describe its models"
+    description = (
+        "Open and fully validate a TVM Model Library Format archive (tar, tar.gz or extracted "
+        "directory) and print its version and, for each model: executor, targets, inputs, "
+        "outputs, parameter and memory sizes, operators and external dependencies."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("archive", help="MLF archive (.tar, .tar.gz) or extracted directory")
+        parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+    def do_run(self, args: argparse.Namespace) -> int:
+        with open_archive(args.archive) as archive:
+            if args.json:
+                print(json.dumps(archive_summary(archive), indent=2))
+            else:
+                print("\n".join(describe_archive(archive)))
+        return EXIT_OK
+
+
+def archive_summary(archive: Archive) -> Dict[str, Any]:
+    return {
+        "archive": str(archive.path),
+        "version": archive.version,
+        "models": [model.summary() for model in archive.models],
+    }
+
+
+def describe_archive(archive: Archive) -> List[str]:
+    count = len(archive.models)
+    lines = [
+        f"archive: {archive.path}",
+        f"Model Library Format version {archive.version}, {count} model{'s' * (count != 1)}",
+    ]
+    for model in archive.models:
+        lines.append("")
+        lines.extend(describe_model(model))
+    return lines
+
+
+def describe_model(model: Model) -> List[str]:
+    lines = [
+        f"model {model.name}: {model.executor} executor, {model.style}",
+        f"  targets: {'; '.join(model.targets) or '-'}",
+        "  inputs:",
+        *_tensor_lines(model.inputs),
+        "  outputs:",
+        *_tensor_lines(model.outputs),
+        f"  params: {model.param_count} tensors, {_bytes(model.params_bytes)}",
+        f"  storage plan: {_bytes(model.storage_bytes) if model.graph else '- (no graph)'}",
+        f"  workspace (metadata): {_bytes(model.workspace_bytes)}",
+        f"  operators: {model.op_count} calls, {len(model.operator_functions)} functions",
+        *(f"    {name}" for name in model.operator_functions),
+        f"  sources: {len(model.sources)} C files, {len(model.objects)} objects",
+        f"  external dependencies: {_dependencies(model.external_dependencies)}",
+    ]
+    if model.graph is None:
+        lines.append(f"  note: {model.executor} model, no graph executor configuration")
+    return lines
+
+
+def _tensor_lines(specs: List[TensorSpec]) -> List[str]:
+    if not specs:
+        return ["    (none)"]
+    width = max(len(spec.name) for spec in specs)
+    return [
+        f"    {spec.name:<{width}}  {spec.dtype}{list(spec.shape)}  {_bytes(spec.nbytes)}"
+        for spec in specs
+    ]
+
+
+def _bytes(count: int) -> str:
+    return f"{count:,} bytes"
+
+
+def _dependencies(entries: List[dict]) -> str:
+    if not entries:
+        return "none"
+    return ", ".join(
+        f"{dep.get('short_name')} ({dep.get('url_type')}: {dep.get('url')}"
+        f"{' @ ' + str(dep['version_spec']) if dep.get('version_spec') else ''})"
+        for dep in entries
+    )

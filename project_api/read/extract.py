@@ -1,0 +1,184 @@
+"""Safe extraction of an untrusted tar archive.
+
+Every member is checked before anything is written: no absolute paths, no ``..``, no
+duplicate or conflicting names, no device/fifo files, caps on member count and total size.
+Links never reach the disk: a symlink or hardlink whose target is a regular file inside the
+archive is extracted as a copy of that file; any other link is refused. Files are written
+with plain modes (0644, or 0755 when the owner could execute), never the archive's.
+
+Extraction goes to a staging directory beside the destination, renamed into place only when
+every member has been written, so a rejected archive leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from ..errors import ArchiveError, UnsafeArchiveError
+
+MAX_LINK_HOPS = 16
+_COPY_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class ExtractLimits:
+    """Caps that keep a hostile archive from exhausting the disk or the inode table."""
+
+    max_members: int = 100_000
+    max_total_bytes: int = 2 << 30  # 2 GiB of regular-file data
+
+
+@dataclass(frozen=True)
+class PlannedMember:
+    name: str  # normalised: no "./" prefix, no trailing "/"
+    kind: str  # "dir" | "file" | "link"
+    info: tarfile.TarInfo
+    source: str = ""  # for links: the regular-file member whose bytes it gets
+
+
+def normalise_name(raw: str) -> str:
+    """``./a//b/`` → ``a/b``; ``.`` and ``./`` → ``""`` (the root). Refuses escapes."""
+    if raw.startswith("/") or "\\" in raw or (len(raw) > 1 and raw[1] == ":"):
+        raise UnsafeArchiveError(f"member {raw!r} has an absolute or non-POSIX path")
+    parts = [part for part in raw.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise UnsafeArchiveError(f"member {raw!r} contains '..'")
+    return "/".join(parts)
+
+
+def plan_extraction(tar: tarfile.TarFile, limits: ExtractLimits) -> List[PlannedMember]:
+    """Check every member of ``tar``; return what to create, in archive order."""
+    planned: Dict[str, PlannedMember] = {}
+    total = 0
+    for count, info in enumerate(tar, start=1):
+        if count > limits.max_members:
+            raise UnsafeArchiveError(f"more than {limits.max_members} members (limit)")
+        member = _plan_member(info)
+        if member is None:
+            continue
+        if member.name in planned:
+            raise UnsafeArchiveError(f"member {info.name!r} appears twice")
+        planned[member.name] = member
+        if member.kind == "file":
+            total += info.size
+            if total > limits.max_total_bytes:
+                raise UnsafeArchiveError(
+                    f"member {info.name!r} takes the content past {limits.max_total_bytes} bytes"
+                )
+    _check_parents(planned)
+    return [_resolve_link(member, planned) for member in planned.values()]
+
+
+def _plan_member(info: tarfile.TarInfo) -> Optional[PlannedMember]:
+    name = normalise_name(info.name)
+    if info.isdir():
+        return PlannedMember(name, "dir", info) if name else None
+    if not name:
+        raise UnsafeArchiveError(f"member {info.name!r} replaces the root with a non-directory")
+    if info.isreg():
+        return PlannedMember(name, "file", info)
+    if info.issym() or info.islnk():
+        return PlannedMember(name, "link", info)
+    raise UnsafeArchiveError(f"member {info.name!r} is a device, fifo or other special file")
+
+
+def _check_parents(planned: Dict[str, PlannedMember]) -> None:
+    # "a" as a file and "a/b" as a member would make the writer follow or clobber "a".
+    for name in planned:
+        parent = posixpath.dirname(name)
+        while parent:
+            if parent in planned and planned[parent].kind != "dir":
+                raise UnsafeArchiveError(f"member {name!r} lies under non-directory {parent!r}")
+            parent = posixpath.dirname(parent)
+
+
+def _link_target(member: PlannedMember) -> str:
+    link = member.info.linkname
+    if link.startswith("/"):
+        raise UnsafeArchiveError(f"link {member.info.name!r} points to absolute path {link!r}")
+    # Hardlink names are archive paths; symlink targets are relative to the link's directory.
+    base = "" if member.info.islnk() else posixpath.dirname(member.name)
+    target = posixpath.normpath(posixpath.join(base, link))
+    if target == ".." or target.startswith("../"):
+        raise UnsafeArchiveError(f"link {member.info.name!r} -> {link!r} leaves the archive")
+    return normalise_name(target)
+
+
+def _resolve_link(member: PlannedMember, planned: Dict[str, PlannedMember]) -> PlannedMember:
+    current = member
+    for _ in range(MAX_LINK_HOPS):
+        if current.kind != "link":
+            break
+        target = _link_target(current)
+        if target not in planned:
+            raise UnsafeArchiveError(
+                f"link {member.info.name!r} -> {current.info.linkname!r}: target not in archive"
+            )
+        current = planned[target]
+    else:
+        raise UnsafeArchiveError(f"link {member.info.name!r}: too many hops (loop?)")
+    if current is member:
+        return member
+    if current.kind != "file":
+        raise UnsafeArchiveError(f"link {member.info.name!r} points to a directory (refused)")
+    return PlannedMember(member.name, "link", member.info, source=current.name)
+
+
+def safe_extract(tar: tarfile.TarFile, plan: List[PlannedMember], destination: Path) -> Path:
+    """Write ``plan`` (from :func:`plan_extraction`) to ``destination``, all or nothing.
+
+    ``destination`` must not exist or be an empty directory.
+    """
+    destination = Path(destination)
+    if destination.exists() and (not destination.is_dir() or any(destination.iterdir())):
+        raise ArchiveError(f"cannot extract to {destination}: it exists and is not empty")
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.partial-", dir=destination.parent))
+    try:
+        _write_all(tar, plan, staging)
+        if destination.exists():
+            destination.rmdir()
+        os.replace(staging, destination)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return destination
+
+
+def _write_all(tar: tarfile.TarFile, plan: List[PlannedMember], root: Path) -> None:
+    os.chmod(root, 0o755)
+    by_name = {member.name: member for member in plan}
+    for member in plan:
+        path = root.joinpath(*member.name.split("/"))
+        if member.kind == "dir":
+            path.mkdir(mode=0o755, parents=True, exist_ok=True)
+            continue
+        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        source = by_name[member.source] if member.source else member
+        _write_file(tar, source.info, path)
+
+
+def _write_file(tar: tarfile.TarFile, info: tarfile.TarInfo, path: Path) -> None:
+    stream = tar.extractfile(info)
+    if stream is None:
+        raise ArchiveError(f"member {info.name!r} cannot be read")
+    mode = 0o755 if info.mode & 0o100 else 0o644
+    # O_EXCL: never write through something that already exists at this path.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "wb") as out, stream:
+        written = 0
+        while True:
+            chunk = stream.read(_COPY_CHUNK)
+            if not chunk:
+                break
+            written += len(chunk)
+            out.write(chunk)
+    if written != info.size:
+        raise ArchiveError(f"member {info.name!r} is truncated ({written} of {info.size} bytes)")

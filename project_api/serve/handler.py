@@ -1,0 +1,332 @@
+"""The Project API methods, on top of :class:`project_api.driver.Project` and a Runner's link.
+
+A server runs in a directory: the template (``template_project/``, or any directory without
+``model.tar``) or a generated project (it contains ``model.tar``). ``generate_project`` works
+in both; ``build``, ``flash`` and the transport need a generated project.
+
+The transport is the firmware's console link: ``open_transport`` starts the already-built
+firmware through ``Project.runner()`` (it builds nothing) and keeps the ``serial.Serial``-like
+link that ``Runner.start`` returns; ``close_transport`` stops the runner, which reaps every
+child process. The bytes are passed through untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tarfile
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Union
+
+from ..errors import GenerateError, ProjectApiError, TransportClosedError, TransportTimeoutError
+from .options import coerce_options, invalid_params, project_options
+
+_LOG = logging.getLogger(__name__)
+
+PLATFORM_NAME = "mlf-project-api"
+MODEL_TAR = "model.tar"
+CLIENT_CWD_ENV = "MLF_PROJECT_CLIENT_CWD"
+
+# (session_start_retry, session_start, session_established) seconds, per kind of board.
+# A host process answers at once; QEMU is slow to boot, slower still under -icount; a real
+# board behind a USB UART sits in between.
+TIMEOUTS: Dict[str, Dict[str, float]] = {
+    "host": {
+        "session_start_retry_timeout_sec": 0,
+        "session_start_timeout_sec": 5,
+        "session_established_timeout_sec": 5,
+    },
+    "qemu": {
+        "session_start_retry_timeout_sec": 2,
+        "session_start_timeout_sec": 30,
+        "session_established_timeout_sec": 30,
+    },
+    "serial": {
+        "session_start_retry_timeout_sec": 2,
+        "session_start_timeout_sec": 10,
+        "session_established_timeout_sec": 10,
+    },
+}
+# Seconds Runner.start may take before the firmware's link is up.
+START_TIMEOUTS = {"host": 10.0, "qemu": 30.0, "serial": 10.0}
+
+
+def board_kind(board: Optional[str]) -> str:
+    """``host``, ``qemu`` or ``serial`` (a real board) for a board name."""
+    name = (board or "host").lower()
+    if name == "host" or name.startswith("host-") or name.startswith("host_"):
+        return "host"
+    if "qemu" in name:
+        return "qemu"
+    return "serial"
+
+
+class ProjectApiHandler:
+    """The state of one server: its directory and, while open, the running firmware."""
+
+    def __init__(self, server_dir: Union[str, Path], *, client_cwd: Optional[str] = None) -> None:
+        self.server_dir = Path(server_dir).resolve()
+        if client_cwd is None:
+            client_cwd = os.environ.get(CLIENT_CWD_ENV) or None
+        self.client_cwd = client_cwd
+        self._runner: Any = None
+        self._link: Any = None
+        self._closed_reason: Optional[str] = None
+
+    # --- queries --------------------------------------------------------------------------
+
+    @property
+    def is_template(self) -> bool:
+        return not (self.server_dir / MODEL_TAR).is_file()
+
+    def server_info_query(self, tvm_version: Optional[str] = None) -> Dict[str, Any]:
+        is_template = self.is_template
+        return {
+            "platform_name": PLATFORM_NAME,
+            "is_template": is_template,
+            "model_library_format_path": "" if is_template else str(self.server_dir / MODEL_TAR),
+            "project_options": [o.to_json() for o in project_options()],
+            "protocol_version": 1,
+        }
+
+    # --- generate / build / flash ---------------------------------------------------------
+
+    def generate_project(
+        self,
+        model_library_format_path: str,
+        standalone_crt_dir: Optional[str],
+        project_dir: str,
+        options: Mapping[str, Any],
+    ) -> None:
+        del standalone_crt_dir  # we ship our own runtime (crt/)
+        opts = coerce_options("generate_project", options)
+        archive = self._client_path(
+            "generate_project", "model_library_format_path", model_library_format_path
+        )
+        target = self._client_path("generate_project", "project_dir", project_dir)
+        if not archive.exists():
+            raise invalid_params(
+                f"generate_project: model_library_format_path {archive}: no such file"
+            )
+        from ..driver import Project
+
+        board = opts.pop("board")
+        project_type = opts.pop("project_type")
+        model = opts.pop("model", None)
+        extra_files_tar = opts.pop("extra_files_tar", None)
+        extra_tar = (
+            self._client_path("generate_project", "extra_files_tar", extra_files_tar)
+            if extra_files_tar
+            else None
+        )
+        if extra_tar is not None and not extra_tar.is_file():
+            raise invalid_params(
+                f"generate_project: option extra_files_tar {extra_tar}: no such file"
+            )
+        generate_options = {k: v for k, v in opts.items() if v is not None}
+        _LOG.info("generating %s for board %s from %s", target, board, archive)
+        Project.generate(
+            archive,
+            target,
+            board=board,
+            project_type=project_type,
+            model=model,
+            options=generate_options,
+            progress=_progress,
+        )
+        if extra_tar is not None:
+            extract_extra_files(extra_tar, target)
+
+    def build(self, options: Mapping[str, Any]) -> None:
+        project = self._project("build", options)
+        firmware = project.build(progress=_progress)
+        _LOG.info("built %s", firmware)
+
+    def flash(self, options: Mapping[str, Any]) -> None:
+        project = self._project("flash", options)
+        project.flash()
+
+    # --- transport ------------------------------------------------------------------------
+
+    def open_transport(self, options: Mapping[str, Any]) -> Dict[str, float]:
+        self.close_transport()
+        project = self._project("open_transport", options)
+        kind = board_kind(_board_name(project))
+        timeout_sec = project.options.get("timeout_sec")
+        start_timeout = float(timeout_sec) if timeout_sec else START_TIMEOUTS[kind]
+        runner = project.runner()
+        try:
+            link = runner.start(start_timeout)
+        except BaseException:
+            runner.stop()
+            raise
+        self._runner, self._link, self._closed_reason = runner, link, None
+        timeouts = dict(TIMEOUTS[kind])
+        if timeout_sec:
+            timeouts["session_start_timeout_sec"] = timeout_sec
+            timeouts["session_established_timeout_sec"] = timeout_sec
+        return timeouts
+
+    def close_transport(self) -> None:
+        runner, link = self._runner, self._link
+        self._runner = self._link = None
+        self._closed_reason = None
+        if link is not None:
+            try:
+                link.close()
+            except Exception as err:  # noqa: BLE001 - closing a dead link may fail; go on
+                _LOG.debug("closing the link: %s", err)
+        if runner is not None:
+            status = runner.stop()
+            _LOG.debug("firmware stopped (status %s)", status)
+
+    def read_transport(self, n: int, timeout_sec: Optional[float]) -> bytes:
+        link = self._open_link()
+        try:
+            _set_timeout(link, "timeout", timeout_sec)
+            data = bytes(link.read(1))
+            if not data:
+                self._check_alive()
+                raise TransportTimeoutError(f"read_transport: no data within {timeout_sec} s")
+            if n > 1:
+                _set_timeout(link, "timeout", 0)
+                data += bytes(link.read(n - 1))
+            return data
+        except (TransportTimeoutError, TransportClosedError):
+            raise
+        except Exception as err:  # noqa: BLE001 - serial/OS errors mean the link is dead
+            raise self._lost(f"reading failed: {err}") from err
+
+    def write_transport(self, data: bytes, timeout_sec: Optional[float]) -> None:
+        link = self._open_link()
+        if not data:
+            return
+        try:
+            _set_timeout(link, "write_timeout", timeout_sec)
+            written = link.write(data)
+            flush = getattr(link, "flush", None)
+            if flush is not None:
+                flush()
+        except Exception as err:  # noqa: BLE001 - classified below
+            if type(err).__name__ == "SerialTimeoutException":
+                raise TransportTimeoutError(
+                    f"write_transport: not written within {timeout_sec} s"
+                ) from err
+            raise self._lost(f"writing failed: {err}") from err
+        if written is not None and written < len(data):
+            self._check_alive()
+            raise TransportTimeoutError(
+                f"write_transport: {written} of {len(data)} bytes written within {timeout_sec} s"
+            )
+
+    def shutdown(self) -> None:
+        """Stops the firmware (if running) and reaps its processes; called when serving ends."""
+        self.close_transport()
+
+    # --- helpers --------------------------------------------------------------------------
+
+    def _project(self, method: str, options: Mapping[str, Any]) -> Any:
+        if self.is_template:
+            raise ProjectApiError(
+                f"{method}: {self.server_dir} is a template directory, not a generated project "
+                f"(no {MODEL_TAR}); call generate_project, then {method} through the "
+                "generated project's microtvm_api_server.py"
+            )
+        opts = coerce_options(method, options)
+        from ..driver import Project
+
+        project = Project.open(self.server_dir)
+        # The runner and the build read their settings from the project's options; the
+        # call's options (those given, for this method) override what generation stored.
+        for name, value in opts.items():
+            if value is not None:
+                project.options[name] = value
+        return project
+
+    def _client_path(self, method: str, what: str, value: str) -> Path:
+        path = Path(os.path.expanduser(value))
+        if path.is_absolute():
+            return path
+        if self.client_cwd and os.path.isabs(self.client_cwd):
+            return Path(self.client_cwd) / path
+        raise invalid_params(
+            f"{method}: {what} {value!r} is relative and the client's working directory is "
+            f"unknown (this server runs in {self.server_dir}); pass an absolute path or set "
+            f"{CLIENT_CWD_ENV} in the server's environment"
+        )
+
+    def _open_link(self) -> Any:
+        if self._link is None:
+            raise TransportClosedError(
+                self._closed_reason or "the transport is not open (call open_transport first)"
+            )
+        return self._link
+
+    def _check_alive(self) -> None:
+        status = getattr(self._runner, "exit_status", None)
+        if status is not None:
+            raise self._lost(f"the firmware exited with status {status}")
+
+    def _lost(self, reason: str) -> TransportClosedError:
+        """Stops a dead device and returns the error; later calls repeat the reason."""
+        log = ""
+        if self._runner is not None:
+            try:
+                log = self._runner.log
+            except Exception:  # noqa: BLE001 - the log is a courtesy
+                log = ""
+        self.close_transport()
+        message = reason + (f"; its output: {log.strip()[-2000:]}" if log.strip() else "")
+        self._closed_reason = f"the transport was closed: {message}"
+        _LOG.info("%s", self._closed_reason)
+        return TransportClosedError(message)
+
+
+def extract_extra_files(tar_path: Path, project_dir: Path) -> None:
+    """Unpacks ``extra_files_tar`` into the project, refusing members that would escape it."""
+    root = project_dir.resolve()
+    with tarfile.open(tar_path) as tar:
+        members = tar.getmembers()
+        for member in members:
+            dest = (root / member.name).resolve()
+            if not (member.isfile() or member.isdir()):
+                raise GenerateError(
+                    f"extra_files_tar {tar_path}: member {member.name!r} is not a regular file "
+                    "or directory"
+                )
+            if dest != root and root not in dest.parents:
+                raise GenerateError(
+                    f"extra_files_tar {tar_path}: member {member.name!r} escapes the project"
+                )
+        for member in members:
+            dest = root / member.name
+            if member.isdir():
+                dest.mkdir(parents=True, exist_ok=True)
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            source = tar.extractfile(member)
+            if source is None:
+                continue
+            with source, open(dest, "wb") as out:
+                out.write(source.read())
+            os.chmod(dest, 0o755 if member.mode & 0o111 else 0o644)
+
+
+def _board_name(project: Any) -> Optional[str]:
+    board = getattr(project, "board", None)
+    if isinstance(board, str):
+        return board
+    if board is not None and isinstance(getattr(board, "name", None), str):
+        return str(board.name)
+    name = project.options.get("board")
+    return name if isinstance(name, str) else None
+
+
+def _set_timeout(link: Any, attr: str, value: Optional[float]) -> None:
+    # pyserial reconfigures the tty on every assignment: skip it when nothing changes.
+    if getattr(link, attr, object()) != value:
+        setattr(link, attr, value)
+
+
+def _progress(message: str) -> None:
+    _LOG.info("%s", message)

@@ -146,6 +146,10 @@ class ProtocolError(TransportError):
     """The device sent bytes that do not follow the device protocol."""
 
 
+class InputError(MlfProjectError, ValueError):
+    """Inputs handed to a model do not match it (unknown or missing name, shape, dtype)."""
+
+
 class DeviceError(MlfProjectError):
     """The device answered with an error code (``code``; ``node`` for a failing operator)."""
 

@@ -20,7 +20,7 @@ def _import_main():
     except ImportError:
         # A source checkout: the package sits beside template_project/.
         checkout = os.path.dirname(HERE)
-        if not os.path.isfile(os.path.join(checkout, "project_api", "__init__.py")):
+        if not os.path.isfile(os.path.join(checkout, "project_api", "serve", "server.py")):
             raise
         sys.path.insert(0, checkout)
         from project_api.serve.server import main

@@ -29,6 +29,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Dict, Mapping, Optional, Sequence, Type, Union
@@ -152,6 +153,10 @@ class ProjectApiClient:
     def close_transport(self) -> None:
         self.call("close_transport", {})
 
+    def link(self, timeout: Optional[float] = None) -> TransportLink:
+        """A serial.Serial-like object over the (already opened) transport."""
+        return TransportLink(self, timeout)
+
     def read_transport(self, n: int, timeout_sec: Optional[float]) -> bytes:
         """1..n bytes; TransportTimeoutError if none arrive within ``timeout_sec``."""
         reply = self.call("read_transport", {"n": n, "timeout_sec": timeout_sec})
@@ -247,6 +252,51 @@ class ProjectApiClient:
         return ProjectApiError(f"{method}: {what}{suffix}", code=_CONNECTION_ERROR)
 
 
+class TransportLink:
+    """A ``serial.Serial``-like view of a server's transport (``read``/``write`` with the
+    ``timeout``/``write_timeout`` attributes), so code written for a serial port (the device
+    protocol of :mod:`project_api.transport`) can run over JSON-RPC. ``close`` closes the
+    transport, not the client."""
+
+    def __init__(self, client: ProjectApiClient, timeout: Optional[float] = None) -> None:
+        self.client = client
+        self.timeout = timeout
+        self.write_timeout: Optional[float] = None
+        self.is_open = True
+
+    def read(self, size: int = 1) -> bytes:
+        """Up to ``size`` bytes: fewer only when ``timeout`` runs out (pyserial semantics)."""
+        data = b""
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        while len(data) < size:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                data += self.client.read_transport(size - len(data), remaining)
+            except TransportTimeoutError:
+                break
+            if remaining == 0.0:
+                break
+        return data
+
+    def write(self, data: bytes) -> int:
+        self.client.write_transport(bytes(data), self.write_timeout)
+        return len(data)
+
+    def flush(self) -> None:
+        """Writes are complete when write() returns."""
+
+    def reset_input_buffer(self) -> None:
+        """Drops what the device has sent and nobody has read yet."""
+        with contextlib.suppress(TransportTimeoutError):
+            while self.client.read_transport(4096, 0):
+                pass
+
+    def close(self) -> None:
+        if self.is_open:
+            self.is_open = False
+            self.client.close_transport()
+
+
 def server_argv(server_dir: PathLike, *, python: Optional[str] = None) -> list:
     """The command TVM's client would run for ``server_dir`` (without the fd arguments)."""
     directory = Path(server_dir)
@@ -282,4 +332,4 @@ def error_from_reply(method: str, error: Any) -> MlfProjectError:
     return err
 
 
-__all__: Sequence[str] = ["ProjectApiClient", "error_from_reply", "server_argv"]
+__all__: Sequence[str] = ["ProjectApiClient", "TransportLink", "error_from_reply", "server_argv"]

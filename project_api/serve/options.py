@@ -110,9 +110,9 @@ def project_options() -> List[ProjectOption]:
             "project_type",
             "str",
             None,
-            "host_driven: the firmware waits for commands over the link (set input, run, get "
-            "output); standalone: it runs the archive's sample inputs once, prints the results "
-            "and exits.",
+            "Type of project: host_driven (the firmware waits for commands over the link: set "
+            "input, run, get output) or standalone (it runs the archive's sample inputs once, "
+            "prints the results and exits).",
             required=gen,
             choices=list(PROJECT_TYPES),
         ),

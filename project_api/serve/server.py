@@ -222,9 +222,13 @@ class ProjectApiServer:
         """The reply to one request line (without writing it)."""
         _LOG.debug("request <- %r", line[:2000])
         try:
-            request = json.loads(line.decode("utf-8"))
+            text = line.decode("utf-8")
         except UnicodeDecodeError:
             return _error_reply(None, PARSE_ERROR, "parse error: request is not valid UTF-8")
+        if not text.strip():
+            return _error_reply(None, PARSE_ERROR, "parse error: empty request line")
+        try:
+            request = json.loads(text.rstrip("\r\n"))
         except ValueError as err:
             return _error_reply(None, PARSE_ERROR, f"parse error: {err}")
         return self.handle_request(request)

@@ -1,0 +1,71 @@
+/*
+ * mlf_cortex_m.h — what the Cortex-M board families share: core registers, the hooks each
+ * family implements, the board constants the generator passes in, and the exit statuses the
+ * QEMU runner recognises.
+ *
+ * Board constants come from boards/<board>.toml through Board.compile_definitions(); they are
+ * required so that a board description and its firmware can never disagree silently.
+ */
+#ifndef MLF_CORTEX_M_H_
+#define MLF_CORTEX_M_H_
+
+#include <stdint.h>
+
+#ifndef MLF_BOARD_TICK_HZ
+#error "MLF_BOARD_TICK_HZ missing: compile with Board.compile_definitions()"
+#endif
+#ifndef MLF_BOARD_CONSOLE_BASE
+#error "MLF_BOARD_CONSOLE_BASE missing: compile with Board.compile_definitions()"
+#endif
+#ifndef MLF_BOARD_CONSOLE_BAUD
+#error "MLF_BOARD_CONSOLE_BAUD missing: compile with Board.compile_definitions()"
+#endif
+#ifndef MLF_BOARD_CONSOLE_CLOCK_HZ
+#error "MLF_BOARD_CONSOLE_CLOCK_HZ missing: compile with Board.compile_definitions()"
+#endif
+#ifndef MLF_BOARD_SEMIHOSTING
+#error "MLF_BOARD_SEMIHOSTING missing: compile with Board.compile_definitions()"
+#endif
+
+/* Exit statuses reserved by the seam (project_api/run/qemu.py names them). A firmware's own
+ * statuses should stay below 0xF0. */
+#define MLF_EXIT_FAULT 0xFA /* a fault or unexpected exception/interrupt */
+#define MLF_EXIT_ABORT 0xFB /* mlf_platform_abort(): the runtime gave up */
+
+#define MLF_REG32(addr) (*(volatile uint32_t*)(uintptr_t)(addr))
+
+/* System control block and SysTick (identical on ARMv7-M and ARMv8-M Mainline). */
+#define MLF_SCB_ICSR MLF_REG32(0xE000ED04u)
+#define MLF_SCB_VTOR MLF_REG32(0xE000ED08u)
+#define MLF_SCB_CFSR MLF_REG32(0xE000ED28u)
+#define MLF_SCB_HFSR MLF_REG32(0xE000ED2Cu)
+#define MLF_SCB_MMFAR MLF_REG32(0xE000ED34u)
+#define MLF_SCB_BFAR MLF_REG32(0xE000ED38u)
+#define MLF_SCB_CPACR MLF_REG32(0xE000ED88u)
+#define MLF_SCB_ICSR_PENDSTSET (1u << 26)
+
+#define MLF_SYST_CSR MLF_REG32(0xE000E010u)
+#define MLF_SYST_RVR MLF_REG32(0xE000E014u)
+#define MLF_SYST_CVR MLF_REG32(0xE000E018u)
+#define MLF_SYST_CSR_ENABLE (1u << 0)
+#define MLF_SYST_CSR_TICKINT (1u << 1)
+#define MLF_SYST_CSR_CLKSOURCE_CPU (1u << 2)
+
+/* Implemented by each family (mps2, lm3s, stm32): clocks and console UART, called once from
+ * mlf_platform_init() before the tick counter starts. The family also implements
+ * mlf_platform_read() and mlf_platform_write() from mlf_platform.h. */
+void mlf_family_init(void);
+
+/* Implemented in cortex_m: starts the 64-bit SysTick counter at MLF_BOARD_TICK_HZ. */
+void mlf_systick_start(void);
+
+/* Semihosting (ARM semihosting v2 operations). Only meaningful when MLF_BOARD_SEMIHOSTING:
+ * on a real board without a debugger attached, BKPT 0xAB faults. */
+#define MLF_SEMIHOSTING_SYS_WRITE0 0x04u
+#define MLF_SEMIHOSTING_SYS_EXIT 0x18u
+#define MLF_SEMIHOSTING_SYS_EXIT_EXTENDED 0x20u
+#define MLF_SEMIHOSTING_ADP_STOPPED_APPLICATION_EXIT 0x20026u
+
+uintptr_t mlf_semihosting_call(uintptr_t operation, uintptr_t argument);
+
+#endif /* MLF_CORTEX_M_H_ */

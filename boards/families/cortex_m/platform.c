@@ -1,0 +1,124 @@
+/*
+ * platform.c — the parts of mlf_platform.h every Cortex-M board shares: start-up order, the
+ * 64-bit SysTick tick counter, semihosting log/exit on QEMU boards, and the newlib hooks a
+ * bare-metal program still needs (_exit, _sbrk).
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mlf_cortex_m.h"
+#include "mlf_platform.h"
+
+#define SYSTICK_RELOAD 0x00FFFFFFu
+#define SYSTICK_PERIOD ((uint64_t)SYSTICK_RELOAD + 1u)
+
+/* Ticks already accounted for by the overflow interrupt; the live 24-bit counter adds the
+ * rest. Shared between the interrupt and mlf_platform_ticks(), hence file-scope volatile. */
+static volatile uint64_t systick_wrapped_ticks;
+
+void mlf_systick_handler(void);
+
+void mlf_systick_handler(void) { systick_wrapped_ticks += SYSTICK_PERIOD; }
+
+void mlf_systick_start(void) {
+  MLF_SYST_CSR = 0;
+  systick_wrapped_ticks = 0;
+  MLF_SYST_RVR = SYSTICK_RELOAD;
+  MLF_SYST_CVR = 0;
+  MLF_SYST_CSR = MLF_SYST_CSR_ENABLE | MLF_SYST_CSR_TICKINT | MLF_SYST_CSR_CLKSOURCE_CPU;
+  /* Writing CVR leaves it at 0 until the first tick reloads it; a read in that window would
+   * look like a full period, so let the counter start properly first. */
+  while (MLF_SYST_CVR == 0) {
+  }
+}
+
+void mlf_platform_init(void) {
+  mlf_family_init();
+  mlf_systick_start();
+}
+
+uint64_t mlf_platform_ticks(void) {
+  uint32_t primask;
+  __asm__ volatile("mrs %0, primask\n\tcpsid i" : "=r"(primask)::"memory");
+  uint32_t count = MLF_SYST_CVR;
+  uint64_t base = systick_wrapped_ticks;
+  if ((MLF_SCB_ICSR & MLF_SCB_ICSR_PENDSTSET) != 0u) {
+    /* The counter reached zero but the interrupt has not run yet (we masked it): account for
+     * the period here. Re-read so that count and base agree; a zero still belongs to the
+     * period that is ending. */
+    count = MLF_SYST_CVR;
+    if (count != 0u) {
+      base += SYSTICK_PERIOD;
+    }
+  }
+  __asm__ volatile("msr primask, %0" ::"r"(primask) : "memory");
+  return base + (uint64_t)(SYSTICK_RELOAD - count);
+}
+
+uint64_t mlf_platform_tick_hz(void) { return (uint64_t)MLF_BOARD_TICK_HZ; }
+
+uintptr_t mlf_semihosting_call(uintptr_t operation, uintptr_t argument) {
+  register uintptr_t r0 __asm__("r0") = operation;
+  register uintptr_t r1 __asm__("r1") = argument;
+  __asm__ volatile("bkpt 0xAB" : "+r"(r0) : "r"(r1) : "memory");
+  return r0;
+}
+
+void mlf_platform_log(const char* msg) {
+#if MLF_BOARD_SEMIHOSTING
+  mlf_semihosting_call(MLF_SEMIHOSTING_SYS_WRITE0, (uintptr_t)msg);
+  mlf_semihosting_call(MLF_SEMIHOSTING_SYS_WRITE0, (uintptr_t) "\n");
+#else
+  (void)msg; /* no debugger to print to; the console link carries only the protocol */
+#endif
+}
+
+void mlf_platform_exit(int status) {
+#if MLF_BOARD_SEMIHOSTING
+  uint32_t block[2] = {MLF_SEMIHOSTING_ADP_STOPPED_APPLICATION_EXIT, (uint32_t)status};
+  mlf_semihosting_call(MLF_SEMIHOSTING_SYS_EXIT_EXTENDED, (uintptr_t)block);
+  /* Only reached if the host lacks SYS_EXIT_EXTENDED: status 0 or 1 is all it can carry. */
+  mlf_semihosting_call(MLF_SEMIHOSTING_SYS_EXIT,
+                       status == 0 ? MLF_SEMIHOSTING_ADP_STOPPED_APPLICATION_EXIT : 0u);
+#else
+  (void)status;
+#endif
+  __asm__ volatile("cpsid i" ::: "memory");
+  for (;;) {
+    __asm__ volatile("wfi");
+  }
+}
+
+void mlf_platform_abort(int code) {
+  static const char kDigits[] = "0123456789abcdef";
+  char line[] = "mlf: abort: code 0x00000000";
+  size_t end = sizeof line - 1;
+  uint32_t value = (uint32_t)code;
+  for (size_t i = 0; i < 8; ++i) {
+    line[end - 1 - i] = kDigits[(value >> (4 * i)) & 0xFu];
+  }
+  mlf_platform_log(line);
+  mlf_platform_exit(MLF_EXIT_ABORT);
+}
+
+/* newlib's exit() and abort() end here. */
+void _exit(int status);
+void _exit(int status) { mlf_platform_exit(status); }
+
+/* newlib's malloc grows the heap through _sbrk. The firmware never allocates, but a library
+ * function might; the heap is bounded by the linker script (heap_bytes, 0 by default) so an
+ * allocation fails cleanly instead of running into the stack or the arena. */
+extern uint8_t __mlf_heap_start[];
+extern uint8_t __mlf_heap_end[];
+void* _sbrk(ptrdiff_t increment);
+void* _sbrk(ptrdiff_t increment) {
+  static uint8_t* heap_top = __mlf_heap_start;
+  if (increment < 0 || increment > __mlf_heap_end - heap_top) {
+    errno = ENOMEM;
+    return (void*)-1;
+  }
+  uint8_t* previous = heap_top;
+  heap_top += increment;
+  return previous;
+}

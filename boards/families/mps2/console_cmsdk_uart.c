@@ -1,0 +1,54 @@
+/*
+ * console_cmsdk_uart.c — the console link of the Arm MPS2/MPS2+ FPGA images (AN385, AN386,
+ * AN500, AN505, ...): a CMSDK APB UART, polled. QEMU applies back-pressure on the host side,
+ * so polling loses no bytes; on the FPGA the host must not outrun the baud rate.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mlf_cortex_m.h"
+#include "mlf_platform.h"
+
+#define UART_DATA MLF_REG32(MLF_BOARD_CONSOLE_BASE + 0x000u)
+#define UART_STATE MLF_REG32(MLF_BOARD_CONSOLE_BASE + 0x004u)
+#define UART_CTRL MLF_REG32(MLF_BOARD_CONSOLE_BASE + 0x008u)
+#define UART_BAUDDIV MLF_REG32(MLF_BOARD_CONSOLE_BASE + 0x010u)
+
+#define UART_STATE_TX_FULL (1u << 0)
+#define UART_STATE_RX_FULL (1u << 1)
+#define UART_CTRL_TX_ENABLE (1u << 0)
+#define UART_CTRL_RX_ENABLE (1u << 1)
+
+/* The CMSDK UART rejects divisors below 16. */
+#define UART_DIVISOR (MLF_BOARD_CONSOLE_CLOCK_HZ / MLF_BOARD_CONSOLE_BAUD)
+#if UART_DIVISOR < 16
+#error "console clock_hz / baud must be at least 16 for a CMSDK UART"
+#endif
+
+void mlf_family_init(void) {
+  UART_CTRL = 0;
+  UART_BAUDDIV = UART_DIVISOR;
+  /* QEMU drops transmitted bytes unless TX is enabled, and ignores input unless RX is. */
+  UART_CTRL = UART_CTRL_TX_ENABLE | UART_CTRL_RX_ENABLE;
+}
+
+size_t mlf_platform_read(uint8_t* buf, size_t max) {
+  if (max == 0) {
+    return 0;
+  }
+  while ((UART_STATE & UART_STATE_RX_FULL) == 0u) {
+  }
+  size_t count = 0;
+  do {
+    buf[count++] = (uint8_t)UART_DATA;
+  } while (count < max && (UART_STATE & UART_STATE_RX_FULL) != 0u);
+  return count;
+}
+
+void mlf_platform_write(const uint8_t* buf, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    while ((UART_STATE & UART_STATE_TX_FULL) != 0u) {
+    }
+    UART_DATA = buf[i];
+  }
+}

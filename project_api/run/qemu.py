@@ -1,0 +1,278 @@
+"""Running a Cortex-M firmware under ``qemu-system-arm``.
+
+:class:`QemuRunner` starts the board's QEMU machine with the firmware's console UART on a
+pseudo-terminal, semihosting on (diagnostics and the exit status) and optionally ``-icount``
+(one instruction per virtual nanosecond, so SysTick counts are exact instruction counts), and
+hands back the pty opened with pyserial. QEMU is started through :func:`run.base.spawn`, so it
+is killed and reaped on :meth:`QemuRunner.stop`, on error and on interpreter exit.
+
+Facts this relies on (measured with QEMU 7.2): QEMU prints
+``char device redirected to /dev/pts/N (label serial0)`` on **stdout** once the pty exists;
+semihosting output goes to **stderr**; the exit status of QEMU is the firmware's
+``SYS_EXIT_EXTENDED`` status; a CPU lockup (a fault while entering the fault handler, e.g. a
+stack overflow on ARMv7-M) makes QEMU print ``qemu: fatal: Lockup`` and abort (SIGABRT).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any, List, Optional, Sequence, Union
+
+from ..boards import QEMU_BINARY, Board
+from ..errors import FlashError, TransportError
+from .base import Runner, reap, spawn
+
+# Exit statuses reserved by the Cortex-M seam (boards/families/cortex_m/mlf_cortex_m.h).
+EXIT_FAULT = 0xFA
+EXIT_ABORT = 0xFB
+
+_PTY_RE = re.compile(rb"char device redirected to (\S+) \(label serial0\)")
+_LOG_LIMIT = 256 * 1024  # keep the tail of a chatty firmware's semihosting output
+# Lines QEMU prints on every run of a machine, which say nothing about the firmware.
+_NOISE = ("Timer with period zero, disabling",)
+
+
+class QemuRunner(Runner):
+    """A firmware running on a QEMU machine; ``start`` returns its console as a
+    ``serial.Serial``. Use as a context manager, or call :meth:`stop`."""
+
+    def __init__(
+        self,
+        board: Board,
+        firmware: Union[str, Path],
+        *,
+        icount: bool = False,
+        extra_args: Sequence[str] = (),
+        read_timeout: float = 1.0,
+    ) -> None:
+        if not board.is_qemu:
+            raise FlashError(f"board {board.name!r} does not run under QEMU ({board.run.kind})")
+        self.board = board
+        self.firmware = Path(firmware)
+        self.icount = icount
+        self.read_timeout = read_timeout
+        self.command: List[str] = board.qemu_command(
+            self.firmware, icount=icount, extra_args=extra_args
+        )
+        self.pty_path: Optional[str] = None
+        self.startup_seconds: Optional[float] = None
+        self._proc: Optional[subprocess.Popen] = None
+        self._serial: Any = None
+        self._readers: List[threading.Thread] = []
+        self._log = bytearray()
+        self._log_lock = threading.Lock()
+        self._pty_found = threading.Event()
+        self._killed = False
+        self._stopped = False
+
+    # --- Runner -------------------------------------------------------------------------
+
+    def start(self, timeout: float = 10.0) -> Any:
+        """Starts QEMU and returns the opened console pty. Raises :class:`FlashError` when
+        QEMU is missing, exits or does not open its pty within ``timeout`` seconds, and
+        :class:`TransportError` when the pty cannot be opened; QEMU is reaped either way."""
+        if self._proc is not None:
+            raise FlashError("QemuRunner.start() called twice; make a new runner")
+        if not self.firmware.is_file():
+            raise FlashError(f"firmware {self.firmware} does not exist", hint="build it first")
+        if shutil.which(QEMU_BINARY) is None:
+            raise FlashError(
+                f"{QEMU_BINARY} is not installed: cannot run board {self.board.name}",
+                hint="apt-get install qemu-system-arm",
+            )
+        began = time.monotonic()
+        self._proc = spawn(self.command)
+        try:
+            self._readers = [
+                self._reader(self._proc.stdout, "stdout"),
+                self._reader(self._proc.stderr, "stderr"),
+            ]
+            self._wait_for_pty(began, timeout)
+            self._serial = self._open_pty()
+            self.startup_seconds = time.monotonic() - began
+            return self._serial
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> Optional[int]:
+        """Closes the console, kills QEMU if it still runs and reaps it. Idempotent. Returns
+        the firmware's exit status when it ended by itself."""
+        if not self._stopped:
+            self._stopped = True
+            serial_port, self._serial = self._serial, None
+            if serial_port is not None:
+                # A pty whose master is gone may fail to close cleanly.
+                with contextlib.suppress(Exception):
+                    serial_port.close()
+            if self._proc is not None:
+                if self._proc.poll() is None:
+                    self._killed = True
+                reap(self._proc)
+            for reader in self._readers:
+                reader.join(timeout=2.0)
+        return self.exit_status
+
+    @property
+    def log(self) -> str:
+        """Everything QEMU and the firmware's semihosting said (stdout and stderr)."""
+        with self._log_lock:
+            return bytes(self._log).decode("utf-8", "replace")
+
+    @property
+    def exit_status(self) -> Optional[int]:
+        """The firmware's exit status (QEMU's) once QEMU has ended by itself; None while it
+        runs or when it was killed. Negative for a signal (e.g. -6 after a CPU lockup)."""
+        if self._proc is None or self._killed:
+            return None
+        return self._proc.poll()
+
+    # --- extras -------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> Optional[int]:
+        return None if self._proc is None else self._proc.pid
+
+    def wait(self, timeout: float) -> Optional[int]:
+        """Waits up to ``timeout`` seconds for the firmware to end by itself; its exit
+        status, or None if it is still running (it is not killed: call :meth:`stop`)."""
+        if self._proc is None:
+            return None
+        try:
+            self._proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        for reader in self._readers:
+            reader.join(timeout=2.0)  # so the log holds everything QEMU said
+        return self.exit_status
+
+    def exit_reason(self) -> Optional[str]:
+        """One line saying how the firmware ended (None while it runs): a clean exit, its
+        status, a fault with the registers the fault handler reported, or a CPU lockup."""
+        if self._proc is None or self._proc.poll() is None:
+            return None
+        if self._killed:
+            return "stopped by the host (killed)"
+        status = self._proc.returncode
+        return describe_exit(status, self.log)
+
+    # --- internals ----------------------------------------------------------------------
+
+    def _reader(self, stream: Optional[IO[bytes]], name: str) -> threading.Thread:
+        thread = threading.Thread(
+            target=self._pump, args=(stream,), name=f"qemu-{name}", daemon=True
+        )
+        thread.start()
+        return thread
+
+    def _pump(self, stream: Optional[IO[bytes]]) -> None:
+        if stream is None:
+            return
+        try:
+            for line in iter(stream.readline, b""):
+                if self.pty_path is None:
+                    match = _PTY_RE.search(line)
+                    if match is not None:
+                        self.pty_path = match.group(1).decode()
+                        self._pty_found.set()
+                if line.strip().decode("utf-8", "replace") in _NOISE:
+                    continue
+                with self._log_lock:
+                    self._log += line
+                    if len(self._log) > _LOG_LIMIT:
+                        del self._log[: len(self._log) - _LOG_LIMIT]
+        except (OSError, ValueError):
+            pass  # the stream was closed by reap()
+
+    def _wait_for_pty(self, began: float, timeout: float) -> None:
+        assert self._proc is not None
+        deadline = began + timeout
+        while not self._pty_found.wait(timeout=0.02):
+            if self._proc.poll() is not None:
+                for reader in self._readers:
+                    reader.join(timeout=1.0)
+                raise FlashError(
+                    f"{QEMU_BINARY} ended before the console of {self.board.name} could be "
+                    f"opened: {describe_exit(self._proc.returncode, self.log)}; "
+                    f"{_tail(self.log) or 'no output'}",
+                    hint=" ".join(self.command),
+                )
+            if time.monotonic() >= deadline:
+                raise FlashError(
+                    f"{QEMU_BINARY} did not open the console pty of {self.board.name} within "
+                    f"{timeout:g} s: {_tail(self.log) or 'no output'}",
+                    hint=" ".join(self.command),
+                )
+
+    def _open_pty(self) -> Any:
+        import serial  # pyserial: deferred so that merely listing boards does not need it
+
+        assert self.pty_path is not None
+        try:
+            return serial.Serial(self.pty_path, timeout=self.read_timeout, write_timeout=10.0)
+        except (serial.SerialException, OSError) as err:
+            assert self._proc is not None
+            state = (
+                "QEMU is running"
+                if self._proc.poll() is None
+                else describe_exit(self._proc.returncode, self.log)
+            )
+            raise TransportError(
+                f"cannot open QEMU's console pty {self.pty_path}: {err} ({state})"
+            ) from err
+
+
+def describe_exit(status: Optional[int], log: str = "") -> str:
+    """Explains an exit status of a firmware (QEMU's exit status) with the diagnostic lines
+    the seam wrote: ``exited normally``, ``fault: HardFault pc=...``, ``CPU lockup``, ..."""
+    if status is None:
+        return "still running"
+    if status == 0:
+        return "exited normally (status 0)"
+    if status == EXIT_FAULT:
+        line = _last_line_with(log, "mlf: fault:")
+        detail = line.split("mlf: fault:", 1)[1].strip() if line else "no report"
+        return f"firmware fault (status {status}): {detail}"
+    if status == EXIT_ABORT:
+        line = _last_line_with(log, "mlf: abort:")
+        detail = line.split("mlf: abort:", 1)[1].strip() if line else "no report"
+        return f"firmware abort (status {status}): {detail}"
+    if status < 0:
+        name = _signal_name(-status)
+        if "Lockup" in log:
+            line = _last_line_with(log, "Lockup")
+            return (
+                f"CPU lockup: a fault while entering the fault handler, typically a stack "
+                f"overflow ({line.strip()}; QEMU died of {name})"
+            )
+        return f"QEMU died of {name}: {_tail(log) or 'no output'}"
+    return f"exited with status {status}"
+
+
+def _last_line_with(log: str, needle: str) -> str:
+    for line in reversed(log.splitlines()):
+        if needle in line:
+            return line
+    return ""
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _tail(text: str, lines: int = 5) -> str:
+    return " | ".join(line for line in text.strip().splitlines()[-lines:] if line.strip())

@@ -157,3 +157,12 @@ def test_archive_modes_are_not_copied(tmp_path, scratch):
     with open_archive(path) as archive:
         assert (archive.root / "setuid.sh").stat().st_mode & 0o7777 == 0o755 & ~umask
         assert (archive.root / "metadata.json").stat().st_mode & 0o7777 == 0o644 & ~umask
+
+
+def test_directory_listed_twice_is_fine(tmp_path, scratch):
+    path = tmp_path / "twice.tar"
+    write_tar(path, mlf_files(7))
+    with tarfile.open(path, "a") as tar:
+        tar.addfile(member("codegen", tarfile.DIRTYPE))
+    with open_archive(path) as archive:
+        assert archive.model().name == "default"

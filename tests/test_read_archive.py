@@ -151,6 +151,17 @@ def test_aot_archive(tmp_path):
             model.require_graph()
 
 
+def test_aot_tuple_outputs_in_natural_order(tmp_path):
+    def edit(meta):
+        main = meta["modules"]["default"]["memory"]["functions"]["main"][0]
+        main["outputs"] = {f"output{i}": {"size": 1, "dtype": "int8"} for i in (0, 1, 10, 2)}
+
+    files = with_json(aot_files(), "metadata.json", edit)
+    with open_archive(write_dir(tmp_path / "a", files)) as archive:
+        names = [spec.name for spec in archive.model().outputs]
+        assert names == ["output0", "output1", "output2", "output10"]
+
+
 def test_external_dependencies_v6(tmp_path):
     dep = {
         "short_name": "cmsis-nn",
@@ -220,6 +231,16 @@ def test_rejected_archive_leaves_nothing(tmp_path):
         open_archive(write_tar(tmp_path / "m.tar", files), extract_to=target)
     assert not target.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.tar"]
+
+
+def test_empty_extract_to_survives_a_rejection(tmp_path):
+    files = mlf_files(7)
+    files["parameters/default.params"] = b"garbage"
+    target = tmp_path / "dest"
+    target.mkdir()
+    with pytest.raises(MlfProjectError):
+        open_archive(write_tar(tmp_path / "m.tar", files), extract_to=target)
+    assert target.is_dir() and list(target.iterdir()) == []
 
 
 def test_missing_file(tmp_path):

@@ -106,6 +106,7 @@ def _open_file(path: Path, extract_to: Optional[Path], limits: ExtractLimits) ->
     owned = Path(tempfile.mkdtemp(prefix="mlf-")) if extract_to is None else None
     destination = owned / "archive" if owned is not None else Path(str(extract_to))
     created: Optional[Path] = owned
+    existed = destination.is_dir()  # an empty extract_to given by the caller: restore it
     try:
         _extract_checked(path, destination, limits)
         created = created or destination  # only now is extract_to ours to remove on failure
@@ -113,6 +114,8 @@ def _open_file(path: Path, extract_to: Optional[Path], limits: ExtractLimits) ->
     except BaseException:
         if created is not None:
             shutil.rmtree(created, ignore_errors=True)
+            if existed and owned is None:
+                destination.mkdir(exist_ok=True)
         raise
 
 
@@ -120,7 +123,7 @@ def _extract_checked(path: Path, destination: Path, limits: ExtractLimits) -> No
     try:
         with tarfile.open(path, mode="r:*") as tar:
             plan = plan_extraction(tar, limits)
-            if not any(m.name == MEMBER and m.kind == "file" for m in plan):
+            if not any(m.name == MEMBER and m.kind != "dir" for m in plan):
                 _refuse_tar_without_metadata(path, tar, plan)
             safe_extract(tar, plan, destination)
     except (tarfile.TarError, EOFError, OSError) as err:
@@ -129,7 +132,9 @@ def _extract_checked(path: Path, destination: Path, limits: ExtractLimits) -> No
                 f"{path}: not a Model Library Format archive (neither a tar, plain or gzip, "
                 "nor an extracted directory)"
             ) from None
-        raise ArchiveError(f"{path}: unreadable archive: {err}") from None
+        if isinstance(err, (tarfile.TarError, EOFError)):
+            raise ArchiveError(f"{path}: unreadable archive: {err}") from None
+        raise ArchiveError(f"{path}: cannot extract: {err}") from None
 
 
 def _looks_like_tar(path: Path) -> bool:

@@ -63,7 +63,10 @@ def plan_extraction(tar: tarfile.TarFile, limits: ExtractLimits) -> List[Planned
         member = _plan_member(info)
         if member is None:
             continue
-        if member.name in planned:
+        previous = planned.get(member.name)
+        if previous is not None:
+            if previous.kind == member.kind == "dir":
+                continue  # "a/" and "./a/" both listed: harmless
             raise UnsafeArchiveError(f"member {info.name!r} appears twice")
         planned[member.name] = member
         if member.kind == "file":

@@ -58,6 +58,7 @@ class Graph:
     device_index: Optional[List[int]] = None
     storage_scope: Optional[List[str]] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+    _null_ids: Optional[Dict[str, int]] = field(default=None, init=False, repr=False)
 
     @classmethod
     def from_json(cls, text: str, member: str = "graph.json") -> Graph:
@@ -103,10 +104,12 @@ class Graph:
 
     def node_id(self, name: str) -> Optional[int]:
         """The id of the ``null`` node called ``name`` (None when there is none)."""
-        for nid, node in enumerate(self.nodes):
-            if not node.is_op and node.name == name:
-                return nid
-        return None
+        if self._null_ids is None:
+            self._null_ids = {}
+            for nid, node in enumerate(self.nodes):
+                if not node.is_op:
+                    self._null_ids.setdefault(node.name, nid)
+        return self._null_ids.get(name)
 
 
 class _GraphParser:

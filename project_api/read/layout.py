@@ -212,8 +212,18 @@ def graph_outputs(graph: Graph) -> List[TensorSpec]:
 
 def _aot_io(meta: ModelMetadata) -> Tuple[List[TensorSpec], List[TensorSpec]]:
     """AOT inputs/outputs from metadata (TVM >= 0.10 records name, size, dtype; no shape,
-    so each is described as a flat vector of size/itemsize elements)."""
-    return _io_specs(meta, "inputs"), _io_specs(meta, "outputs")
+    so each is described as a flat vector of size/itemsize elements).
+
+    TVM writes metadata.json with sorted keys, so the true order is lost; tuple outputs are
+    named output0..N-1, and a natural sort (output2 before output10) restores theirs.
+    """
+    outputs = sorted(_io_specs(meta, "outputs"), key=lambda spec: _natural_key(spec.name))
+    return _io_specs(meta, "inputs"), outputs
+
+
+def _natural_key(name: str) -> Tuple[str, int]:
+    match = re.match(r"^(.*?)(\d+)$", name)
+    return (match.group(1), int(match.group(2))) if match else (name, -1)
 
 
 def _io_specs(meta: ModelMetadata, key: str) -> List[TensorSpec]:

@@ -1,1 +1,87 @@
+"""Resolve a model's ``external_dependencies``: fetch them into a cache, pin them in a lock
+file, place them in the generated project and compile them into the firmware.
 
+Typical use by the project generator::
+
+    specs = collect_dependencies(
+        [m.external_dependencies for m in archive.models],
+        overrides=options.get("dependencies", ()),   # dicts or "short_name=…,url=…" strings
+        cmsis_path=options.get("cmsis_path"),
+        model_names=[m.name for m in archive.models],
+    )
+    require_cmsis_nn(model.sources, specs)             # generated C calls arm_* kernels?
+    lock = read_lock(project / LOCK_FILE_NAME) if (project / LOCK_FILE_NAME).exists() else None
+    resolved = resolve_dependencies(specs, archive_root=archive.root,
+                                    base_dir=archive_path.parent, lock=lock,
+                                    offline=options.get("offline", False),
+                                    progress=log, notify=warn)
+    install_dependencies(resolved, project, cpu=board.cpu, target_name="firmware", lock=lock)
+    # CMakeLists.txt: add_executable(firmware …) then include(${CMAKE_CURRENT_LIST_DIR}/deps.cmake)
+"""
+
+from __future__ import annotations
+
+from .cache import ENV_CACHE, Cache, CacheEntry, cache_key, default_cache_dir
+from .detect import detect_cmsis_nn, find_cmsis_nn_uses, require_cmsis_nn
+from .extract import safe_extract
+from .lock import LOCK_FILE_NAME, LockEntry, LockFile, lock_from, read_lock, write_lock
+from .place import (
+    DEPS_DIR,
+    FRAGMENT_NAME,
+    install_dependencies,
+    place_dependencies,
+    tree_digest,
+)
+from .recipes import BuildPlan, cmake_fragment, cpu_flags, plan_build
+from .resolved import ResolvedDependency
+from .resolver import TVM_CRT_NOTE, resolve_dependencies
+from .spec import (
+    CMSIS_NN,
+    CMSIS_NN_DEPENDENCY_FLAG,
+    TVM_CRT,
+    DependencySpec,
+    Recipe,
+    cmsis_path_dependency,
+    collect_dependencies,
+    parse_dependency,
+    parse_dependency_string,
+)
+
+__all__ = [
+    "CMSIS_NN",
+    "CMSIS_NN_DEPENDENCY_FLAG",
+    "DEPS_DIR",
+    "ENV_CACHE",
+    "FRAGMENT_NAME",
+    "LOCK_FILE_NAME",
+    "TVM_CRT",
+    "TVM_CRT_NOTE",
+    "BuildPlan",
+    "Cache",
+    "CacheEntry",
+    "DependencySpec",
+    "LockEntry",
+    "LockFile",
+    "Recipe",
+    "ResolvedDependency",
+    "cache_key",
+    "cmake_fragment",
+    "cmsis_path_dependency",
+    "collect_dependencies",
+    "cpu_flags",
+    "default_cache_dir",
+    "detect_cmsis_nn",
+    "find_cmsis_nn_uses",
+    "install_dependencies",
+    "lock_from",
+    "parse_dependency",
+    "parse_dependency_string",
+    "place_dependencies",
+    "plan_build",
+    "read_lock",
+    "require_cmsis_nn",
+    "resolve_dependencies",
+    "safe_extract",
+    "tree_digest",
+    "write_lock",
+]

@@ -1,0 +1,184 @@
+"""Resolve :class:`DependencySpec` lists into ready directories: :func:`resolve_dependencies`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence, Tuple
+
+from ..errors import DependencyError
+from .cache import Cache, CacheEntry
+from .git import fetch_git, git_source
+from .lock import LockFile
+from .path import resolve_mlf_path, resolve_path
+from .recipes import cmsis_nn_root
+from .resolved import ResolvedDependency
+from .spec import CMSIS_NN_DEPENDENCY_FLAG, DependencySpec
+from .url import fetch_url, url_source
+
+Callback = Callable[[str], None]
+
+TVM_CRT_NOTE = (
+    "the archive lists TVM's standalone C runtime (tvm_standalone_crt); it is not compiled: "
+    "the project uses mlf-project-api's own runtime, which implements the same ABI"
+)
+
+
+def _check_against_lock(specs: Sequence[DependencySpec], lock: LockFile) -> None:
+    problems = []
+    for spec in specs:
+        entry = lock.get(spec.short_name)
+        if entry is None:
+            problems.append(f"{spec.short_name} is not in the lock file")
+            continue
+        differing = entry.differs_from(spec)
+        if differing:
+            problems.append(
+                f"{spec.short_name} changed ({', '.join(differing)}): now {spec.describe()}, "
+                f"locked {entry.spec.describe()}"
+            )
+    if problems:
+        where = f" {lock.path}" if lock.path else ""
+        raise DependencyError(
+            f"the lock file{where} does not match the dependencies: " + "; ".join(problems),
+            hint="delete the lock file (or generate without it) to resolve them afresh",
+        )
+
+
+def _missing_line(spec: DependencySpec, want: Optional[str]) -> str:
+    pinned = f" pinned to {want}" if want else ""
+    return f"{spec.describe()}{pinned}"
+
+
+def resolve_dependencies(
+    specs: Sequence[DependencySpec],
+    *,
+    archive_root: Optional[Path],
+    base_dir: Path,
+    cache_dir: Optional[Path] = None,
+    offline: bool = False,
+    lock: Optional[LockFile] = None,
+    refresh: bool = False,
+    progress: Optional[Callback] = None,
+    notify: Optional[Callback] = None,
+) -> List[ResolvedDependency]:
+    """Make every dependency available on disk; return them in the order given.
+
+    - ``archive_root``: the extracted archive (for ``mlf_path``); ``base_dir``: the directory
+      relative ``path``/``git``/``url`` locations are taken from (the archive's directory).
+    - ``cache_dir``: the cache root (default :func:`~.cache.default_cache_dir`).
+    - ``offline``: never fetch; a :class:`DependencyError` lists every dependency missing
+      from the cache.
+    - ``lock``: fetch exactly what it records (git commit, archive sha256); a dependency that
+      is not in it, or differs from it, is an error.
+    - ``refresh``: fetch git/url dependencies again even when cached (moving branches).
+    - ``progress(msg)``: one line per step; ``notify(msg)``: things the user should read
+      (e.g. that TVM's bundled runtime is not compiled), each said once.
+    """
+    cache = Cache(cache_dir)
+    if lock is not None:
+        _check_against_lock(specs, lock)
+
+    def say(message: str) -> None:
+        if progress:
+            progress(message)
+
+    results: List[Optional[ResolvedDependency]] = []
+    fetch_later: List[Tuple[int, DependencySpec, Optional[str]]] = []
+    missing: List[str] = []
+    for spec in specs:
+        recipe = spec.effective_recipe()
+        if spec.url_type == "mlf_path" or spec.url_type == "path":
+            skipped = recipe.kind == "none"
+            if spec.url_type == "path":
+                path: Optional[Path] = resolve_path(spec, base_dir)
+            elif archive_root is None:
+                raise DependencyError(f"{spec.short_name}: mlf_path needs the extracted archive")
+            else:
+                path = resolve_mlf_path(spec, archive_root, must_exist=not skipped)
+            if path is not None and recipe.kind == "cmsis-nn":
+                path = cmsis_nn_root(path)
+            note = None
+            if spec.is_tvm_crt and skipped:
+                note = TVM_CRT_NOTE
+                if notify:
+                    notify(note)
+            elif skipped:
+                note = "recipe 'none': not compiled"
+            say(f"{spec.short_name}: using {spec.url_type} {path}")
+            results.append(ResolvedDependency(spec, path, None, recipe, note=note))
+            continue
+        entry = lock.get(spec.short_name) if lock is not None else None
+        want = entry.resolved if entry is not None else spec.sha256
+        found = None if refresh else cache.lookup(spec, want)
+        if found is not None:
+            say(f"{spec.short_name}: cached ({found.resolved[:12]}) in {found.path}")
+            results.append(ResolvedDependency(spec, found.tree, found.resolved, recipe))
+        elif offline:
+            missing.append(_missing_line(spec, want))
+            results.append(None)
+        else:
+            fetch_later.append((len(results), spec, want))
+            results.append(None)
+
+    if missing:
+        hint = "run once without offline mode to fill the cache"
+        if any("cmsis-nn" in line for line in missing):
+            hint += ", or use a local checkout: --option cmsis_path=/path/to/CMSIS-NN"
+        raise DependencyError(
+            f"offline: {len(missing)} dependenc{'y is' if len(missing) == 1 else 'ies are'} "
+            f"not in the cache {cache.root}: " + "; ".join(missing),
+            hint=hint,
+        )
+
+    for index, spec, want in fetch_later:
+        fetched = _fetch(cache, spec, want, base_dir, refresh=refresh, say=say)
+        results[index] = ResolvedDependency(
+            spec, fetched.tree, fetched.resolved, spec.effective_recipe()
+        )
+    return [r for r in results if r is not None]
+
+
+def _fetch(
+    cache: Cache,
+    spec: DependencySpec,
+    want: Optional[str],
+    base_dir: Path,
+    *,
+    refresh: bool,
+    say: Callback,
+) -> CacheEntry:
+    what = spec.short_name
+    if spec.url_type == "git":
+        source = git_source(spec, base_dir)
+        pin = f" (commit {want})" if want else ""
+        say(f"{what}: fetching git {source} at {spec.version_spec}{pin}")
+
+        def fetcher(work: Path, tree: Path) -> str:
+            return fetch_git(
+                source, spec.version_spec, tree, want_commit=want, what=what, progress=say
+            )
+
+    else:
+        source = url_source(spec, base_dir)
+        say(f"{what}: downloading {source}")
+
+        def fetcher(work: Path, tree: Path) -> str:
+            return fetch_url(source, work, tree, expected_sha256=want, what=what, progress=say)
+
+    try:
+        entry = cache.fetch(
+            spec,
+            fetcher,
+            want=want,
+            refresh=refresh,
+            on_wait=lambda: say(f"{what}: waiting for another process fetching it"),
+        )
+    except DependencyError as err:
+        if spec.is_cmsis_nn and err.hint is None:
+            err.hint = (
+                "check the url and version, or use a local checkout: "
+                f"--option cmsis_path=/path/to/CMSIS-NN (default: {CMSIS_NN_DEPENDENCY_FLAG})"
+            )
+        raise
+    say(f"{what}: ready ({entry.resolved[:12]}) in {entry.path}")
+    return entry

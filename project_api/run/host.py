@@ -1,0 +1,152 @@
+"""Running a firmware built for the ``host`` board: a native process on a pseudo-terminal.
+
+The process gets the pty's master side as stdin and stdout; we open the slave side with
+``serial.Serial`` — the same kind of object a QEMU pty or a real board's tty gives — so the
+transport code cannot tell the difference. The slave is switched to raw mode before the
+child starts, so no echo or line editing ever touches the first bytes. When the child
+ends, its master side closes and reads on our side fail at once (EIO) instead of hanging.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import tempfile
+import tty
+from pathlib import Path
+from typing import IO, Any, Optional, Sequence, Union
+
+import serial
+
+from ..errors import FlashError
+from .base import Runner, reap, spawn
+
+# How long stop() lets a firmware end by itself after its link closed, before TERM.
+EXIT_GRACE_SECONDS = 0.2
+
+
+class HostRunner(Runner):
+    """Runs ``executable`` (with ``args``, in ``cwd``) on a pty. stderr goes to a log file
+    (``log_path``, default a temporary file), readable through :attr:`log`."""
+
+    def __init__(
+        self,
+        executable: Union[str, Path],
+        args: Sequence[str] = (),
+        cwd: Optional[Union[str, Path]] = None,
+        *,
+        env: Optional[dict] = None,
+        log_path: Optional[Union[str, Path]] = None,
+        baudrate: int = 115200,
+    ) -> None:
+        self.executable = Path(executable)
+        self.args = [str(a) for a in args]
+        self.cwd = str(cwd) if cwd is not None else None
+        self.env = env
+        self.baudrate = baudrate
+        self.log_path = Path(log_path) if log_path is not None else None
+        self.port: Any = None
+        self._proc: Any = None
+        self._slave_fd: Optional[int] = None
+        self._log_file: Optional[IO[bytes]] = None
+        self._own_log = log_path is None
+        self._status: Optional[int] = None
+        self._log_text: Optional[str] = None
+
+    def start(self, timeout: float = 10.0) -> Any:
+        if self._proc is not None:
+            raise FlashError("this host runner was already started")
+        if not self.executable.is_file():
+            raise FlashError(f"no firmware at {self.executable}", hint="build the project first")
+        if not os.access(self.executable, os.X_OK):
+            raise FlashError(f"{self.executable} is not executable")
+        master, slave = os.openpty()
+        try:
+            tty.setraw(slave)
+            if self.log_path is None:
+                handle, name = tempfile.mkstemp(prefix="mlf-host-", suffix=".log")
+                os.close(handle)
+                self.log_path = Path(name)
+            self._log_file = open(self.log_path, "wb")  # noqa: SIM115 - lives until stop()
+            self._proc = spawn(
+                [str(self.executable.resolve()), *self.args],
+                stdin=master,
+                stdout=master,
+                stderr=self._log_file,
+                cwd=self.cwd,
+                env=self.env,
+            )
+        except BaseException:
+            os.close(slave)
+            raise
+        finally:
+            # Only the child may hold the master: once it exits, our reads see EIO.
+            os.close(master)
+        self._slave_fd = slave
+        try:
+            self.port = serial.Serial(
+                os.ttyname(slave),
+                baudrate=self.baudrate,
+                timeout=0.05,
+                write_timeout=max(timeout, 1.0),
+            )
+        except Exception as exc:
+            self.stop()
+            raise FlashError(f"cannot open the pty of {self.executable.name}: {exc}") from exc
+        finally:
+            # pyserial has its own descriptor now; ours would keep the pty alive for the child
+            # after the port is closed.
+            if self._slave_fd is not None:
+                os.close(self._slave_fd)
+                self._slave_fd = None
+        return self.port
+
+    def stop(self) -> Optional[int]:
+        if self.port is not None:
+            with contextlib.suppress(Exception):
+                self.port.close()
+            self.port = None
+        if self._slave_fd is not None:
+            os.close(self._slave_fd)
+            self._slave_fd = None
+        if self._proc is not None and self._status is None:
+            # A firmware sees the closed link (EOF/EIO) and ends by itself; give it a moment.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=EXIT_GRACE_SECONDS)
+            self._status = reap(self._proc)
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+            self._log_text = self._read_log()
+            if self._own_log and self.log_path is not None:
+                with contextlib.suppress(OSError):
+                    self.log_path.unlink()
+        return self._status
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def exit_status(self) -> Optional[int]:
+        if self._status is not None:
+            return self._status
+        if self._proc is None:
+            return None
+        return self._proc.poll()
+
+    @property
+    def log(self) -> str:
+        """The firmware's stderr so far (kept after stop())."""
+        if self._log_text is not None:
+            return self._log_text
+        return self._read_log()
+
+    def _read_log(self) -> str:
+        if self.log_path is None:
+            return ""
+        try:
+            return self.log_path.read_text("utf-8", "replace")
+        except OSError:
+            return ""

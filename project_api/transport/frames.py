@@ -1,0 +1,192 @@
+"""Frames of the device protocol (docs/protocol.md), byte for byte like mlf_frame.c.
+
+    A5 5A | u8 type | u8 seq | u16 length (LE) | payload | u32 CRC-32 (LE)
+
+The CRC is ``zlib.crc32`` over type, seq, length and payload. :class:`FrameDecoder` is the
+same resynchronising decoder as the firmware's (the tests feed both the same streams and
+compare the events): it drops garbage, reports a complete frame with a bad CRC and a header
+whose length exceeds the receiver's maximum, and does not wait forever behind a corrupt
+header that claims more bytes than will come once a complete valid frame follows it.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import List, Union
+
+MARKER = b"\xa5\x5a"
+HEADER_BYTES = 6
+CRC_BYTES = 4
+OVERHEAD = HEADER_BYTES + CRC_BYTES
+MAX_PAYLOAD = 0xFFFF
+PENDING_SLOTS = 4  # as MLF_FRAME_PENDING_SLOTS
+
+_HEADER = struct.Struct("<2sBBH")
+_CRC = struct.Struct("<I")
+
+
+Buffer = Union[bytes, bytearray, memoryview]
+
+
+def crc32(data: Buffer, crc: int = 0) -> int:
+    return zlib.crc32(data, crc) & 0xFFFFFFFF
+
+
+def encode_frame(type_: int, seq: int, payload: Buffer = b"") -> bytes:
+    """One complete frame."""
+    if not 0 <= type_ <= 0xFF or not 0 <= seq <= 0xFF:
+        raise ValueError(f"type {type_} and seq {seq} must be bytes")
+    if len(payload) > MAX_PAYLOAD:
+        raise ValueError(f"payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
+    header = _HEADER.pack(MARKER, type_, seq, len(payload))
+    crc = crc32(payload, crc32(header[2:]))
+    return header + bytes(payload) + _CRC.pack(crc)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A frame whose CRC matched."""
+
+    type: int
+    seq: int
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class BadFrame:
+    """A frame start that was rejected: ``reason`` is ``"crc"`` (complete frame, CRC
+    mismatch) or ``"too_long"`` (length above the receiver's maximum). ``type``, ``seq``
+    and ``length`` are as read from the (possibly corrupt) header."""
+
+    reason: str
+    type: int
+    seq: int
+    length: int
+
+
+Event = Union[Frame, BadFrame]
+
+
+class FrameDecoder:
+    """Turns received bytes into :class:`Frame` / :class:`BadFrame` events.
+
+    Holds at most ``max_payload + OVERHEAD`` bytes, like the firmware's decoder, so both
+    produce the same events for the same bytes fed in the same pieces.
+    """
+
+    def __init__(self, max_payload: int = MAX_PAYLOAD) -> None:
+        if not 0 <= max_payload <= MAX_PAYLOAD:
+            raise ValueError(f"max_payload must be 0..{MAX_PAYLOAD}")
+        self.max_payload = max_payload
+        self.capacity = max_payload + OVERHEAD
+        self.discarded = 0
+        self._buf = bytearray()
+        self._scanned = 0
+        self._pending: List[int] = []
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes held that do not form a complete frame yet."""
+        return len(self._buf)
+
+    def feed(self, data: Buffer) -> List[Event]:
+        events: List[Event] = []
+        view = memoryview(data)
+        pos = 0
+        while pos < len(view):
+            room = self.capacity - len(self._buf)
+            piece = view[pos : pos + room]
+            self._buf += piece
+            pos += len(piece)
+            self._drain(events)
+        return events
+
+    # -- the algorithm of mlf_frame.c --------------------------------------------------
+
+    def _drop(self, n: int) -> None:
+        del self._buf[:n]
+        self._scanned = self._scanned - n if self._scanned > n else 0
+        self._pending = [p - n for p in self._pending if p > n]
+
+    def _length_at(self, pos: int) -> int:
+        return self._buf[pos + 4] | (self._buf[pos + 5] << 8)
+
+    def _crc_ok_at(self, pos: int, length: int) -> bool:
+        buf = self._buf
+        end = pos + HEADER_BYTES + length
+        expected = buf[end] | buf[end + 1] << 8 | buf[end + 2] << 16 | buf[end + 3] << 24
+        with memoryview(buf) as view:
+            return crc32(view[pos + 2 : end]) == expected
+
+    def _find_later_frame(self) -> int:
+        fill = len(self._buf)
+        kept: List[int] = []
+        found = 0
+        for pos in self._pending:
+            length = self._length_at(pos)
+            complete = pos + OVERHEAD + length <= fill
+            if not complete or found:
+                kept.append(pos)
+            elif self._crc_ok_at(pos, length):
+                found = pos
+        self._pending = kept
+        if found:
+            return found
+        if self._scanned < 1:
+            self._scanned = 1
+        while self._scanned + HEADER_BYTES <= fill:
+            pos = self._buf.find(MARKER, self._scanned, fill - HEADER_BYTES + 2)
+            if pos < 0:
+                self._scanned = fill - HEADER_BYTES + 1
+                break
+            length = self._length_at(pos)
+            if length <= self.max_payload:
+                if pos + OVERHEAD + length <= fill:
+                    if self._crc_ok_at(pos, length):
+                        self._scanned = pos + 1
+                        return pos
+                elif len(self._pending) < PENDING_SLOTS:
+                    self._pending.append(pos)
+                else:
+                    self._scanned = pos
+                    return 0
+            self._scanned = pos + 1
+        return 0
+
+    def _drain(self, events: List[Event]) -> None:
+        while True:
+            buf = self._buf
+            head = buf.find(MARKER)
+            if head < 0:
+                head = len(buf) - 1 if buf.endswith(b"\xa5") else len(buf)
+            if head > 0:
+                self.discarded += head
+                self._drop(head)
+            if len(buf) < HEADER_BYTES:
+                return
+            type_, seq = buf[2], buf[3]
+            length = self._length_at(0)
+            if length > self.max_payload:
+                events.append(BadFrame("too_long", type_, seq, length))
+                self.discarded += 1
+                self._drop(1)
+                continue
+            total = OVERHEAD + length
+            if total <= len(buf):
+                if self._crc_ok_at(0, length):
+                    events.append(
+                        Frame(type_, seq, bytes(buf[HEADER_BYTES : HEADER_BYTES + length]))
+                    )
+                    self._drop(total)
+                else:
+                    events.append(BadFrame("crc", type_, seq, length))
+                    self.discarded += 1
+                    self._drop(1)
+                continue
+            later = self._find_later_frame()
+            if not later:
+                return
+            self.discarded += later
+            self._drop(later)

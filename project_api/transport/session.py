@@ -1,0 +1,653 @@
+"""A conversation with a host_driven firmware over the device protocol (docs/protocol.md).
+
+    with Session(port, timeout=10.0) as session:      # connects: HELLO, DESCRIBE
+        outputs = session.run({"input_1": array})     # {"output0": ndarray, ...}
+        print(session.last_stats.device_seconds)
+
+``port`` is an open ``serial.Serial`` (or a :class:`~project_api.transport.link.Link`).
+Every wait has a deadline; failures are distinct: :class:`TransportTimeoutError` (no
+answer in time), :class:`TransportClosedError` (the device or its link went away),
+:class:`ProtocolError` (bytes that do not follow the protocol), :class:`DeviceError`
+(the device answered with an error code; ``code`` and ``node`` tell which).
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import (
+    Any,
+    Deque,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    Union,
+)
+
+import numpy as np
+
+from ..errors import (
+    DeviceError,
+    InputError,
+    ProtocolError,
+    TransportClosedError,
+    TransportError,
+    TransportTimeoutError,
+)
+from ..read.dtypes import BFLOAT16, UnknownDTypeError, dtype_from_code
+from . import messages as msg
+from .frames import MAX_PAYLOAD, BadFrame, Frame, FrameDecoder, encode_frame
+from .link import Link
+
+ModelRef = Union[int, str]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """An input or output as the device describes it."""
+
+    name: str
+    shape: Tuple[int, ...]
+    dtype: str  # TVM spelling: "float32", "int8", "float32x4", ...
+    nbytes: int
+    dtype_code: int = 0
+    dtype_bits: int = 8
+    dtype_lanes: int = 1
+    raw_name: bytes = b""
+
+    @property
+    def numpy_dtype(self) -> Optional[np.dtype]:
+        """The numpy dtype of one element, or None (then data travels as raw uint8)."""
+        try:
+            return dtype_from_code(self.dtype_code, self.dtype_bits, self.dtype_lanes).to_numpy()
+        except UnknownDTypeError:
+            return None
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """A model of the firmware. ``error`` is set (and ``error_code`` is its mlf_status)
+    when the model failed to initialise on the device; it then has no inputs or outputs."""
+
+    index: int
+    name: str
+    inputs: Tuple[TensorSpec, ...]
+    outputs: Tuple[TensorSpec, ...]
+    error: str = ""
+    error_code: int = 0
+
+    def input_index(self, which: ModelRef) -> int:
+        if isinstance(which, int):
+            if not 0 <= which < len(self.inputs):
+                raise InputError(
+                    f"model {self.name!r} has {len(self.inputs)} inputs, no input {which}"
+                )
+            return which
+        for i, spec in enumerate(self.inputs):
+            if spec.name == which:
+                return i
+        names = ", ".join(repr(s.name) for s in self.inputs) or "none"
+        raise InputError(f"model {self.name!r} has no input {which!r} (inputs: {names})")
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    protocol_version: int
+    board: str
+    project_type: str
+    max_payload: int
+    tick_hz: int
+    models: Tuple[ModelInfo, ...]
+
+
+@dataclass(frozen=True)
+class RunStats:
+    """Timing of one RUN: ``ticks`` counted by the device around mlf_executor_run at
+    ``tick_hz``; ``host_seconds`` is the request's round trip seen from Python.
+    ``instructions`` is ``ticks * ticks_to_instructions`` when that factor is known (QEMU
+    with -icount), else None."""
+
+    ticks: int
+    tick_hz: int
+    workspace_bytes: int
+    host_seconds: float
+    ticks_to_instructions: Optional[float] = None
+
+    @property
+    def device_seconds(self) -> float:
+        return self.ticks / self.tick_hz if self.tick_hz else float("nan")
+
+    @property
+    def instructions(self) -> Optional[int]:
+        if self.ticks_to_instructions is None:
+            return None
+        return int(round(self.ticks * self.ticks_to_instructions))
+
+
+@dataclass
+class _Counters:
+    stale_frames: int = 0
+    bad_frames: int = 0
+    retries: int = 0
+    hello_requests: int = 0
+    notes: List[str] = field(default_factory=list)
+
+
+class Session:
+    """The host end of the device protocol.
+
+    ``timeout`` bounds every request's wait for its reply (and ``connect``'s wait for the
+    device to answer); ``run_timeout`` (default: ``timeout``) bounds RUN. ``runner``, when
+    given, is stopped by :meth:`close` and asked why the link died in error messages.
+    ``chunk_size`` caps the data bytes per SET_INPUT/GET_OUTPUT frame (default: as much as
+    the device accepts).
+    """
+
+    def __init__(
+        self,
+        link: Any,
+        *,
+        timeout: float = 10.0,
+        run_timeout: Optional[float] = None,
+        ticks_to_instructions: Optional[float] = None,
+        hello_interval: float = 0.1,
+        retries: int = 2,
+        chunk_size: Optional[int] = None,
+        runner: Any = None,
+    ) -> None:
+        self.timeout = float(timeout)
+        self.run_timeout = float(run_timeout) if run_timeout is not None else self.timeout
+        self.ticks_to_instructions = ticks_to_instructions
+        self.hello_interval = hello_interval
+        self.retries = retries
+        self.chunk_size = chunk_size
+        self.runner = runner
+        self.link = (
+            link if isinstance(link, Link) else Link(link, write_timeout=max(self.timeout, 1.0))
+        )
+        if self.link.on_closed is None and runner is not None:
+            self.link.on_closed = self._why_closed
+        self.last_stats: Optional[RunStats] = None
+        self.counters = _Counters()
+        self._decoder = FrameDecoder(MAX_PAYLOAD)
+        self._events: Deque[Union[Frame, BadFrame]] = collections.deque()
+        self._seq = 0
+        self._info: Optional[DeviceInfo] = None
+        self._ended: Optional[str] = None
+
+    # ---- life cycle -------------------------------------------------------------------
+
+    def __enter__(self) -> Session:
+        if self._info is None:
+            try:
+                self.connect()
+            except BaseException:
+                self.close()
+                raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.close()
+
+    def connect(self) -> DeviceInfo:
+        """Waits for the device to identify itself (its boot HELLO, or the answer to one of
+        the HELLO requests sent every ``hello_interval`` seconds, backing off to 1 s), then
+        describes every model. Raises TransportTimeoutError when nothing answers."""
+        hello = self._wait_hello(time.monotonic() + self.timeout)
+        if hello.version != msg.PROTOCOL_VERSION:
+            raise ProtocolError(
+                f"the device speaks protocol version {hello.version}; this host speaks "
+                f"version {msg.PROTOCOL_VERSION}",
+                hint="rebuild the firmware with this mlf-project-api",
+            )
+        if not 16 <= hello.max_payload <= MAX_PAYLOAD:
+            raise ProtocolError(f"the device announces an unusable max payload {hello.max_payload}")
+        models = tuple(self._describe(i) for i in range(hello.num_models))
+        self._info = DeviceInfo(
+            hello.version,
+            hello.board,
+            hello.project_type,
+            hello.max_payload,
+            hello.tick_hz,
+            models,
+        )
+        return self._info
+
+    def exit(self, status: int = 0) -> None:
+        """Asks the firmware to end with ``status`` (it answers first)."""
+        self._request(msg.MsgType.EXIT, msg.exit_request(status))
+        self._ended = f"the session ended (EXIT {status} was sent)"
+
+    def close(self) -> None:
+        """Closes the link and stops the runner, if any. Idempotent."""
+        if self._ended is None:
+            self._ended = "the session is closed"
+        self.link.close()
+        if self.runner is not None:
+            self.runner.stop()
+
+    # ---- what the device said ----------------------------------------------------------
+
+    @property
+    def info(self) -> DeviceInfo:
+        if self._info is None:
+            raise TransportError("not connected: call connect() first")
+        return self._info
+
+    @property
+    def models(self) -> Tuple[ModelInfo, ...]:
+        return self.info.models
+
+    def model(self, which: ModelRef = 0) -> ModelInfo:
+        models = self.models
+        if isinstance(which, str):
+            for model in models:
+                if model.name == which:
+                    return model
+            names = ", ".join(repr(m.name) for m in models)
+            raise InputError(f"the device has no model {which!r} (models: {names})")
+        if not 0 <= which < len(models):
+            raise InputError(f"the device has {len(models)} models, no model {which}")
+        return models[which]
+
+    def _usable(self, which: ModelRef) -> ModelInfo:
+        info = self.model(which)
+        if info.error:
+            raise DeviceError(
+                f"model {info.name!r} failed to initialise on the device: {info.error}",
+                code=info.error_code,
+            )
+        return info
+
+    # ---- inference ---------------------------------------------------------------------
+
+    def run(
+        self,
+        inputs: Union[Mapping[str, Any], Sequence[Any]],
+        *,
+        model: ModelRef = 0,
+    ) -> Dict[str, np.ndarray]:
+        """Sets every input, runs, and reads every output (keys ``output0``..``N-1``).
+        ``inputs`` maps input names to arrays, or lists them in input order. Shapes and
+        dtypes are checked before anything is sent."""
+        info = self._usable(model)
+        arrays = self._bind_inputs(info, inputs)
+        for index, data in enumerate(arrays):
+            self._send_input(info, index, data)
+        self.invoke(model=info.index)
+        return {
+            f"output{i}": self.get_output(i, model=info.index) for i in range(len(info.outputs))
+        }
+
+    def set_input(self, which: ModelRef, value: Any, *, model: ModelRef = 0) -> None:
+        """Sends one input (by index or name)."""
+        info = self._usable(model)
+        index = info.input_index(which)
+        self._send_input(info, index, _tensor_bytes(info.inputs[index], value, info.name))
+
+    def invoke(self, *, model: ModelRef = 0) -> RunStats:
+        """Runs the model on the inputs already sent; returns (and keeps) its timing."""
+        info = self._usable(model)
+        started = time.monotonic()
+        payload = self._request(
+            msg.MsgType.RUN, msg.run_request(info.index), timeout=self.run_timeout
+        )
+        reply = msg.RunReply.decode(payload)
+        self.last_stats = RunStats(
+            ticks=reply.ticks,
+            tick_hz=reply.tick_hz,
+            workspace_bytes=reply.workspace_bytes,
+            host_seconds=time.monotonic() - started,
+            ticks_to_instructions=self.ticks_to_instructions,
+        )
+        return self.last_stats
+
+    def get_output(self, index: int, *, model: ModelRef = 0) -> np.ndarray:
+        """Reads output ``index`` of the last run, as an array of its shape and dtype (raw
+        uint8 bytes for dtypes numpy lacks)."""
+        info = self._usable(model)
+        if not 0 <= index < len(info.outputs):
+            raise InputError(f"model {info.name!r} has {len(info.outputs)} outputs, no {index}")
+        spec = info.outputs[index]
+        chunk = self._chunk(0)
+        data = bytearray()
+        while len(data) < spec.nbytes:
+            piece = self._request(
+                msg.MsgType.GET_OUTPUT,
+                msg.get_output_request(info.index, index, len(data), chunk),
+            )
+            if not piece:
+                raise ProtocolError(
+                    f"GET_OUTPUT of output{index} returned no data at offset {len(data)} "
+                    f"of {spec.nbytes}"
+                )
+            data += piece
+        if len(data) != spec.nbytes:
+            raise ProtocolError(f"output{index}: got {len(data)} bytes, expected {spec.nbytes}")
+        return _tensor_from_bytes(spec, data)
+
+    # ---- internals: inputs ---------------------------------------------------------------
+
+    def _bind_inputs(
+        self, info: ModelInfo, inputs: Union[Mapping[str, Any], Sequence[Any]]
+    ) -> List[bytes]:
+        specs = info.inputs
+        if isinstance(inputs, Mapping):
+            unknown = [k for k in inputs if k not in {s.name for s in specs}]
+            if unknown:
+                names = ", ".join(repr(s.name) for s in specs) or "none"
+                raise InputError(
+                    f"model {info.name!r} has no input {unknown[0]!r} (inputs: {names})"
+                )
+            missing = [s.name for s in specs if s.name not in inputs]
+            if missing:
+                raise InputError(
+                    f"model {info.name!r}: no value for input "
+                    + ", ".join(repr(m) for m in missing)
+                )
+            values = [inputs[s.name] for s in specs]
+        elif isinstance(inputs, np.ndarray) or not isinstance(inputs, Sequence):
+            raise InputError(
+                "inputs must map input names to arrays or list one array per input, "
+                f"got {type(inputs).__name__}"
+            )
+        else:
+            if len(inputs) != len(specs):
+                raise InputError(
+                    f"model {info.name!r} takes {len(specs)} inputs, {len(inputs)} given"
+                )
+            values = list(inputs)
+        return [_tensor_bytes(spec, value, info.name) for spec, value in zip(specs, values)]
+
+    def _chunk(self, header: int) -> int:
+        room = self.info.max_payload - header
+        if self.chunk_size is not None:
+            room = min(room, self.chunk_size)
+        return max(1, room)
+
+    def _send_input(self, info: ModelInfo, index: int, data: bytes) -> None:
+        chunk = self._chunk(msg.SET_INPUT_HEADER_BYTES)
+        view = memoryview(data)
+        offset = 0
+        while True:
+            piece = view[offset : offset + chunk]
+            self._request(
+                msg.MsgType.SET_INPUT, msg.set_input_request(info.index, index, offset, piece)
+            )
+            offset += len(piece)
+            if offset >= len(data):
+                break
+
+    # ---- internals: requests -------------------------------------------------------------
+
+    def _next_seq(self) -> int:
+        # 0 is what the device's unsolicited boot HELLO carries; requests never use it.
+        self._seq = self._seq % 255 + 1
+        return self._seq
+
+    def _why_closed(self) -> str:
+        runner = self.runner
+        if runner is None:
+            return ""
+        status = None
+        for _ in range(20):  # the process may take a moment to be seen as ended
+            status = runner.exit_status
+            if status is not None:
+                break
+            time.sleep(0.025)
+        parts = []
+        if status is not None:
+            parts.append(_describe_status(status))
+        log = (runner.log or "").strip()
+        if log:
+            tail = log[-600:]
+            parts.append("its log ends with: " + tail.replace("\n", " | "))
+        return "; ".join(parts)
+
+    def _next_event(self, deadline: float, what: str) -> Union[Frame, BadFrame]:
+        while not self._events:
+            data = self.link.read_some(deadline, what=what)
+            self._events.extend(self._decoder.feed(data))
+        return self._events.popleft()
+
+    def _send(self, type_: int, seq: int, payload: bytes, what: str) -> None:
+        self.link.write_all(encode_frame(type_, seq, payload), what=what)
+
+    def _request(self, type_: int, payload: bytes, *, timeout: Optional[float] = None) -> bytes:
+        if self._ended is not None:
+            raise TransportClosedError(self._ended)
+        name = msg.type_name(type_)
+        what = f"the reply to {name}"
+        limit = self.timeout if timeout is None else timeout
+        attempts = 0
+        seq = self._next_seq()
+        self._send(type_, seq, payload, name)
+        deadline = time.monotonic() + limit
+        while True:
+            try:
+                event = self._next_event(deadline, what)
+            except TransportTimeoutError as exc:
+                raise TransportTimeoutError(
+                    f"no reply to {name} within {limit:g} s{self._pending_note()}",
+                    hint="the device may have hung or be busy; a larger timeout helps slow runs",
+                ) from exc
+            retry = False
+            if isinstance(event, BadFrame):
+                self.counters.bad_frames += 1
+                if attempts >= self.retries:
+                    raise ProtocolError(
+                        f"corrupt frame from the device while waiting for {what} "
+                        f"({'CRC mismatch' if event.reason == 'crc' else 'length too long'}, "
+                        f"type 0x{event.type:02x}, seq {event.seq}, length {event.length})"
+                    )
+                retry = True
+            elif event.type & msg.REPLY == 0:
+                continue  # our own request echoed back; devices never send requests
+            elif event.seq != seq:
+                if event.type == msg.MsgType.HELLO | msg.REPLY and event.seq == 0:
+                    raise ProtocolError(
+                        f"the device restarted while waiting for {what} (it announced itself "
+                        "again)",
+                        hint="look for a crash or watchdog reset on the device",
+                    )
+                self.counters.stale_frames += 1
+                continue
+            elif event.type == msg.MsgType.ERROR:
+                error = msg.ErrorReply.decode(event.payload)
+                if error.request != type_:
+                    self.counters.stale_frames += 1
+                    continue
+                if error.code == msg.ErrorCode.BAD_CRC and attempts < self.retries:
+                    retry = True
+                else:
+                    raise DeviceError(
+                        f"the device refused {name}: {error.describe()}",
+                        code=error.code,
+                        node=None if error.node == msg.NO_NODE else error.node,
+                    )
+            elif event.type != type_ | msg.REPLY:
+                self.counters.stale_frames += 1
+                continue
+            else:
+                return event.payload
+            if retry:
+                attempts += 1
+                self.counters.retries += 1
+                seq = self._next_seq()
+                self._send(type_, seq, payload, name)
+                deadline = time.monotonic() + limit
+
+    def _pending_note(self) -> str:
+        parts = []
+        if self._decoder.pending_bytes:
+            parts.append(f"{self._decoder.pending_bytes} bytes of an unfinished frame held")
+        if self._decoder.discarded:
+            parts.append(f"{self._decoder.discarded} bytes of garbage dropped")
+        return f" ({'; '.join(parts)})" if parts else ""
+
+    def _wait_hello(self, deadline: float) -> msg.HelloReply:
+        interval = self.hello_interval
+        sent: List[int] = []
+
+        def send() -> None:
+            seq = self._next_seq()
+            sent.append(seq)
+            self.counters.hello_requests += 1
+            self._send(msg.MsgType.HELLO, seq, msg.hello_request(), "HELLO")
+
+        send()
+        next_hello = time.monotonic() + interval
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                raise TransportTimeoutError(
+                    f"the device did not identify itself within {self.timeout:g} s "
+                    f"({len(sent)} HELLO requests sent, {self.link.bytes_read} bytes received"
+                    f"{self._pending_note().replace(' (', ', ').rstrip(')')})",
+                    hint="is the firmware built as host_driven and on this port?",
+                )
+            try:
+                event = self._next_event(min(deadline, next_hello), "the device's HELLO")
+            except TransportTimeoutError:
+                if time.monotonic() >= next_hello and time.monotonic() < deadline:
+                    send()
+                    interval = min(interval * 2, 1.0)
+                    next_hello = time.monotonic() + interval
+                continue
+            if isinstance(event, BadFrame):
+                self.counters.bad_frames += 1
+                continue
+            if event.type == msg.MsgType.HELLO | msg.REPLY and (
+                event.seq == 0 or event.seq in sent
+            ):
+                return msg.HelloReply.decode(event.payload)
+            self.counters.stale_frames += 1
+
+    def _describe(self, index: int) -> ModelInfo:
+        inputs: List[TensorSpec] = []
+        outputs: List[TensorSpec] = []
+        first = 0
+        name = ""
+        while True:
+            reply = msg.DescribeReply.decode(
+                self._request(msg.MsgType.DESCRIBE, msg.describe_request(index, first))
+            )
+            name = msg.decode_name(reply.raw_name)
+            if reply.status != 0:
+                text = f"{msg.error_name(reply.status)} (code {reply.status})"
+                if reply.error:
+                    text += f": {reply.error}"
+                return ModelInfo(index, name, (), (), error=text, error_code=reply.status)
+            total = reply.num_inputs + reply.num_outputs
+            for position, entry in enumerate(reply.entries, start=reply.first):
+                is_input = position < reply.num_inputs
+                label = (
+                    msg.decode_name(entry.raw_name)
+                    if is_input or entry.raw_name
+                    else f"output{position - reply.num_inputs}"
+                )
+                (inputs if is_input else outputs).append(_spec(label, entry))
+            first = reply.first + len(reply.entries)
+            if first >= total:
+                break
+            if not reply.entries:
+                raise ProtocolError(f"DESCRIBE of model {index} made no progress at {first}")
+        return ModelInfo(index, name, tuple(inputs), tuple(outputs))
+
+
+# ---- helpers ------------------------------------------------------------------------------
+
+
+def _spec(name: str, entry: msg.TensorEntry) -> TensorSpec:
+    try:
+        dtype = str(dtype_from_code(entry.code, entry.bits, entry.lanes))
+    except UnknownDTypeError:
+        dtype = f"code{entry.code}_bits{entry.bits}x{entry.lanes}"
+    return TensorSpec(
+        name=name,
+        shape=tuple(int(d) for d in entry.shape),
+        dtype=dtype,
+        nbytes=entry.nbytes,
+        dtype_code=entry.code,
+        dtype_bits=entry.bits,
+        dtype_lanes=entry.lanes,
+        raw_name=entry.raw_name,
+    )
+
+
+def _tensor_bytes(spec: TensorSpec, value: Any, model: str) -> bytes:
+    """The little-endian bytes of value, after checking it against spec."""
+    where = f"model {model!r} input {spec.name!r}"
+    expected = spec.numpy_dtype
+    if expected is None:
+        array = np.asarray(value)
+        if array.dtype != np.uint8 or array.nbytes != spec.nbytes:
+            raise InputError(
+                f"{where} has dtype {spec.dtype}, which numpy lacks: give its {spec.nbytes} "
+                f"raw bytes as a uint8 array (got {array.dtype} with {array.nbytes} bytes)"
+            )
+        return array.tobytes()
+    if isinstance(value, np.ndarray):
+        array = value
+        if not _same_dtype(array.dtype, expected):
+            raise InputError(
+                f"{where} expects dtype {spec.dtype}, got {array.dtype}",
+                hint=f"convert with .astype(numpy.{expected.name})"
+                if expected is not BFLOAT16
+                else "give bfloat16 as raw uint16 words",
+            )
+    else:
+        try:
+            array = np.asarray(value, dtype=expected)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"{where}: cannot make a {spec.dtype} array of {value!r}") from exc
+    if tuple(array.shape) != spec.shape:
+        raise InputError(
+            f"{where} expects shape {list(spec.shape)}, got {list(array.shape)}",
+            hint="reshape it; the firmware was built for this shape",
+        )
+    data = np.ascontiguousarray(array, dtype=np.dtype(expected).newbyteorder("<")).tobytes()
+    if len(data) != spec.nbytes:
+        raise InputError(f"{where} is {len(data)} bytes, the device expects {spec.nbytes}")
+    return data
+
+
+def _same_dtype(given: np.dtype, expected: np.dtype) -> bool:
+    if expected is BFLOAT16:
+        return given.kind == "u" and given.itemsize == 2
+    return given.newbyteorder("=") == expected
+
+
+def _tensor_from_bytes(spec: TensorSpec, data: bytearray) -> np.ndarray:
+    dtype = spec.numpy_dtype
+    if dtype is None:
+        return np.frombuffer(data, dtype=np.uint8)
+    if dtype is BFLOAT16:
+        return np.frombuffer(data, dtype="<u2").astype(BFLOAT16).reshape(spec.shape)
+    array = np.frombuffer(data, dtype=np.dtype(dtype).newbyteorder("<"))
+    if not array.dtype.isnative:
+        array = array.astype(dtype)
+    return array.reshape(spec.shape)
+
+
+def _describe_status(status: int) -> str:
+    if status < 0:
+        import signal
+
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        return f"the device process was killed by {name}"
+    return f"the device process exited with status {status}"

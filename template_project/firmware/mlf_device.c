@@ -1,0 +1,571 @@
+/*
+ * mlf_device.c — the host_driven command loop (see mlf_device.h and docs/protocol.md).
+ *
+ * Replies are streamed: header, payload pieces and CRC go out through a small staging
+ * buffer, and tensor bytes are written straight from the executor's memory, so no reply
+ * ever needs a buffer of its own size. Requests are handled in place in the receive buffer.
+ */
+#include "mlf_device.h"
+
+#include <string.h>
+
+#include "mlf_platform.h"
+
+/* ---- little-endian fields ---------------------------------------------------------- */
+
+static uint16_t get_u16(const uint8_t* p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+static uint32_t get_u32(const uint8_t* p) {
+  return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static void set_u16(uint8_t* p, uint16_t v) {
+  p[0] = (uint8_t)(v & 0xFFu);
+  p[1] = (uint8_t)(v >> 8);
+}
+
+static void set_u32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = (uint8_t)((v >> (8 * i)) & 0xFFu);
+}
+
+static void set_u64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = (uint8_t)((v >> (8 * i)) & 0xFFu);
+}
+
+/* ---- reply streaming ------------------------------------------------------------------ */
+
+static void tx_flush(mlf_device* dev) {
+  if (dev->tx_fill > 0) {
+    mlf_platform_write(dev->tx, dev->tx_fill);
+    dev->tx_fill = 0;
+  }
+}
+
+static void tx_bytes(mlf_device* dev, const void* data, size_t n) {
+  if (n == 0) return;
+  dev->tx_crc = mlf_crc32(dev->tx_crc, data, n);
+  if (dev->tx_fill + n <= sizeof(dev->tx)) {
+    memcpy(dev->tx + dev->tx_fill, data, n);
+    dev->tx_fill += n;
+    return;
+  }
+  tx_flush(dev);
+  if (n <= sizeof(dev->tx)) {
+    memcpy(dev->tx, data, n);
+    dev->tx_fill = n;
+  } else {
+    mlf_platform_write((const uint8_t*)data, n);
+  }
+}
+
+static void tx_begin(mlf_device* dev, uint8_t type, uint8_t seq, size_t length) {
+  uint8_t header[MLF_FRAME_HEADER_BYTES];
+  uint32_t crc = mlf_frame_put_header(header, type, seq, (uint16_t)length);
+  tx_flush(dev);
+  memcpy(dev->tx, header, sizeof(header));
+  dev->tx_fill = sizeof(header);
+  dev->tx_crc = crc;
+}
+
+static void tx_end(mlf_device* dev) {
+  uint8_t crc[MLF_FRAME_CRC_BYTES];
+  mlf_frame_put_crc(crc, dev->tx_crc);
+  if (dev->tx_fill + sizeof(crc) > sizeof(dev->tx)) tx_flush(dev);
+  memcpy(dev->tx + dev->tx_fill, crc, sizeof(crc));
+  dev->tx_fill += sizeof(crc);
+  tx_flush(dev);
+}
+
+static void tx_u8(mlf_device* dev, uint8_t v) { tx_bytes(dev, &v, 1); }
+
+static void tx_u16(mlf_device* dev, uint16_t v) {
+  uint8_t b[2];
+  set_u16(b, v);
+  tx_bytes(dev, b, sizeof(b));
+}
+
+static void tx_u32(mlf_device* dev, uint32_t v) {
+  uint8_t b[4];
+  set_u32(b, v);
+  tx_bytes(dev, b, sizeof(b));
+}
+
+static void tx_u64(mlf_device* dev, uint64_t v) {
+  uint8_t b[8];
+  set_u64(b, v);
+  tx_bytes(dev, b, sizeof(b));
+}
+
+/* ---- error replies ------------------------------------------------------------------ */
+
+/* The message buffer as a tiny string builder (no printf: it may pull in malloc). */
+static void msg_reset(mlf_device* dev) { dev->message[0] = '\0'; }
+
+static void msg_str(mlf_device* dev, const char* s) {
+  size_t len = strlen(dev->message);
+  while (*s && len + 1 < sizeof(dev->message)) dev->message[len++] = *s++;
+  dev->message[len] = '\0';
+}
+
+static void msg_u32(mlf_device* dev, uint32_t v) {
+  char digits[11];
+  size_t n = 0;
+  do {
+    digits[n++] = (char)('0' + v % 10u);
+    v /= 10u;
+  } while (v != 0);
+  char text[11];
+  for (size_t i = 0; i < n; ++i) text[i] = digits[n - 1 - i];
+  text[n] = '\0';
+  msg_str(dev, text);
+}
+
+static size_t msg_len(const mlf_device* dev) { return strlen(dev->message); }
+
+static void reply_error(mlf_device* dev, uint8_t seq, uint8_t request, uint16_t code,
+                        uint32_t node) {
+  size_t len = msg_len(dev);
+  tx_begin(dev, MLF_MSG_ERROR, seq, 8 + len);
+  tx_u16(dev, code);
+  tx_u8(dev, request);
+  tx_u8(dev, 0);
+  tx_u32(dev, node);
+  tx_bytes(dev, dev->message, len);
+  tx_end(dev);
+}
+
+static void fail(mlf_device* dev, uint8_t seq, uint8_t request, uint16_t code, const char* what) {
+  msg_reset(dev);
+  msg_str(dev, what);
+  reply_error(dev, seq, request, code, MLF_DEVICE_NO_NODE);
+}
+
+static void fail_runtime(mlf_device* dev, uint8_t seq, uint8_t request, mlf_status status,
+                         const mlf_executor* ex, const char* prefix) {
+  const mlf_error* err = ex != NULL ? mlf_executor_error(ex) : NULL;
+  msg_reset(dev);
+  msg_str(dev, prefix);
+  uint32_t node = MLF_DEVICE_NO_NODE;
+  if (err != NULL && err->status == status) {
+    size_t used = msg_len(dev);
+    mlf_error_format(err, dev->message + used, sizeof(dev->message) - used);
+    node = err->node;
+  } else {
+    msg_str(dev, mlf_status_name(status));
+  }
+  reply_error(dev, seq, request, (uint16_t)status, node);
+}
+
+/* ---- requests ----------------------------------------------------------------------- */
+
+static const mlf_device_model* model_for(mlf_device* dev, uint8_t seq, uint8_t request,
+                                         const uint8_t* payload) {
+  uint16_t index = get_u16(payload);
+  if (index >= dev->config->num_models) {
+    msg_reset(dev);
+    msg_str(dev, "no model ");
+    msg_u32(dev, index);
+    msg_str(dev, " (the device has ");
+    msg_u32(dev, dev->config->num_models);
+    msg_str(dev, ")");
+    reply_error(dev, seq, request, MLF_DEVICE_ERR_BAD_MODEL, MLF_DEVICE_NO_NODE);
+    return NULL;
+  }
+  const mlf_device_model* model = &dev->config->models[index];
+  if (model->init_status != MLF_OK || model->executor == NULL) {
+    mlf_status status = model->init_status != MLF_OK ? model->init_status : MLF_ERR_STATE;
+    fail_runtime(dev, seq, request, status, model->executor, "model init failed: ");
+    return NULL;
+  }
+  return model;
+}
+
+static void fail_index(mlf_device* dev, uint8_t seq, uint8_t request, const char* kind,
+                       uint32_t index, uint32_t count) {
+  msg_reset(dev);
+  msg_str(dev, "no ");
+  msg_str(dev, kind);
+  msg_str(dev, " ");
+  msg_u32(dev, index);
+  msg_str(dev, " (the model has ");
+  msg_u32(dev, count);
+  msg_str(dev, ")");
+  reply_error(dev, seq, request, MLF_DEVICE_ERR_BAD_INDEX, MLF_DEVICE_NO_NODE);
+}
+
+static void fail_range(mlf_device* dev, uint8_t seq, uint8_t request, uint32_t offset,
+                       uint32_t length, size_t nbytes) {
+  msg_reset(dev);
+  msg_str(dev, "bytes ");
+  msg_u32(dev, offset);
+  msg_str(dev, "+");
+  msg_u32(dev, length);
+  msg_str(dev, " beyond the tensor's ");
+  msg_u32(dev, (uint32_t)nbytes);
+  reply_error(dev, seq, request, MLF_DEVICE_ERR_OUT_OF_RANGE, MLF_DEVICE_NO_NODE);
+}
+
+static uint8_t clamp_u8_len(const char* s) {
+  size_t n = s != NULL ? strlen(s) : 0;
+  return (uint8_t)(n > 255 ? 255 : n);
+}
+
+static void on_hello(mlf_device* dev, uint8_t seq) {
+  const mlf_device_config* cfg = dev->config;
+  uint8_t board_len = clamp_u8_len(cfg->board);
+  uint8_t type_len = clamp_u8_len(cfg->project_type);
+  tx_begin(dev, MLF_MSG_HELLO | MLF_MSG_REPLY, seq, 20 + 1 + board_len + 1 + type_len);
+  tx_bytes(dev, MLF_PROTOCOL_MAGIC, 4);
+  tx_u16(dev, MLF_PROTOCOL_VERSION);
+  tx_u16(dev, (uint16_t)cfg->num_models);
+  tx_u32(dev, cfg->max_payload);
+  tx_u64(dev, mlf_platform_tick_hz());
+  tx_u8(dev, board_len);
+  tx_bytes(dev, cfg->board, board_len);
+  tx_u8(dev, type_len);
+  tx_bytes(dev, cfg->project_type, type_len);
+  tx_end(dev);
+}
+
+/* Inputs first, then outputs: the describe index space. */
+static mlf_status tensor_info(const mlf_executor* ex, uint32_t num_inputs, uint32_t index,
+                              mlf_tensor_info* info) {
+  memset(info, 0, sizeof(*info));
+  if (index < num_inputs) return mlf_executor_input_info(ex, index, info);
+  return mlf_executor_output_info(ex, index - num_inputs, info);
+}
+
+static int describable(const mlf_tensor_info* info) {
+  return info->ndim >= 0 && info->ndim <= 255 && info->name_len <= 0xFFFFu &&
+         (uint64_t)info->nbytes <= 0xFFFFFFFFu && (info->ndim == 0 || info->shape != NULL);
+}
+
+static size_t entry_bytes(const mlf_tensor_info* info) {
+  return 2 + (info->name != NULL ? info->name_len : 0) + 4 + 1 + 8 * (size_t)info->ndim + 4;
+}
+
+/* DESCRIBE of a model whose init failed: its name, status, and the error text. */
+static void describe_broken(mlf_device* dev, uint8_t seq, const uint8_t* payload,
+                            const mlf_device_model* model) {
+  mlf_status status = model->init_status != MLF_OK ? model->init_status : MLF_ERR_STATE;
+  const mlf_error* err = model->executor != NULL ? mlf_executor_error(model->executor) : NULL;
+  msg_reset(dev);
+  if (err != NULL && err->status == status) {
+    mlf_error_format(err, dev->message, sizeof(dev->message));
+  } else {
+    msg_str(dev, mlf_status_name(status));
+  }
+  size_t name_len = strlen(model->name);
+  if (name_len > 0xFFFFu - 64) name_len = 0xFFFFu - 64;
+  size_t text_len = msg_len(dev);
+  tx_begin(dev, MLF_MSG_DESCRIBE | MLF_MSG_REPLY, seq, 14 + name_len + text_len);
+  tx_bytes(dev, payload, 2);
+  tx_u16(dev, (uint16_t)status);
+  tx_u16(dev, 0);
+  tx_u16(dev, 0);
+  tx_u16(dev, 0);
+  tx_u16(dev, 0);
+  tx_u16(dev, (uint16_t)name_len);
+  tx_bytes(dev, model->name, name_len);
+  tx_bytes(dev, dev->message, text_len);
+  tx_end(dev);
+}
+
+static void on_describe(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t length) {
+  const uint8_t request = MLF_MSG_DESCRIBE;
+  if (length != 4) {
+    fail(dev, seq, request, MLF_DEVICE_ERR_BAD_PAYLOAD, "DESCRIBE takes u16 model, u16 first");
+    return;
+  }
+  uint16_t model_index = get_u16(payload);
+  if (model_index < dev->config->num_models) {
+    const mlf_device_model* model = &dev->config->models[model_index];
+    if (model->init_status != MLF_OK || model->executor == NULL) {
+      describe_broken(dev, seq, payload, model);
+      return;
+    }
+  }
+  const mlf_device_model* model = model_for(dev, seq, request, payload);
+  if (model == NULL) return;
+  const mlf_executor* ex = model->executor;
+  uint32_t num_inputs = mlf_executor_num_inputs(ex);
+  uint32_t num_outputs = mlf_executor_num_outputs(ex);
+  uint32_t first = get_u16(payload + 2);
+  size_t name_len = strlen(model->name);
+  if (num_inputs > 0xFFFFu || num_outputs > 0xFFFFu || name_len > 0xFFFFu - 64) {
+    fail(dev, seq, request, MLF_DEVICE_ERR_UNSUPPORTED, "too many tensors or too long a name");
+    return;
+  }
+  uint32_t total = num_inputs + num_outputs;
+  if (first > total) {
+    fail(dev, seq, request, MLF_DEVICE_ERR_OUT_OF_RANGE, "describe index beyond the tensors");
+    return;
+  }
+  /* First pass: how many entries fit into one reply. */
+  size_t size = 14 + name_len;
+  uint32_t count = 0;
+  mlf_tensor_info info;
+  for (uint32_t i = first; i < total; ++i) {
+    mlf_status status = tensor_info(ex, num_inputs, i, &info);
+    if (status != MLF_OK) {
+      fail_runtime(dev, seq, request, status, ex, "");
+      return;
+    }
+    if (!describable(&info)) {
+      fail(dev, seq, request, MLF_DEVICE_ERR_UNSUPPORTED, "tensor cannot be described");
+      return;
+    }
+    if (size + entry_bytes(&info) > MLF_FRAME_MAX_PAYLOAD) break;
+    size += entry_bytes(&info);
+    ++count;
+  }
+  if (count == 0 && first < total) {
+    fail(dev, seq, request, MLF_DEVICE_ERR_UNSUPPORTED, "tensor description too long");
+    return;
+  }
+  tx_begin(dev, MLF_MSG_DESCRIBE | MLF_MSG_REPLY, seq, size);
+  tx_bytes(dev, payload, 2);
+  tx_u16(dev, MLF_OK);
+  tx_u16(dev, (uint16_t)num_inputs);
+  tx_u16(dev, (uint16_t)num_outputs);
+  tx_u16(dev, (uint16_t)first);
+  tx_u16(dev, (uint16_t)count);
+  tx_u16(dev, (uint16_t)name_len);
+  tx_bytes(dev, model->name, name_len);
+  for (uint32_t i = first; i < first + count; ++i) {
+    tensor_info(ex, num_inputs, i, &info);
+    uint16_t entry_name_len = (uint16_t)(info.name != NULL ? info.name_len : 0);
+    tx_u16(dev, entry_name_len);
+    tx_bytes(dev, info.name, entry_name_len);
+    tx_u8(dev, info.dtype.code);
+    tx_u8(dev, info.dtype.bits);
+    tx_u16(dev, info.dtype.lanes);
+    tx_u8(dev, (uint8_t)info.ndim);
+    for (int32_t d = 0; d < info.ndim; ++d) tx_u64(dev, (uint64_t)info.shape[d]);
+    tx_u32(dev, (uint32_t)info.nbytes);
+  }
+  tx_end(dev);
+}
+
+static void on_set_input(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t length) {
+  const uint8_t request = MLF_MSG_SET_INPUT;
+  if (length < 8) {
+    fail(dev, seq, request, MLF_DEVICE_ERR_BAD_PAYLOAD,
+         "SET_INPUT takes u16 model, u16 input, u32 offset, data");
+    return;
+  }
+  const mlf_device_model* model = model_for(dev, seq, request, payload);
+  if (model == NULL) return;
+  uint32_t index = get_u16(payload + 2);
+  uint32_t offset = get_u32(payload + 4);
+  uint32_t count = (uint32_t)(length - 8);
+  uint32_t num_inputs = mlf_executor_num_inputs(model->executor);
+  if (index >= num_inputs) {
+    fail_index(dev, seq, request, "input", index, num_inputs);
+    return;
+  }
+  mlf_tensor_info info;
+  mlf_status status = mlf_executor_input_info(model->executor, index, &info);
+  DLTensor* tensor = mlf_executor_input_tensor(model->executor, index);
+  if (status != MLF_OK || tensor == NULL) {
+    fail_runtime(dev, seq, request, status != MLF_OK ? status : MLF_ERR_STATE, model->executor,
+                 "");
+    return;
+  }
+  if (offset > info.nbytes || count > info.nbytes - offset) {
+    fail_range(dev, seq, request, offset, count, info.nbytes);
+    return;
+  }
+  if (count > 0) {
+    memcpy((uint8_t*)tensor->data + tensor->byte_offset + offset, payload + 8, count);
+  }
+  tx_begin(dev, MLF_MSG_SET_INPUT | MLF_MSG_REPLY, seq, 0);
+  tx_end(dev);
+}
+
+static void on_run(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t length) {
+  const uint8_t request = MLF_MSG_RUN;
+  if (length != 2) {
+    fail(dev, seq, request, MLF_DEVICE_ERR_BAD_PAYLOAD, "RUN takes u16 model");
+    return;
+  }
+  const mlf_device_model* model = model_for(dev, seq, request, payload);
+  if (model == NULL) return;
+  if (model->workspace != NULL) {
+    /* A run that failed inside an operator may have left blocks allocated. */
+    model->workspace->top = 0;
+    mlf_workspace_bind(model->workspace);
+  }
+  uint64_t start = mlf_platform_ticks();
+  mlf_status status = mlf_executor_run(model->executor);
+  uint64_t ticks = mlf_platform_ticks() - start;
+  if (model->workspace != NULL) mlf_workspace_bind(NULL);
+  if (status != MLF_OK) {
+    fail_runtime(dev, seq, request, status, model->executor, "");
+    return;
+  }
+  size_t high_water = model->workspace != NULL ? mlf_workspace_high_water(model->workspace) : 0;
+  tx_begin(dev, MLF_MSG_RUN | MLF_MSG_REPLY, seq, 24);
+  tx_u32(dev, (uint32_t)status);
+  tx_u64(dev, ticks);
+  tx_u64(dev, mlf_platform_tick_hz());
+  tx_u32(dev, high_water > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)high_water);
+  tx_end(dev);
+}
+
+static void on_get_output(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t length) {
+  const uint8_t request = MLF_MSG_GET_OUTPUT;
+  if (length != 12) {
+    fail(dev, seq, request, MLF_DEVICE_ERR_BAD_PAYLOAD,
+         "GET_OUTPUT takes u16 model, u16 output, u32 offset, u32 max length");
+    return;
+  }
+  const mlf_device_model* model = model_for(dev, seq, request, payload);
+  if (model == NULL) return;
+  uint32_t index = get_u16(payload + 2);
+  uint32_t offset = get_u32(payload + 4);
+  uint32_t max_length = get_u32(payload + 8);
+  uint32_t num_outputs = mlf_executor_num_outputs(model->executor);
+  if (index >= num_outputs) {
+    fail_index(dev, seq, request, "output", index, num_outputs);
+    return;
+  }
+  mlf_tensor_info info;
+  mlf_status status = mlf_executor_output_info(model->executor, index, &info);
+  const DLTensor* tensor = mlf_executor_output_tensor(model->executor, index);
+  if (status != MLF_OK || tensor == NULL) {
+    fail_runtime(dev, seq, request, status != MLF_OK ? status : MLF_ERR_STATE, model->executor,
+                 "");
+    return;
+  }
+  if (offset > info.nbytes) {
+    fail_range(dev, seq, request, offset, 0, info.nbytes);
+    return;
+  }
+  size_t count = info.nbytes - offset;
+  if (count > max_length) count = max_length;
+  if (count > MLF_FRAME_MAX_PAYLOAD) count = MLF_FRAME_MAX_PAYLOAD;
+  tx_begin(dev, MLF_MSG_GET_OUTPUT | MLF_MSG_REPLY, seq, count);
+  tx_bytes(dev, (const uint8_t*)tensor->data + tensor->byte_offset + offset, count);
+  tx_end(dev);
+}
+
+static void on_exit(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t length) {
+  if (length != 4) {
+    fail(dev, seq, MLF_MSG_EXIT, MLF_DEVICE_ERR_BAD_PAYLOAD, "EXIT takes i32 status");
+    return;
+  }
+  dev->exit_status = (int32_t)get_u32(payload);
+  dev->exit_requested = 1;
+  tx_begin(dev, MLF_MSG_EXIT | MLF_MSG_REPLY, seq, 0);
+  tx_end(dev);
+}
+
+static void dispatch(mlf_device* dev, const mlf_frame_event* ev) {
+  switch (ev->type) {
+    case MLF_MSG_HELLO:
+      on_hello(dev, ev->seq);
+      break;
+    case MLF_MSG_DESCRIBE:
+      on_describe(dev, ev->seq, ev->payload, ev->length);
+      break;
+    case MLF_MSG_SET_INPUT:
+      on_set_input(dev, ev->seq, ev->payload, ev->length);
+      break;
+    case MLF_MSG_RUN:
+      on_run(dev, ev->seq, ev->payload, ev->length);
+      break;
+    case MLF_MSG_GET_OUTPUT:
+      on_get_output(dev, ev->seq, ev->payload, ev->length);
+      break;
+    case MLF_MSG_EXIT:
+      on_exit(dev, ev->seq, ev->payload, ev->length);
+      break;
+    default:
+      fail(dev, ev->seq, ev->type, MLF_DEVICE_ERR_UNKNOWN_TYPE, "unknown request type");
+      break;
+  }
+}
+
+/* ---- the loop ------------------------------------------------------------------------ */
+
+int mlf_device_init(mlf_device* dev, const mlf_device_config* config) {
+  memset(dev, 0, sizeof(*dev));
+  dev->config = config;
+  if (config == NULL || config->models == NULL || config->num_models == 0 ||
+      config->num_models > 0xFFFFu || config->max_payload < 16 ||
+      config->max_payload > MLF_FRAME_MAX_PAYLOAD) {
+    mlf_platform_log("mlf_device: bad configuration (models, or max_payload not 16..65535)");
+    return -1;
+  }
+  for (uint32_t i = 0; i < config->num_models; ++i) {
+    if (config->models[i].name == NULL) {
+      mlf_platform_log("mlf_device: a model has no name");
+      return -1;
+    }
+  }
+  if (mlf_frame_decoder_init(&dev->rx, config->rx_buffer, config->rx_buffer_size,
+                             config->max_payload) != 0) {
+    mlf_platform_log("mlf_device: rx_buffer smaller than MLF_FRAME_BUFFER_BYTES(max_payload)");
+    return -1;
+  }
+  return 0;
+}
+
+void mlf_device_announce(mlf_device* dev) { on_hello(dev, 0); }
+
+int mlf_device_process(mlf_device* dev) {
+  mlf_frame_event ev;
+  while (!dev->exit_requested) {
+    mlf_frame_event_kind kind = mlf_frame_decoder_next(&dev->rx, &ev);
+    if (kind == MLF_FRAME_NONE) break;
+    /* Only requests are answered: a reply looped back must not start an endless echo. */
+    if (ev.type & MLF_MSG_REPLY) continue;
+    if (kind == MLF_FRAME_OK) {
+      dispatch(dev, &ev);
+    } else if (kind == MLF_FRAME_BAD_CRC) {
+      fail(dev, ev.seq, ev.type, MLF_DEVICE_ERR_BAD_CRC, "CRC mismatch");
+    } else {
+      msg_reset(dev);
+      msg_str(dev, "payload of ");
+      msg_u32(dev, ev.length);
+      msg_str(dev, " bytes exceeds max ");
+      msg_u32(dev, dev->config->max_payload);
+      reply_error(dev, ev.seq, ev.type, MLF_DEVICE_ERR_TOO_LONG, MLF_DEVICE_NO_NODE);
+    }
+  }
+  return dev->exit_requested;
+}
+
+int mlf_device_receive(mlf_device* dev) {
+  size_t room;
+  uint8_t* space = mlf_frame_decoder_space(&dev->rx, &room);
+  size_t got = mlf_platform_read(space, room);
+  if (got == 0) return -1;
+  mlf_frame_decoder_commit(&dev->rx, got);
+  return mlf_device_process(dev);
+}
+
+int mlf_device_feed(mlf_device* dev, const uint8_t* data, size_t n) {
+  while (n > 0 && !dev->exit_requested) {
+    size_t taken = mlf_frame_decoder_push(&dev->rx, data, n);
+    if (taken == 0) break; /* cannot happen: a held incomplete frame always leaves room */
+    data += taken;
+    n -= taken;
+    mlf_device_process(dev);
+  }
+  return dev->exit_requested;
+}
+
+int32_t mlf_device_exit_status(const mlf_device* dev) { return dev->exit_status; }
+
+int mlf_device_serve(const mlf_device_config* config) {
+  mlf_device dev;
+  if (mlf_device_init(&dev, config) != 0) return MLF_DEVICE_EXIT_BAD_CONFIG;
+  mlf_device_announce(&dev);
+  for (;;) {
+    int result = mlf_device_receive(&dev);
+    if (result < 0) return 0;
+    if (result > 0) return (int)dev.exit_status;
+  }
+}

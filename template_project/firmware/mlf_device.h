@@ -1,0 +1,126 @@
+/*
+ * mlf_device.h — the `host_driven` firmware: answers the device protocol (docs/protocol.md)
+ * on the console link so a host can describe the models, stream inputs in, run, and stream
+ * outputs out.
+ *
+ * What a generated main.c does:
+ *
+ *   static uint8_t rx_buffer[MLF_FRAME_BUFFER_BYTES(MAX_PAYLOAD)];
+ *   mlf_platform_init();
+ *   ... mlf_executor_init() every model, keep each status ...
+ *   const mlf_device_model models[] = {{"default", &executor, &workspace, init_status}};
+ *   const mlf_device_config config = {models, 1, "host", "host_driven",
+ *                                     rx_buffer, sizeof(rx_buffer), MAX_PAYLOAD};
+ *   mlf_platform_exit(mlf_device_serve(&config));
+ *
+ * A model whose init failed is still listed: every request about it is answered with an
+ * ERROR carrying init_status and the executor's error text, so the host learns why.
+ *
+ * The loop uses only mlf_platform_read/write/ticks/tick_hz from the platform, keeps all its
+ * state in an mlf_device (on the stack of mlf_device_serve()), and never allocates.
+ */
+#ifndef MLF_DEVICE_H_
+#define MLF_DEVICE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mlf_frame.h"
+#include "mlf_runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MLF_PROTOCOL_MAGIC "MLFP"
+#define MLF_PROTOCOL_VERSION 1u
+
+/* Message types. A reply has the request's type with the high bit set (or is an ERROR)
+ * and the request's seq. Frames with the high bit set are never answered by the device. */
+#define MLF_MSG_HELLO 0x01u
+#define MLF_MSG_DESCRIBE 0x02u
+#define MLF_MSG_SET_INPUT 0x03u
+#define MLF_MSG_RUN 0x04u
+#define MLF_MSG_GET_OUTPUT 0x05u
+#define MLF_MSG_EXIT 0x06u
+#define MLF_MSG_REPLY 0x80u
+#define MLF_MSG_ERROR 0xFFu
+
+/* ERROR codes: 1..0xFF are mlf_status values (runtime failures); protocol errors: */
+#define MLF_DEVICE_ERR_BAD_CRC 0x100u      /* a request's CRC did not match */
+#define MLF_DEVICE_ERR_TOO_LONG 0x101u     /* payload longer than the device's max_payload */
+#define MLF_DEVICE_ERR_UNKNOWN_TYPE 0x102u /* no such request type */
+#define MLF_DEVICE_ERR_BAD_PAYLOAD 0x103u  /* payload size wrong for the request type */
+#define MLF_DEVICE_ERR_BAD_MODEL 0x104u    /* no model with that index */
+#define MLF_DEVICE_ERR_BAD_INDEX 0x105u    /* no input/output with that index */
+#define MLF_DEVICE_ERR_OUT_OF_RANGE 0x106u /* byte range or describe index beyond the end */
+#define MLF_DEVICE_ERR_UNSUPPORTED 0x107u  /* cannot be described on the wire (e.g. ndim>255) */
+
+/* No operator node involved (the ERROR payload's node field). */
+#define MLF_DEVICE_NO_NODE 0xFFFFFFFFu
+
+/* mlf_device_serve() result when the configuration is unusable (also logged). */
+#define MLF_DEVICE_EXIT_BAD_CONFIG 125
+
+typedef struct {
+  const char* name;          /* NUL-terminated; raw JSON string contents like every name */
+  mlf_executor* executor;    /* initialised (or not: see init_status) */
+  mlf_workspace* workspace;  /* bound around every RUN; NULL when the model needs none */
+  mlf_status init_status;    /* what mlf_executor_init() returned */
+} mlf_device_model;
+
+typedef struct {
+  const mlf_device_model* models;
+  uint32_t num_models;     /* 1..65535 */
+  const char* board;       /* NUL-terminated, at most 255 bytes, e.g. "host" */
+  const char* project_type; /* NUL-terminated, at most 255 bytes, e.g. "host_driven" */
+  uint8_t* rx_buffer;      /* at least MLF_FRAME_BUFFER_BYTES(max_payload) bytes */
+  size_t rx_buffer_size;
+  uint32_t max_payload;    /* largest request payload accepted, 16..65535 */
+} mlf_device_config;
+
+#define MLF_DEVICE_TX_STAGING 64u
+#define MLF_DEVICE_MESSAGE_BYTES 128u
+
+/* The loop's state. Fields are private. */
+typedef struct {
+  const mlf_device_config* config;
+  mlf_frame_decoder rx;
+  uint8_t tx[MLF_DEVICE_TX_STAGING];
+  size_t tx_fill;
+  uint32_t tx_crc;
+  int exit_requested;
+  int32_t exit_status;
+  char message[MLF_DEVICE_MESSAGE_BYTES];
+} mlf_device;
+
+/* Checks the configuration; 0 when usable, else -1 (reason via mlf_platform_log). */
+int mlf_device_init(mlf_device* dev, const mlf_device_config* config);
+
+/* Sends the unsolicited HELLO reply (seq 0) that tells a listening host we booted. */
+void mlf_device_announce(mlf_device* dev);
+
+/* Answers every complete request held. Returns 1 once an EXIT was answered (the rest of
+ * the input is then left alone), else 0. */
+int mlf_device_process(mlf_device* dev);
+
+/* One blocking mlf_platform_read() into the receive buffer, then mlf_device_process().
+ * Returns 1 after EXIT, -1 when the link is gone, else 0. */
+int mlf_device_receive(mlf_device* dev);
+
+/* For tests and fuzzers: takes bytes from memory instead of the platform. Returns 1 once
+ * an EXIT was answered, else 0. */
+int mlf_device_feed(mlf_device* dev, const uint8_t* data, size_t n);
+
+/* The status of the EXIT request that ended the session (valid after it returned 1). */
+int32_t mlf_device_exit_status(const mlf_device* dev);
+
+/* init + announce + receive until EXIT or link loss. Returns the EXIT status, 0 when the
+ * link went away, MLF_DEVICE_EXIT_BAD_CONFIG for an unusable configuration. */
+int mlf_device_serve(const mlf_device_config* config);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MLF_DEVICE_H_ */

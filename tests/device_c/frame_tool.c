@@ -1,0 +1,75 @@
+/*
+ * frame_tool.c — mlf_frame.c for the Python tests.
+ *   frame_tool decode MAX_PAYLOAD CHUNK < stream   one line per event:
+ *       OK <type> <seq> <length> <payload hex> | BAD_CRC <type> <seq> <length> |
+ *       TOO_LONG <type> <seq> <length>, then DISCARDED <n> (bytes fed CHUNK at a time)
+ *   frame_tool encode TYPE SEQ < payload            the frame on stdout
+ *   frame_tool crc < data                           the CRC-32 in hex
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mlf_frame.h"
+
+static uint8_t input[1u << 24];
+static uint8_t buffer[MLF_FRAME_BUFFER_BYTES(MLF_FRAME_MAX_PAYLOAD)];
+
+static size_t read_all(void) { return fread(input, 1, sizeof(input), stdin); }
+
+static void print_events(mlf_frame_decoder* dec) {
+  mlf_frame_event ev;
+  for (;;) {
+    mlf_frame_event_kind kind = mlf_frame_decoder_next(dec, &ev);
+    if (kind == MLF_FRAME_NONE) return;
+    if (kind == MLF_FRAME_OK) {
+      printf("OK %u %u %u ", ev.type, ev.seq, ev.length);
+      for (size_t i = 0; i < ev.length; ++i) printf("%02x", ev.payload[i]);
+      printf("\n");
+    } else {
+      printf("%s %u %u %u\n", kind == MLF_FRAME_BAD_CRC ? "BAD_CRC" : "TOO_LONG", ev.type, ev.seq,
+             ev.length);
+    }
+  }
+}
+
+int main(int argc, char** argv) {
+  if (argc == 4 && !strcmp(argv[1], "decode")) {
+    size_t max_payload = strtoul(argv[2], NULL, 0);
+    size_t chunk = strtoul(argv[3], NULL, 0);
+    mlf_frame_decoder dec;
+    if (mlf_frame_decoder_init(&dec, buffer, MLF_FRAME_BUFFER_BYTES(max_payload), max_payload)) {
+      return 2;
+    }
+    size_t n = read_all();
+    size_t pos = 0;
+    while (pos < n) {
+      size_t want = n - pos < chunk ? n - pos : chunk;
+      size_t room;
+      uint8_t* space = mlf_frame_decoder_space(&dec, &room);
+      if (want > room) want = room;
+      memcpy(space, input + pos, want);
+      mlf_frame_decoder_commit(&dec, want);
+      pos += want;
+      print_events(&dec);
+    }
+    printf("DISCARDED %llu\n", (unsigned long long)dec.discarded);
+    return 0;
+  }
+  if (argc == 4 && !strcmp(argv[1], "encode")) {
+    size_t n = read_all();
+    static uint8_t out[MLF_FRAME_BUFFER_BYTES(MLF_FRAME_MAX_PAYLOAD)];
+    size_t size = mlf_frame_encode(out, sizeof(out), (uint8_t)strtoul(argv[2], NULL, 0),
+                                   (uint8_t)strtoul(argv[3], NULL, 0), input, n);
+    if (size == 0) return 1;
+    fwrite(out, 1, size, stdout);
+    return 0;
+  }
+  if (argc == 2 && !strcmp(argv[1], "crc")) {
+    size_t n = read_all();
+    printf("%08lx\n", (unsigned long)mlf_crc32(0, input, n));
+    return 0;
+  }
+  fprintf(stderr, "usage: frame_tool decode MAX CHUNK | encode TYPE SEQ | crc\n");
+  return 2;
+}

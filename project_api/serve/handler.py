@@ -12,9 +12,13 @@ child process. The bytes are passed through untouched.
 
 from __future__ import annotations
 
+import errno
+import importlib
 import logging
 import os
+import select
 import tarfile
+import time
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Union
 
@@ -51,12 +55,21 @@ TIMEOUTS: Dict[str, Dict[str, float]] = {
 START_TIMEOUTS = {"host": 10.0, "qemu": 30.0, "serial": 10.0}
 
 
-def board_kind(board: Optional[str]) -> str:
-    """``host``, ``qemu`` or ``serial`` (a real board) for a board name."""
-    name = (board or "host").lower()
-    if name == "host" or name.startswith("host-") or name.startswith("host_"):
+def board_kind(board: Any) -> str:
+    """``host``, ``qemu`` or ``serial`` (a real board) for a board or board name."""
+    if board is None or isinstance(board, str):
+        name = board or "host"
+        try:
+            boards: Any = importlib.import_module("project_api.boards")
+            board = boards.load_board(name)
+        except Exception:  # noqa: BLE001 - unknown board or no board module: go by the name
+            lowered = name.lower()
+            if lowered == "host" or lowered.startswith(("host-", "host_")):
+                return "host"
+            return "qemu" if "qemu" in lowered else "serial"
+    if getattr(board, "is_host", False):
         return "host"
-    if "qemu" in name:
+    if getattr(board, "is_qemu", False):
         return "qemu"
     return "serial"
 
@@ -151,7 +164,7 @@ class ProjectApiHandler:
     def open_transport(self, options: Mapping[str, Any]) -> Dict[str, float]:
         self.close_transport()
         project = self._project("open_transport", options)
-        kind = board_kind(_board_name(project))
+        kind = board_kind(_board_of(project))
         timeout_sec = project.options.get("timeout_sec")
         start_timeout = float(timeout_sec) if timeout_sec else START_TIMEOUTS[kind]
         runner = project.runner()
@@ -183,30 +196,37 @@ class ProjectApiHandler:
     def read_transport(self, n: int, timeout_sec: Optional[float]) -> bytes:
         link = self._open_link()
         try:
-            _set_timeout(link, "timeout", timeout_sec)
-            data = bytes(link.read(1))
-            if not data:
-                self._check_alive()
-                raise TransportTimeoutError(f"read_transport: no data within {timeout_sec} s")
-            if n > 1:
-                _set_timeout(link, "timeout", 0)
-                data += bytes(link.read(n - 1))
-            return data
+            fd = _posix_fd(link)
+            if fd is not None:
+                data = _read_fd(fd, n, timeout_sec)
+            else:
+                _set_timeout(link, "timeout", timeout_sec)
+                data = bytes(link.read(1))
+                if data and n > 1:
+                    _set_timeout(link, "timeout", 0)
+                    data += bytes(link.read(n - 1))
         except (TransportTimeoutError, TransportClosedError):
             raise
         except Exception as err:  # noqa: BLE001 - serial/OS errors mean the link is dead
             raise self._lost(f"reading failed: {err}") from err
+        if not data:
+            self._check_alive()
+            raise TransportTimeoutError(f"read_transport: no data within {timeout_sec} s")
+        return data
 
     def write_transport(self, data: bytes, timeout_sec: Optional[float]) -> None:
         link = self._open_link()
         if not data:
             return
         try:
-            _set_timeout(link, "write_timeout", timeout_sec)
-            written = link.write(data)
-            flush = getattr(link, "flush", None)
-            if flush is not None:
-                flush()
+            fd = _posix_fd(link)
+            if fd is not None:
+                written: Optional[int] = _write_fd(fd, data, timeout_sec)
+            else:
+                _set_timeout(link, "write_timeout", timeout_sec)
+                # No flush(): on a pty, pyserial's flush is tcdrain(), which waits without any
+                # limit until the device has read everything; write() has handed it all over.
+                written = link.write(data)
         except Exception as err:  # noqa: BLE001 - classified below
             if type(err).__name__ == "SerialTimeoutException":
                 raise TransportTimeoutError(
@@ -312,14 +332,61 @@ def extract_extra_files(tar_path: Path, project_dir: Path) -> None:
             os.chmod(dest, 0o755 if member.mode & 0o111 else 0o644)
 
 
-def _board_name(project: Any) -> Optional[str]:
+def _board_of(project: Any) -> Any:
+    """The project's Board (or board name) as the driver exposes it."""
     board = getattr(project, "board", None)
-    if isinstance(board, str):
+    if board is not None:
         return board
-    if board is not None and isinstance(getattr(board, "name", None), str):
-        return str(board.name)
     name = project.options.get("board")
     return name if isinstance(name, str) else None
+
+
+def _posix_fd(link: Any) -> Optional[int]:
+    """The descriptor of a pyserial POSIX port (ttys and ptys), read and written directly:
+    assigning pyserial's ``timeout``/``write_timeout`` reconfigures the tty, which fails with
+    EIO once the device side has gone, before the bytes it sent last could be read."""
+    fd = getattr(link, "fd", None)
+    if isinstance(fd, int) and fd >= 0 and getattr(link, "is_open", True):
+        return fd
+    return None
+
+
+def _read_fd(fd: int, n: int, timeout_sec: Optional[float]) -> bytes:
+    """1..n bytes, or b"" when none arrive in time; OSError when the device is gone."""
+    deadline = None if timeout_sec is None else time.monotonic() + timeout_sec
+    while True:
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        ready, _, _ = select.select([fd], [], [], wait)
+        if ready:
+            try:
+                data = os.read(fd, n)
+            except BlockingIOError:
+                data = None
+            if data is not None:
+                if not data:
+                    raise OSError(errno.EIO, "end of file on the device link")
+                return data
+        if deadline is not None and time.monotonic() >= deadline:
+            return b""
+
+
+def _write_fd(fd: int, data: bytes, timeout_sec: Optional[float]) -> int:
+    """Writes until everything is written or the time is up; returns the count written."""
+    deadline = None if timeout_sec is None else time.monotonic() + timeout_sec
+    view = memoryview(data)
+    written = 0
+    while written < len(data):
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        _, ready, _ = select.select([], [fd], [], wait)
+        if ready:
+            try:
+                written += os.write(fd, view[written:])
+                continue
+            except BlockingIOError:
+                pass
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+    return written
 
 
 def _set_timeout(link: Any, attr: str, value: Optional[float]) -> None:

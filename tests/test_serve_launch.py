@@ -414,3 +414,39 @@ def test_relative_paths_refused_when_the_clients_cwd_is_unknown(
         assert not (fake_project / "proj").exists()
     finally:
         client.close()
+
+
+def test_serve_on_stdio_keeps_stray_output_off_the_reply_stream() -> None:
+    """Whatever else writes to fd 1 while serving on stdout (our prints, CMake, compilers)
+    lands on stderr; and children can't read the requests from fd 0."""
+    noisy = textwrap.dedent(
+        """
+        import os, sys
+        from project_api.cli import main
+        from project_api.serve.handler import ProjectApiHandler
+
+        def close_transport(self):
+            print("python noise on stdout", flush=True)
+            os.system("echo child noise on stdout; cat")  # cat gets /dev/null, not requests
+
+        ProjectApiHandler.close_transport = close_transport
+        sys.exit(main(["serve"]))
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", noisy],
+        input=requests(
+            {"jsonrpc": "2.0", "id": 1, "method": "close_transport", "params": {}},
+            {"jsonrpc": "2.0", "id": 2, "method": "close_transport", "params": {}},
+        ),
+        capture_output=True,
+        env=env_with_checkout(),
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        b'{"jsonrpc": "2.0", "id": 1, "result": null}',
+        b'{"jsonrpc": "2.0", "id": 2, "result": null}',
+    ]
+    assert b"python noise on stdout" in proc.stderr
+    assert b"child noise on stdout" in proc.stderr

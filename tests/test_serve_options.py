@@ -76,6 +76,7 @@ def test_every_option_is_well_formed() -> None:
         json.dumps(as_json)
         assert option.type in ("bool", "str", "int"), option.name
         assert option.help and option.help[0].isupper(), option.name
+        assert "%" not in option.help, "tvmc puts help into argparse, which formats '%'"
         methods = (option.required or []) + (option.optional or [])
         assert methods and set(methods) <= METHODS, option.name
         if option.choices is not None:

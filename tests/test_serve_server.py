@@ -606,3 +606,21 @@ def test_shutdown_runs_even_when_the_handler_raises_on_eof(handler: FakeHandler)
     w.call({"jsonrpc": "2.0", "method": "build", "params": {"options": {}}, "id": 1})
     w.close()
     assert handler.shutdowns == 1
+
+
+def test_overlong_line_is_a_parse_error(
+    handler: FakeHandler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("project_api.serve.server.MAX_LINE_BYTES", 100)
+    w = Wire(handler)
+    try:
+        reply = w.send(
+            b'{"jsonrpc": "2.0", "method": "build", "params": {"options": {"x": "'
+            + b"y" * 500
+            + b'"}}, "id": 1}\n'
+        )
+        assert reply == err(None, -32700, "parse error: request line longer than 100 bytes")
+        assert w.send(request("close_transport", {}, 2) + b"\n") == ok(2, None)
+        assert handler.calls == [("close_transport", {})]
+    finally:
+        w.close()

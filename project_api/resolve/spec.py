@@ -327,13 +327,13 @@ def check_git_ref(ref: str, origin: str = "") -> None:
 
 
 _CLI_KEYS = ENTRY_KEYS + ("kind", "sources", "include_dirs", "defines", "targets")
-_CLI_SPLIT = re.compile(r",(?=\s*(?:" + "|".join(_CLI_KEYS) + r")\s*=)")
+_CLI_SPLIT = re.compile(r",(?=\s*[A-Za-z_][A-Za-z0-9_]*\s*=)")
 
 
 def parse_dependency_string(text: str, origin: str = "--dependency") -> DependencySpec:
     """A :class:`DependencySpec` from the CLI form ``short_name=…,url=…,url_type=…,…``.
 
-    Only a comma followed by a known ``key=`` separates fields, so a url may contain commas.
+    Only a comma followed by ``word=`` separates fields, so a url may contain commas.
     A JSON object (text starting with ``{``) is accepted too.
     """
     stripped = text.strip()

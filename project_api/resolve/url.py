@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import IO, Callable, Optional
 
-from ..errors import ArchiveError, DependencyError
+from ..errors import ArchiveError, DependencyError, UnsafeArchiveError
 from .extract import safe_extract, strip_single_top
 from .spec import DependencySpec
 
@@ -119,9 +119,10 @@ def fetch_url(
         progress(f"{what}: downloaded {archive.stat().st_size} bytes, sha256 {sha256[:12]}")
     extracted = work / "extracted"
     try:
-        safe_extract(archive, extracted, what=f"{what}: {source}")
+        safe_extract(archive, extracted)
     except ArchiveError as err:
-        raise DependencyError(err.message, hint=err.hint) from None
+        kind = "refused, unsafe" if isinstance(err, UnsafeArchiveError) else "unusable"
+        raise DependencyError(f"{what}: archive {source} {kind}: {err.message}") from None
     archive.unlink()
     if not any(extracted.iterdir()):
         raise DependencyError(f"{what}: {source} is an empty archive")

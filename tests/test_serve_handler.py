@@ -531,3 +531,41 @@ def test_client_eof_reaps_the_open_firmware(project_dir: Path, fake_driver: Any)
     thread.join(timeout=10)
     assert not thread.is_alive()
     assert runner.proc.returncode is not None
+
+
+class ScriptedClient:
+    """Stands in for ProjectApiClient under TransportLink: serves scripted chunks."""
+
+    def __init__(self, chunks: List[bytes]) -> None:
+        self.chunks = chunks
+        self.reads: List[Tuple[int, Optional[float]]] = []
+        self.closed = 0
+
+    def read_transport(self, n: int, timeout_sec: Optional[float]) -> bytes:
+        self.reads.append((n, timeout_sec))
+        if not self.chunks:
+            raise TransportTimeoutError("nothing")
+        chunk = self.chunks.pop(0)
+        self.chunks[:0] = [chunk[n:]] if len(chunk) > n else []
+        return chunk[:n]
+
+    def close_transport(self) -> None:
+        self.closed += 1
+
+
+def test_transport_link_reads_like_pyserial() -> None:
+    from project_api.serve.client import TransportLink
+
+    client = ScriptedClient([b"abc", b"defgh"])
+    link = TransportLink(client, timeout=1.0)  # type: ignore[arg-type]
+    assert link.read(4) == b"abcd"  # blocks until 4 bytes: two round trips
+    assert link.in_waiting == 4  # the surplus is kept
+    assert link.read(2) == b"ef"
+    assert link.read(10) == b"gh"  # fewer when the time-out runs out
+    assert all(n >= 4096 for n, _ in client.reads)
+    link.timeout = 0
+    assert link.read(1) == b""
+    assert link.in_waiting == 0
+    link.close()
+    link.close()
+    assert client.closed == 1

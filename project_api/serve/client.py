@@ -253,30 +253,45 @@ class ProjectApiClient:
 
 
 class TransportLink:
-    """A ``serial.Serial``-like view of a server's transport (``read``/``write`` with the
-    ``timeout``/``write_timeout`` attributes), so code written for a serial port (the device
-    protocol of :mod:`project_api.transport`) can run over JSON-RPC. ``close`` closes the
-    transport, not the client."""
+    """A ``serial.Serial``-like view of a server's transport (``read``, ``write``,
+    ``in_waiting`` and the ``timeout``/``write_timeout`` attributes), so code written for a
+    serial port (the device protocol of :mod:`project_api.transport`) can run over JSON-RPC.
+    Each read asks the server for up to :attr:`chunk` bytes and keeps the surplus, so a frame
+    costs one or two round trips, not one per byte. ``close`` closes the transport, not the
+    client."""
+
+    chunk = 4096
 
     def __init__(self, client: ProjectApiClient, timeout: Optional[float] = None) -> None:
         self.client = client
         self.timeout = timeout
         self.write_timeout: Optional[float] = None
         self.is_open = True
+        self._buffer = bytearray()
 
     def read(self, size: int = 1) -> bytes:
-        """Up to ``size`` bytes: fewer only when ``timeout`` runs out (pyserial semantics)."""
-        data = b""
+        """``size`` bytes, or fewer when ``timeout`` runs out first (pyserial semantics)."""
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        while len(data) < size:
+        while len(self._buffer) < size:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                data += self.client.read_transport(size - len(data), remaining)
+                want = max(size - len(self._buffer), self.chunk)
+                self._buffer += self.client.read_transport(want, remaining)
             except TransportTimeoutError:
                 break
             if remaining == 0.0:
                 break
+        data = bytes(self._buffer[:size])
+        del self._buffer[:size]
         return data
+
+    @property
+    def in_waiting(self) -> int:
+        """Bytes readable at once (asks the server without waiting when none are kept)."""
+        if not self._buffer:
+            with contextlib.suppress(TransportTimeoutError):
+                self._buffer += self.client.read_transport(self.chunk, 0)
+        return len(self._buffer)
 
     def write(self, data: bytes) -> int:
         self.client.write_transport(bytes(data), self.write_timeout)
@@ -287,13 +302,15 @@ class TransportLink:
 
     def reset_input_buffer(self) -> None:
         """Drops what the device has sent and nobody has read yet."""
+        self._buffer.clear()
         with contextlib.suppress(TransportTimeoutError):
-            while self.client.read_transport(4096, 0):
+            while self.client.read_transport(self.chunk, 0):
                 pass
 
     def close(self) -> None:
         if self.is_open:
             self.is_open = False
+            self._buffer.clear()
             self.client.close_transport()
 
 

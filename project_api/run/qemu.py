@@ -82,9 +82,9 @@ class QemuRunner(Runner):
             raise FlashError("QemuRunner.start() called twice; make a new runner")
         if not self.firmware.is_file():
             raise FlashError(f"firmware {self.firmware} does not exist", hint="build it first")
-        if shutil.which(QEMU_BINARY) is None:
+        if shutil.which(self.command[0]) is None:
             raise FlashError(
-                f"{QEMU_BINARY} is not installed: cannot run board {self.board.name}",
+                f"{self.command[0]} is not installed: cannot run board {self.board.name}",
                 hint="apt-get install qemu-system-arm",
             )
         began = time.monotonic()
@@ -122,9 +122,14 @@ class QemuRunner(Runner):
 
     @property
     def log(self) -> str:
-        """Everything QEMU and the firmware's semihosting said (stdout and stderr)."""
-        with self._log_lock:
-            return bytes(self._log).decode("utf-8", "replace")
+        """Everything QEMU and the firmware's semihosting said (stdout and stderr). When QEMU
+        died of a signal (a CPU lockup aborts it) a last line says why, since QEMU's own
+        message is followed by a register dump that buries it."""
+        text = self._raw_log()
+        status = self.exit_status
+        if status is not None and status < 0:
+            text += f"\n[mlf-project] {describe_exit(status, text)}\n"
+        return text
 
     @property
     def exit_status(self) -> Optional[int]:
@@ -157,6 +162,14 @@ class QemuRunner(Runner):
             reader.join(timeout=2.0)  # so the log holds everything QEMU said
         return self.exit_status
 
+    def ticks_to_instructions(self, tick_hz: Optional[int] = None) -> Optional[float]:
+        """The factor turning the firmware's tick counts into guest instructions: under
+        ``-icount shift=0`` one instruction is one virtual ns, so ``1e9 / tick_hz`` (40 at
+        25 MHz). None without icount, where ticks follow the host's clock."""
+        if not self.icount:
+            return None
+        return 1e9 / (tick_hz if tick_hz else self.board.timer.clock_hz)
+
     def exit_reason(self) -> Optional[str]:
         """One line saying how the firmware ended (None while it runs): a clean exit, its
         status, a fault with the registers the fault handler reported, or a CPU lockup."""
@@ -164,10 +177,13 @@ class QemuRunner(Runner):
             return None
         if self._killed:
             return "stopped by the host (killed)"
-        status = self._proc.returncode
-        return describe_exit(status, self.log)
+        return describe_exit(self._proc.returncode, self._raw_log())
 
     # --- internals ----------------------------------------------------------------------
+
+    def _raw_log(self) -> str:
+        with self._log_lock:
+            return bytes(self._log).decode("utf-8", "replace")
 
     def _reader(self, stream: Optional[IO[bytes]], name: str) -> threading.Thread:
         thread = threading.Thread(

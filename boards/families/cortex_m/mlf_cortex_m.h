@@ -43,6 +43,7 @@
 #define MLF_SCB_BFAR MLF_REG32(0xE000ED38u)
 #define MLF_SCB_CPACR MLF_REG32(0xE000ED88u)
 #define MLF_SCB_ICSR_PENDSTSET (1u << 26)
+#define MLF_SCB_ICSR_PENDSTCLR (1u << 25)
 
 #define MLF_SYST_CSR MLF_REG32(0xE000E010u)
 #define MLF_SYST_RVR MLF_REG32(0xE000E014u)
@@ -58,6 +59,14 @@ void mlf_family_init(void);
 
 /* Implemented in cortex_m: starts the 64-bit SysTick counter at MLF_BOARD_TICK_HZ. */
 void mlf_systick_start(void);
+
+/* Restarts the SysTick period at this instant, keeping the 64-bit count (less the fraction of
+ * a tick already elapsed, so it stays monotonic). Families call it when mlf_platform_read()
+ * and mlf_platform_write() return: those are the only places whose duration depends on the
+ * host (polling for bytes), and re-phasing there makes the ticks between two later points
+ * depend only on the instructions executed between them. Under QEMU -icount that makes a
+ * measured span reproducible to the tick instead of +-1. */
+void mlf_systick_rephase(void);
 
 /* Semihosting (ARM semihosting v2 operations). Only meaningful when MLF_BOARD_SEMIHOSTING:
  * on a real board without a debugger attached, BKPT 0xAB faults. */

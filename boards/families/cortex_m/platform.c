@@ -38,9 +38,8 @@ void mlf_platform_init(void) {
   mlf_systick_start();
 }
 
-uint64_t mlf_platform_ticks(void) {
-  uint32_t primask;
-  __asm__ volatile("mrs %0, primask\n\tcpsid i" : "=r"(primask)::"memory");
+/* The tick count now; interrupts must be masked. */
+static uint64_t ticks_masked(void) {
   uint32_t count = MLF_SYST_CVR;
   uint64_t base = systick_wrapped_ticks;
   if ((MLF_SCB_ICSR & MLF_SCB_ICSR_PENDSTSET) != 0u) {
@@ -52,8 +51,40 @@ uint64_t mlf_platform_ticks(void) {
       base += SYSTICK_PERIOD;
     }
   }
-  __asm__ volatile("msr primask, %0" ::"r"(primask) : "memory");
   return base + (uint64_t)(SYSTICK_RELOAD - count);
+}
+
+static uint32_t mask_interrupts(void) {
+  uint32_t primask;
+  __asm__ volatile("mrs %0, primask\n\tcpsid i" : "=r"(primask)::"memory");
+  return primask;
+}
+
+static void restore_interrupts(uint32_t primask) {
+  __asm__ volatile("msr primask, %0" ::"r"(primask) : "memory");
+}
+
+uint64_t mlf_platform_ticks(void) {
+  uint32_t primask = mask_interrupts();
+  uint64_t now = ticks_masked();
+  restore_interrupts(primask);
+  return now;
+}
+
+void mlf_systick_rephase(void) {
+  if ((MLF_SYST_CSR & MLF_SYST_CSR_ENABLE) == 0u) {
+    return; /* not started yet: nothing to keep in phase */
+  }
+  uint32_t primask = mask_interrupts();
+  uint64_t now = ticks_masked();
+  /* Any write clears the counter; it reloads one tick later, so from here on tick edges fall
+   * at a fixed instruction distance from this point. A wrap up to now is already in `now`. */
+  MLF_SYST_CVR = 0;
+  MLF_SCB_ICSR = MLF_SCB_ICSR_PENDSTCLR;
+  while (MLF_SYST_CVR == 0u) {
+  }
+  systick_wrapped_ticks = now;
+  restore_interrupts(primask);
 }
 
 uint64_t mlf_platform_tick_hz(void) { return (uint64_t)MLF_BOARD_TICK_HZ; }

@@ -106,6 +106,7 @@ size_t mlf_platform_read(uint8_t* buf, size_t max) {
   do {
     buf[count++] = (uint8_t)UART_DR;
   } while (count < max && (UART_FR & UART_FR_RXFE) == 0u);
+  mlf_systick_rephase();
   return count;
 }
 
@@ -115,4 +116,5 @@ void mlf_platform_write(const uint8_t* buf, size_t n) {
     }
     UART_DR = buf[i];
   }
+  mlf_systick_rephase();
 }

@@ -42,6 +42,7 @@ size_t mlf_platform_read(uint8_t* buf, size_t max) {
   do {
     buf[count++] = (uint8_t)UART_DATA;
   } while (count < max && (UART_STATE & UART_STATE_RX_FULL) != 0u);
+  mlf_systick_rephase();
   return count;
 }
 
@@ -51,4 +52,5 @@ void mlf_platform_write(const uint8_t* buf, size_t n) {
     }
     UART_DATA = buf[i];
   }
+  mlf_systick_rephase();
 }

@@ -121,6 +121,7 @@ size_t mlf_platform_read(uint8_t* buf, size_t max) {
   do {
     buf[count++] = (uint8_t)LPUART_RDR;
   } while (count < max && (LPUART_ISR & LPUART_ISR_RXNE) != 0u);
+  mlf_systick_rephase();
   return count;
 }
 
@@ -130,4 +131,5 @@ void mlf_platform_write(const uint8_t* buf, size_t n) {
     }
     LPUART_TDR = buf[i];
   }
+  mlf_systick_rephase();
 }

@@ -1,0 +1,463 @@
+"""Board descriptions: every boards/*.toml loads and means what it says, every schema rule
+rejects bad input with a message naming the file and key, the linker script and toolchain
+file work, every Cortex-M seam compiles warning-free, and `mlf-project boards` lists them."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict
+
+import pytest
+from conftest import have_tool
+
+from project_api.boards import (
+    Board,
+    board_names,
+    list_boards,
+    load_board,
+    load_board_file,
+    parse_board,
+)
+from project_api.cli import main as cli_main
+from project_api.errors import BoardError
+from project_api.resources import boards_dir, crt_dir
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+REQUIRED = [
+    "host",
+    "qemu-mps2-an385",
+    "qemu-mps2-an386",
+    "qemu-mps2-an500",
+    "qemu-mps2-an505",
+    "qemu-lm3s6965evb",
+    "nucleo-l4r5zi",
+]
+requires_arm_gcc = pytest.mark.skipif(
+    not have_tool("arm-none-eabi-gcc"),
+    reason="needs arm-none-eabi-gcc (apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi)",
+)
+
+
+def raw(name: str) -> Dict[str, Any]:
+    return tomllib.loads((boards_dir() / f"{name}.toml").read_text())
+
+
+# --- the shipped boards -------------------------------------------------------------------
+
+
+def test_required_boards_exist_and_load():
+    assert set(REQUIRED) <= set(board_names())
+    boards = list_boards()
+    assert [b.name for b in boards] == sorted(b.name for b in boards)
+    for board in boards:
+        assert board.source is not None and board.source.stem == board.name
+        assert board.description
+
+
+def test_kinds():
+    assert load_board("host").is_host and not load_board("host").is_qemu
+    assert load_board("qemu-mps2-an385").is_qemu and load_board("qemu-mps2-an385").semihosting
+    nucleo = load_board("nucleo-l4r5zi")
+    assert nucleo.is_real and not nucleo.semihosting and not nucleo.is_qemu
+
+
+def test_cpu_flags():
+    assert load_board("qemu-mps2-an386").cpu_flags() == [
+        "-mcpu=cortex-m4",
+        "-mthumb",
+        "-mfloat-abi=hard",
+        "-mfpu=fpv4-sp-d16",
+    ]
+    assert load_board("qemu-mps2-an385").cpu_flags() == [
+        "-mcpu=cortex-m3",
+        "-mthumb",
+        "-mfloat-abi=soft",
+    ]
+    assert load_board("qemu-mps2-an500").cpu_flags()[-1] == "-mfpu=fpv5-d16"
+    assert load_board("host").cpu_flags() == []
+
+
+def test_memory_maps_match_the_machines():
+    an505 = load_board("qemu-mps2-an505")
+    assert an505.flash is not None and an505.ram is not None
+    assert (an505.flash.origin, an505.ram.origin, an505.console.address) == (
+        0x10000000,
+        0x38000000,
+        0x50200000,
+    )
+    lm3s = load_board("qemu-lm3s6965evb")
+    assert lm3s.flash is not None and lm3s.ram is not None
+    assert (lm3s.flash.length, lm3s.ram.length) == (256 * 1024, 64 * 1024)
+    nucleo = load_board("nucleo-l4r5zi")
+    assert nucleo.flash is not None and nucleo.ram is not None
+    assert (nucleo.flash.origin, nucleo.flash.length) == (0x08000000, 2 << 20)
+    assert (nucleo.ram.origin, nucleo.ram.length) == (0x20000000, 640 * 1024)
+    assert str(nucleo.ram) == "640 KiB @0x20000000"
+    assert load_board("host").ram is None
+
+
+def test_small_boards_have_smaller_payloads():
+    assert load_board("qemu-lm3s6965evb").max_payload < load_board("qemu-mps2-an385").max_payload
+
+
+def test_seam_sources_and_include_dirs_exist():
+    for board in list_boards():
+        if board.is_host:
+            assert board.family_dir == crt_dir() / "platform" / "host"
+            continue
+        sources = board.seam_sources()
+        assert sources and all(path.is_file() for path in sources)
+        names = {path.parent.name for path in sources}
+        assert names == {"cortex_m", board.family}
+        assert all(path.is_dir() for path in board.seam_include_dirs())
+
+
+def test_compile_definitions_carry_the_board_constants():
+    definitions = load_board("qemu-mps2-an505").compile_definitions()
+    assert definitions["MLF_BOARD_CONSOLE_BASE"] == "0x50200000u"
+    assert definitions["MLF_BOARD_TICK_HZ"] == "20000000"
+    assert definitions["MLF_BOARD_SEMIHOSTING"] == "1"
+    assert load_board("nucleo-l4r5zi").compile_definitions()["MLF_BOARD_SEMIHOSTING"] == "0"
+    assert "MLF_BOARD_CONSOLE_BASE" not in load_board("host").compile_definitions()
+
+
+def test_toolchain_file_and_cmake_args():
+    board = load_board("qemu-mps2-an386")
+    assert board.toolchain_file is not None and board.toolchain_file.is_file()
+    assert board.cmake_args() == [
+        f"-DCMAKE_TOOLCHAIN_FILE={board.toolchain_file}",
+        "-DMLF_CPU_FLAGS=-mcpu=cortex-m4;-mthumb;-mfloat-abi=hard;-mfpu=fpv4-sp-d16",
+    ]
+    assert load_board("host").toolchain_file is None
+    assert load_board("host").cmake_args() == []
+
+
+def test_instructions_per_tick():
+    assert load_board("qemu-mps2-an385").instructions_per_tick() == 40
+    assert load_board("qemu-mps2-an505").instructions_per_tick() == 50
+    assert load_board("qemu-lm3s6965evb").instructions_per_tick() == 20
+    assert load_board("qemu-mps2-an385").instructions_per_tick(icount_shift=1) == 20
+
+
+def test_qemu_command_only_for_qemu_boards():
+    with pytest.raises(BoardError, match="does not run under QEMU"):
+        load_board("nucleo-l4r5zi").qemu_command(Path("fw.elf"))
+
+
+def test_summary_is_json_friendly():
+    summary = load_board("nucleo-l4r5zi").summary()
+    json.dumps(summary)
+    assert summary["serial"]["vid_pid"][0] == "0483:374b"
+    assert summary["cpu"]["flags"][0] == "-mcpu=cortex-m4"
+
+
+# --- linker script ------------------------------------------------------------------------
+
+
+def test_linker_script_is_rendered_from_the_memory_map():
+    script = load_board("qemu-lm3s6965evb").render_linker_script()
+    assert "FLASH (rx)  : ORIGIN = 0x00000000, LENGTH = 0x00040000" in script
+    assert "RAM   (rwx) : ORIGIN = 0x20000000, LENGTH = 0x00010000" in script
+    assert "__mlf_stack_size = 4096;" in script
+    assert "__mlf_heap_size = 0;" in script
+    script = load_board("qemu-mps2-an505").render_linker_script(stack_bytes=2048, heap_bytes=64)
+    assert "ORIGIN = 0x38000000" in script and "__mlf_stack_size = 2048;" in script
+    assert "__mlf_heap_size = 64;" in script
+
+
+@pytest.mark.parametrize(
+    "stack, heap, message",
+    [(0, 0, "positive multiple of 8"), (1001, 0, "multiple of 8"), (8, -1, "heap_bytes >= 0")],
+)
+def test_linker_script_rejects_bad_sizes(stack, heap, message):
+    with pytest.raises(BoardError, match=message):
+        load_board("qemu-mps2-an385").render_linker_script(stack_bytes=stack, heap_bytes=heap)
+
+
+def test_linker_script_rejects_stack_and_heap_beyond_ram():
+    with pytest.raises(BoardError, match="exceed qemu-lm3s6965evb's RAM"):
+        load_board("qemu-lm3s6965evb").render_linker_script(stack_bytes=32768, heap_bytes=40000)
+
+
+def test_host_has_no_linker_script():
+    with pytest.raises(BoardError, match="no memory map"):
+        load_board("host").render_linker_script()
+
+
+# --- compiling the seams ------------------------------------------------------------------
+
+
+def _compile_and_link(
+    board: Board, tmp_path: Path, extra_source: str
+) -> subprocess.CompletedProcess:
+    script = tmp_path / "link.ld"
+    script.write_text(board.render_linker_script())
+    main = tmp_path / "main.c"
+    main.write_text(extra_source)
+    definitions = [f"-D{k}={v}" for k, v in board.compile_definitions().items()]
+    includes = [f"-I{crt_dir() / 'include'}"] + [f"-I{d}" for d in board.seam_include_dirs()]
+    command = [
+        "arm-none-eabi-gcc",
+        *board.cpu_flags(),
+        "-std=c11",
+        "-O2",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        *definitions,
+        *includes,
+        *[str(s) for s in board.seam_sources()],
+        str(main),
+        "--specs=nano.specs",
+        "--specs=nosys.specs",
+        "-nostartfiles",
+        "-Wl,--gc-sections",
+        f"-T{script}",
+        "-o",
+        str(tmp_path / "fw.elf"),
+    ]
+    return subprocess.run(command, capture_output=True, text=True)
+
+
+MINIMAL_MAIN = """
+#include "mlf_platform.h"
+int main(void) {
+  mlf_platform_init();
+  uint8_t byte;
+  while (mlf_platform_read(&byte, 1) == 1) {
+    mlf_platform_write(&byte, 1);
+    if (byte == 'q') mlf_platform_exit((int)mlf_platform_ticks());
+  }
+  mlf_platform_log("bye");
+  mlf_platform_abort((int)mlf_platform_tick_hz());
+}
+"""
+
+
+@requires_arm_gcc
+@pytest.mark.parametrize("name", [n for n in REQUIRED if n != "host"])
+def test_every_cortex_m_seam_compiles_warning_free_and_links(name, tmp_path):
+    # nucleo-l4r5zi cannot run here, but its seam must build like the others.
+    result = _compile_and_link(load_board(name), tmp_path, MINIMAL_MAIN)
+    assert result.returncode == 0, result.stderr
+    symbols = subprocess.run(
+        ["arm-none-eabi-nm", str(tmp_path / "fw.elf")], capture_output=True, text=True
+    ).stdout
+    for symbol in ("mlf_vector_table", "mlf_reset_handler", "mlf_fault_report", "_sbrk"):
+        assert symbol in symbols
+
+
+@requires_arm_gcc
+def test_image_too_big_for_ram_is_refused_by_the_linker(tmp_path):
+    source = MINIMAL_MAIN.replace(
+        "int main(void) {",
+        "static volatile uint8_t arena[70 * 1024];\nint main(void) {\n  arena[0] = 1;",
+    )
+    result = _compile_and_link(load_board("qemu-lm3s6965evb"), tmp_path, source)
+    assert result.returncode != 0
+    assert "region `RAM' overflowed" in result.stderr
+
+
+@requires_arm_gcc
+def test_seam_refuses_to_build_without_board_constants(tmp_path):
+    board = load_board("qemu-mps2-an385")
+    result = subprocess.run(
+        [
+            "arm-none-eabi-gcc",
+            *board.cpu_flags(),
+            "-c",
+            f"-I{crt_dir() / 'include'}",
+            *[f"-I{d}" for d in board.seam_include_dirs()],
+            str(board.seam_sources()[0]),
+            "-o",
+            str(tmp_path / "x.o"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode != 0
+    assert "MLF_BOARD_TICK_HZ missing" in result.stderr
+
+
+@pytest.mark.skipif(not have_tool("cmake"), reason="needs cmake on PATH (pip install cmake)")
+def test_toolchain_file_demands_cpu_flags(tmp_path):
+    (tmp_path / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.20)\nproject(x C)\n")
+    board = load_board("qemu-mps2-an385")
+    result = subprocess.run(
+        [
+            "cmake",
+            "-S",
+            str(tmp_path),
+            "-B",
+            str(tmp_path / "build"),
+            f"-DCMAKE_TOOLCHAIN_FILE={board.toolchain_file}",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode != 0
+    assert "needs -DMLF_CPU_FLAGS" in result.stderr
+
+
+@pytest.mark.skipif(not have_tool("clang-format"), reason="needs clang-format")
+def test_seam_c_is_clang_formatted():
+    sources = sorted((boards_dir() / "families").rglob("*.[ch]"))
+    sources += sorted((Path(__file__).parent / "firmware_qemu").glob("*.c"))
+    result = subprocess.run(
+        ["clang-format", "--dry-run", "-Werror", *map(str, sources)],
+        capture_output=True,
+        text=True,
+        cwd=boards_dir().parent,
+    )
+    assert result.returncode == 0, result.stderr[:2000]
+
+
+# --- schema rules: one bad input each -----------------------------------------------------
+
+
+def variant(edit) -> Dict[str, Any]:
+    data = copy.deepcopy(raw("qemu-mps2-an386"))
+    edit(data)
+    return data
+
+
+def _set(path: str, value: Any):
+    def edit(data: Dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node = data
+        for key in parents:
+            node = node[key]
+        if value is DELETE:
+            del node[last]
+        else:
+            node[last] = value
+
+    return edit
+
+
+DELETE = object()
+
+BAD_INPUTS = [
+    ("name", DELETE, "name is missing"),
+    ("name", "Bad Name", "name must be lower-case"),
+    ("description", "", "description must be a non-empty string"),
+    ("arch", "riscv", "arch must be one of host, cortex-m"),
+    ("family", "../etc", "family must name a directory"),
+    ("stack_bytes", 1004, "stack_bytes must be a multiple of 8"),
+    ("stack_bytes", "16k", "stack_bytes must be an integer"),
+    ("stack_bytes", 0x400000, "leaves no RAM"),
+    ("cpu", DELETE, "cpu is missing"),
+    ("cpu.mcpu", DELETE, "cpu.mcpu is missing"),
+    ("cpu.fpu", DELETE, "cpu.fpu is required with float_abi = 'hard'"),
+    ("cpu.float_abi", "double", "cpu.float_abi must be one of soft, softfp, hard"),
+    ("cpu.thumb", "yes", "cpu.thumb must be true or false"),
+    ("cpu.neon", True, "cpu.neon is not a known key"),
+    ("memory.ram.origin", 0x00100000, "memory.ram overlaps memory.flash"),
+    ("memory.flash.length", 0, "memory.flash.length must be at least 1"),
+    ("memory.ram.origin", 0xFFFFF000, "memory.ram ends beyond the 32-bit address space"),
+    ("memory.sram2", {"origin": 0, "length": 1}, "memory.sram2 is not a known key"),
+    ("console.kind", "stdio", "console.kind is 'stdio' exactly for a host board"),
+    ("console.kind", "usb", "console.kind must be one of"),
+    ("console.address", DELETE, "console.address is missing"),
+    ("timer.kind", "host-monotonic", "timer.kind is 'host-monotonic' exactly for a host board"),
+    ("timer.clock_hz", 0, "timer.clock_hz must be at least 1"),
+    ("run.kind", "host", "run.kind is 'host' exactly for a host board"),
+    ("run.machine", DELETE, "run.machine is missing"),
+    ("run.args", "-d guest_errors", "run.args must be a list of strings"),
+    ("link.max_payload", 2 << 20, "link.max_payload .* is more than a quarter of RAM"),
+    ("link.max_payload", 16, "link.max_payload must be at least 64"),
+    ("link", DELETE, "link is missing"),
+    ("colour", "blue", "colour is not a known key"),
+]
+
+
+@pytest.mark.parametrize("path, value, message", BAD_INPUTS)
+def test_schema_rule(path, value, message):
+    with pytest.raises(BoardError, match=message):
+        parse_board(variant(_set(path, value)))
+
+
+def test_real_board_rules():
+    nucleo = raw("nucleo-l4r5zi")
+    for path, value, message in [
+        ("run.openocd_args", DELETE, "run.openocd_args is required when kind = 'openocd'"),
+        ("serial.vid_pid", ["0483-374b"], "serial.vid_pid entry '0483-374b' is not 'vvvv:pppp'"),
+        ("serial.serial_number", 1234, "serial.serial_number must be a non-empty string"),
+    ]:
+        data = copy.deepcopy(nucleo)
+        _set(path, value)(data)
+        with pytest.raises(BoardError, match=message):
+            parse_board(data)
+    data = copy.deepcopy(nucleo)
+    data["run"]["kind"] = "pyocd"
+    del data["run"]["pyocd_target"]
+    with pytest.raises(BoardError, match="run.pyocd_target is required when kind = 'pyocd'"):
+        parse_board(data)
+
+
+def test_host_board_rules():
+    data = copy.deepcopy(raw("host"))
+    data["cpu"] = {"mcpu": "cortex-m3"}
+    with pytest.raises(BoardError, match="a host board has no CPU flags or memory map"):
+        parse_board(data)
+
+
+def test_file_name_must_match_board_name(tmp_path):
+    path = tmp_path / "other-name.toml"
+    shutil.copy(boards_dir() / "qemu-mps2-an385.toml", path)
+    with pytest.raises(BoardError, match=r"name is 'qemu-mps2-an385' but the file is"):
+        load_board_file(path)
+
+
+def test_invalid_toml_names_the_file(tmp_path):
+    path = tmp_path / "broken.toml"
+    path.write_text("name = \n")
+    with pytest.raises(BoardError, match=r"broken.toml: not valid TOML"):
+        load_board_file(path)
+
+
+@pytest.mark.parametrize("name", ["nosuch", "../host", "", "Host"])
+def test_unknown_board_lists_the_available_ones(name):
+    with pytest.raises(BoardError, match="unknown board") as info:
+        load_board(name)
+    assert "qemu-mps2-an385" in str(info.value) and "host" in str(info.value)
+
+
+# --- CLI ----------------------------------------------------------------------------------
+
+
+def test_cli_lists_every_board(capsys):
+    assert cli_main(["boards"]) == 0
+    out = capsys.readouterr().out
+    for name in REQUIRED:
+        assert name in out
+
+
+def test_cli_json(capsys):
+    assert cli_main(["boards", "--json"]) == 0
+    boards = json.loads(capsys.readouterr().out)
+    assert {b["name"] for b in boards} == set(board_names())
+
+
+def test_cli_describes_one_board(capsys):
+    assert cli_main(["boards", "qemu-mps2-an385"]) == 0
+    out = capsys.readouterr().out
+    assert "-mcpu=cortex-m3" in out and "40 instructions per tick" in out
+    assert cli_main(["boards", "qemu-mps2-an385", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["name"] == "qemu-mps2-an385"
+
+
+def test_cli_unknown_board_is_exit_2(capsys):
+    assert cli_main(["boards", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mlf-project boards: error: unknown board 'nosuch'")
+    assert "qemu-mps2-an385" in err

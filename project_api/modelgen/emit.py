@@ -46,6 +46,10 @@ REGISTRY_DECLARATION = (
 # --- graph.json -------------------------------------------------------------------------
 
 
+# dmlc's writer puts an int array on one line only when it has at most this many items.
+DMLC_INLINE_MAX = 10
+
+
 class _OnePerLine(list):
     """A list of ints that dmlc's writer puts one item per line (node entries)."""
 
@@ -59,7 +63,8 @@ def dmlc_json(value: object, level: int = 0) -> str:
     if isinstance(value, list):
         if not value:
             return "[]"
-        if not isinstance(value, _OnePerLine) and all(isinstance(v, int) for v in value):
+        inline = len(value) <= DMLC_INLINE_MAX and not isinstance(value, _OnePerLine)
+        if inline and all(isinstance(v, int) for v in value):
             return "[" + ", ".join(str(v) for v in value) + "]"
         items = [f"{pad}  {dmlc_json(v, level + 1)}" for v in value]
         return "[\n" + ", \n".join(items) + "\n" + pad + "]"
@@ -91,13 +96,33 @@ def graph_json(lowered: Lowered) -> str:
 # --- C sources ------------------------------------------------------------------------------
 
 
+def c_string_escape(data: bytes) -> str:
+    """Bytes as C string-literal text, escaped the way TVM's StrEscape (octal mode) does."""
+    special = {
+        ord('"'): '\\"',
+        ord("\\"): "\\\\",
+        ord("\t"): "\\t",
+        ord("\r"): "\\r",
+        ord("\n"): "\\n",
+    }
+    text = []
+    for byte in data:
+        if byte in special:
+            text.append(special[byte])
+        elif 0x20 <= byte <= 0x7E:
+            text.append(chr(byte))
+        else:
+            text.append(f"\\{byte:03o}")
+    return "".join(text)
+
+
 def names_blob(names: Sequence[str]) -> str:
-    """The registry's names literal: uint16 count (little-endian octal escapes), NUL-separated."""
+    """The registry's names literal: uint16 count (little-endian), then NUL-terminated names."""
     count = len(names)
     if count > 0xFFFF:
         raise ValueError(f"{count} functions do not fit the registry's uint16 count")
-    escaped = f"\\{count & 0xFF:03o}\\{count >> 8:03o}"
-    return escaped + "".join(f"{name}\\000" for name in names)
+    raw = count.to_bytes(2, "little") + b"".join(name.encode() + b"\0" for name in names)
+    return c_string_escape(raw)
 
 
 def registry_source(names: Sequence[str]) -> str:

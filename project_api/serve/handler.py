@@ -51,7 +51,8 @@ TIMEOUTS: Dict[str, Dict[str, float]] = {
         "session_established_timeout_sec": 10,
     },
 }
-# Seconds Runner.start may take before the firmware's link is up.
+# Seconds Runner.start may take before the firmware's link is up, when the driver's Project
+# does not say (Project.start_timeout()).
 START_TIMEOUTS = {"host": 10.0, "qemu": 30.0, "serial": 10.0}
 
 
@@ -166,7 +167,11 @@ class ProjectApiHandler:
         project = self._project("open_transport", options)
         kind = board_kind(_board_of(project))
         timeout_sec = project.options.get("timeout_sec")
-        start_timeout = float(timeout_sec) if timeout_sec else START_TIMEOUTS[kind]
+        driver_timeout = getattr(project, "start_timeout", None)
+        if callable(driver_timeout):
+            start_timeout = float(driver_timeout())
+        else:
+            start_timeout = float(timeout_sec) if timeout_sec else START_TIMEOUTS[kind]
         runner = project.runner()
         try:
             link = runner.start(start_timeout)

@@ -7,18 +7,22 @@
         outputs = session.run({"input_1": array})
 
 The CLI and the Project API server use this same class.
-
-(Interface fixed first so every part of the pipeline can be written against it; the
-implementation lands with the generate/build/run work.)
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Mapping, Optional, Union
 
+from .boards import Board, load_board
+from .errors import FlashError, GenerateError, TransportTimeoutError
+
 PathLike = Union[str, "Path"]
 Progress = Callable[[str], None]
+
+# Seconds a runner may take to bring the firmware's link up, per kind of board.
+START_TIMEOUTS = {"host": 10.0, "qemu": 30.0, "real": 15.0}
 
 
 class Project:
@@ -26,6 +30,19 @@ class Project:
 
     dir: Path
     options: Dict[str, Any]
+
+    def __init__(self, project_dir: Path, info: Dict[str, Any]) -> None:
+        self.dir = Path(project_dir)
+        self.info = info
+        self.options = dict(info.get("options") or {})
+        self.board: Board = load_board(str(info["board"]))
+        self.project_type: str = str(info["project_type"])
+        self.last_build: Any = None
+
+    def __repr__(self) -> str:
+        return f"Project({str(self.dir)!r}, board={self.board.name!r}, {self.project_type})"
+
+    # --- life cycle -----------------------------------------------------------------------
 
     @classmethod
     def generate(
@@ -38,30 +55,179 @@ class Project:
         model: Optional[str] = None,
         options: Optional[Mapping[str, Any]] = None,
         progress: Optional[Progress] = None,
+        force: bool = False,
     ) -> Project:
         """Renders the template for one model (or, with ``model="*"``, all models) of
         ``archive`` on ``board`` into ``project_dir``. Options use the Project API option
-        names (``compile_definitions``, ``cmsis_path``, ``workspace_size_bytes``, ...)."""
-        raise NotImplementedError
+        names (``compile_definitions``, ``cmsis_path``, ``workspace_size_bytes``, ...).
+        ``force`` replaces a project generated there before."""
+        from .generate import generate_project
+
+        generate_project(
+            archive,
+            project_dir,
+            board=board,
+            project_type=project_type,
+            model=model,
+            options=options,
+            progress=progress,
+            force=force,
+        )
+        return cls.open(project_dir)
 
     @classmethod
     def open(cls, project_dir: PathLike) -> Project:
         """An existing generated project."""
-        raise NotImplementedError
+        from .generate import MODEL_TAR, read_project_info
+
+        path = Path(project_dir)
+        if not (path / MODEL_TAR).is_file():
+            raise GenerateError(
+                f"{path} is not a generated project (no {MODEL_TAR})",
+                hint="generate one with `mlf-project generate ARCHIVE DIR --board BOARD`",
+            )
+        return cls(path, read_project_info(path))
+
+    # --- where things are ---------------------------------------------------------------------
+
+    @property
+    def build_dir(self) -> Path:
+        build_dir = Path(str(self.options.get("build_dir") or "build"))
+        return build_dir if build_dir.is_absolute() else self.dir / build_dir
+
+    @property
+    def firmware(self) -> Path:
+        """Where the build puts the firmware (it may not exist yet)."""
+        return self.build_dir / str(self.info.get("firmware", "firmware"))
+
+    @property
+    def models(self) -> list:
+        """The models of the firmware as project.json describes them."""
+        return list(self.info.get("models", []))
+
+    # --- build / flash ----------------------------------------------------------------------
 
     def build(self, *, progress: Optional[Progress] = None) -> Path:
         """Configures and builds with CMake; returns the firmware file."""
-        raise NotImplementedError
+        from .build import build
+
+        result = build(
+            self.dir,
+            self.build_dir,
+            firmware_name=str(self.info.get("firmware", "firmware")),
+            progress=progress,
+            verbose=bool(self.options.get("verbose")),
+            cmake=self.options.get("cmake"),
+            board_name=self.board.name,
+        )
+        self.last_build = result
+        return result.firmware
 
     def flash(self) -> None:
-        """Loads the firmware onto its target (a no-op for host and QEMU boards)."""
-        raise NotImplementedError
+        """Loads the firmware onto its target (a no-op for host and QEMU boards, which only
+        check that it was built)."""
+        from .run import flash_firmware
+
+        flash_firmware(self.board, self.firmware, self.options)
 
     def runner(self) -> Any:
         """A :class:`project_api.run.base.Runner` for the built firmware on this project's
         board (host process, QEMU machine or real board); not started yet."""
-        raise NotImplementedError
+        from .run import make_runner
 
-    def session(self, *, timeout: float = 10.0) -> Any:
-        """Starts the firmware and returns a connected transport session (context manager)."""
-        raise NotImplementedError
+        return make_runner(self.board, self.firmware, self.options)
+
+    def start_timeout(self) -> float:
+        configured = self.options.get("timeout_sec")
+        if configured:
+            return float(configured)
+        kind = "host" if self.board.is_host else "qemu" if self.board.is_qemu else "real"
+        timeout = START_TIMEOUTS[kind]
+        if self.board.is_qemu and self.options.get("qemu_icount"):
+            timeout *= 2
+        return timeout
+
+    # --- talking to the firmware ---------------------------------------------------------------
+
+    def session(self, *, timeout: float = 10.0, run_timeout: Optional[float] = None) -> Any:
+        """Starts the firmware and returns a connected transport session (context manager;
+        closing it stops the firmware and reaps its processes). ``timeout`` bounds every
+        request, ``run_timeout`` (default: ``timeout``) a RUN."""
+        from .transport.session import Session
+
+        if self.project_type != "host_driven":
+            raise FlashError(
+                f"{self.dir} is a {self.project_type} project: it answers no requests",
+                hint="use run_standalone(), or generate with project_type=host_driven",
+            )
+        runner = self.runner()
+        session = None
+        try:
+            link = runner.start(self.start_timeout())
+            session = Session(
+                link,
+                timeout=max(timeout, self.start_timeout()) if not self.board.is_host else timeout,
+                run_timeout=run_timeout,
+                runner=runner,
+            )
+            session.connect()
+            session.timeout = float(timeout)
+            factor = getattr(runner, "ticks_to_instructions", None)
+            if callable(factor):
+                session.ticks_to_instructions = factor(session.info.tick_hz)
+            return session
+        except BaseException:
+            if session is not None:
+                session.close()
+            runner.stop()
+            raise
+
+    def run_standalone(self, *, timeout: float = 60.0) -> Any:
+        """Runs a ``standalone`` firmware to its end and returns its parsed report
+        (:class:`project_api.transport.standalone.StandaloneReport`, with ``exit_status``
+        and ``log`` added). TransportTimeoutError when it does not end within ``timeout``."""
+        from .transport.standalone import parse_standalone
+
+        if self.project_type != "standalone":
+            raise FlashError(
+                f"{self.dir} is a {self.project_type} project, not standalone",
+                hint="use session() to drive a host_driven firmware",
+            )
+        runner = self.runner()
+        chunks = []
+        status: Optional[int] = None
+        try:
+            port = runner.start(self.start_timeout())
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    data = port.read(65536)
+                except Exception:  # noqa: BLE001 - EIO: the firmware ended and closed its side
+                    break
+                if data:
+                    chunks.append(bytes(data))
+                    if b"\nresult " in b"".join(chunks[-2:]) and _ends_line(chunks):
+                        break
+                    continue
+                if runner.exit_status is not None:
+                    break
+                if time.monotonic() > deadline:
+                    raise TransportTimeoutError(
+                        f"the standalone firmware did not finish within {timeout:g} s",
+                        hint="a larger timeout helps slow boards",
+                    )
+        finally:
+            wait_until = time.monotonic() + 2.0
+            while runner.exit_status is None and time.monotonic() < wait_until:
+                time.sleep(0.01)
+            status = runner.stop()
+        report = parse_standalone(b"".join(chunks).decode("utf-8", "replace"))
+        report.exit_status = status
+        report.log = runner.log
+        return report
+
+
+def _ends_line(chunks: list) -> bool:
+    tail = b"".join(chunks[-2:])
+    index = tail.rfind(b"\nresult ")
+    return index >= 0 and b"\n" in tail[index + 1 :]

@@ -1,1 +1,40 @@
-"""Generate: a firmware project for a model on a board, rendered from template_project/."""
+"""Generate: a firmware project for a model on a board, rendered from template_project/.
+
+Entry point: :func:`generate_project` (the driver's ``Project.generate`` calls it). The graph
+tables (:mod:`.tables`), the aligned params blob (:mod:`.params_blob`), memory sizes and the
+fit check (:mod:`.sizes`), standalone samples (:mod:`.samples`) and options (:mod:`.options`)
+are usable on their own.
+"""
+
+from __future__ import annotations
+
+from .options import GRAPH_FORMATS, OPTIONS, PROJECT_TYPES, normalize_options
+from .project import (
+    ALL_MODELS,
+    MODEL_TAR,
+    PROJECT_FILE,
+    ModelPlan,
+    choose_models,
+    generate_project,
+    generator_version,
+    is_generated_project,
+    memory_fit,
+    read_project_info,
+)
+
+__all__ = [
+    "ALL_MODELS",
+    "GRAPH_FORMATS",
+    "MODEL_TAR",
+    "OPTIONS",
+    "PROJECT_FILE",
+    "PROJECT_TYPES",
+    "ModelPlan",
+    "choose_models",
+    "generate_project",
+    "generator_version",
+    "is_generated_project",
+    "memory_fit",
+    "normalize_options",
+    "read_project_info",
+]

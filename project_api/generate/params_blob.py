@@ -44,7 +44,7 @@ def aligned_params(params: Mapping[str, np.ndarray]) -> Tuple[bytes, Dict[str, i
     entries: Dict[str, np.ndarray] = {}
     data_offsets: Dict[str, int] = {}
     for pad, name in zip(pad_names, names):
-        array = np.ascontiguousarray(params[name])
+        array = np.asarray(params[name], order="C")  # ascontiguousarray would make 0-d 1-d
         pad_data_start = offset + _tensor_header_bytes(1)
         after_pad_header = pad_data_start + _tensor_header_bytes(array.ndim)
         pad_len = (-after_pad_header) % ALIGN

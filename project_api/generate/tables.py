@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Mapping, Sequence, Set, Tuple
+
+import numpy as np
 
 from ..errors import GenerateError
-from ..read.dtypes import DType, parse_dtype
+from ..read.dtypes import DType, UnknownDTypeError, dtype_from_numpy, parse_dtype
 
 MLF_FUNC_COPY = 0xFFFF
 STORAGE_ALIGN = 64
@@ -78,6 +80,39 @@ class GraphTables:
             for a in self.args
             if a.name in names and self.views[a.view].storage not in written
         }
+
+    def bound_in_place(self, params: Mapping[str, np.ndarray]) -> Set[int]:
+        """Storage ids the runtime binds in place from a params blob made by
+        :func:`~.params_blob.aligned_params` (every tensor's data 64-byte aligned): the full
+        rule of ``mlf_executor_arena_bytes`` (crt/include/mlf_runtime.h). A storage id
+        qualifies when exactly one graph arg views it, no operator writes it, and a param
+        named like that arg has the arg's shape and dtype and at least the pool's bytes."""
+        written = {
+            self.views[v].storage
+            for op in self.ops
+            for v in op.args[len(op.args) - op.num_outputs :]
+        }
+        args_on: Dict[int, List[Arg]] = {}
+        for arg in self.args:
+            args_on.setdefault(self.views[arg.view].storage, []).append(arg)
+        bound: Set[int] = set()
+        for sid, on in args_on.items():
+            if len(on) != 1 or sid in written:
+                continue
+            arg = on[0]
+            value = params.get(arg.name)
+            if value is None:
+                continue
+            view = self.views[arg.view]
+            try:
+                dtype = dtype_from_numpy(np.asarray(value).dtype)
+            except UnknownDTypeError:
+                continue
+            shape = tuple(int(d) for d in np.shape(value))
+            nbytes = dtype.itemsize * math.prod(shape)
+            if shape == view.shape and dtype == view.dtype and nbytes >= self.storage_bytes[sid]:
+                bound.add(sid)
+        return bound
 
     def arena_bytes(self, in_place_storage: Iterable[int] = ()) -> int:
         """The runtime's arena rule: pools in storage-id order, each at the next 64-byte
@@ -218,7 +253,7 @@ def render_c(tables: GraphTables, symbol: str) -> str:
         if not items:
             return
         lines.append(f"static const {ctype} {name}[] = {{")
-        lines.extend(f"  {item}," for item in items)
+        lines.extend(_wrap(items))
         lines.append("};")
 
     arg_list: List[str] = []
@@ -281,4 +316,125 @@ def state_bytes_expression(tables: GraphTables) -> str:
     return (
         f"MLF_EXECUTOR_STATE_BYTES({len(t.funcs)}u, {len(t.views)}u, {len(t.storage_bytes)}u, "
         f"{t.max_op_args}u, {len(t.args)}u)"
+    )
+
+
+def _wrap(items: List[str], width: int = 100) -> List[str]:
+    """Initializer items packed several to a line (big graphs stay quick to compile and read)."""
+    out: List[str] = []
+    line = " "
+    for item in items:
+        piece = f" {item},"
+        if len(line) + len(piece) > width and line.strip():
+            out.append(line)
+            line = " "
+        line += piece
+    if line.strip():
+        out.append(line)
+    return out
+
+
+# --- sizes as the target sees them ----------------------------------------------------------
+
+
+def _align8(value: int) -> int:
+    return _align(value, 8)
+
+
+def _c_sizes(pointer_bytes: int) -> Dict[str, int]:
+    """sizeof() of the runtime's structs on a target with ``pointer_bytes``-byte pointers
+    (4: Cortex-M, 8: 64-bit host); int64/double are 8-byte aligned on both."""
+    p = pointer_bytes
+    dltensor = _align(_align(p + 8 + 4 + 4 + p + p, 8) + 8, 8)
+    graph = 0
+    for size in (4, 4, p, 4, p, 4, 4, p, 4, p, 4, p, 4, p, 4, p, 4, p):
+        graph = _align(graph, size) + size
+    graph = _align(graph, p)
+    name = _align(p + 4, p)
+    return {
+        "ptr": p,
+        "dltensor": dltensor,
+        "graph": graph,
+        "op": 16,
+        "name": name,
+        "view": 16,
+        "arg": _align(name + 8, p),
+        "tvm_value": 8,
+        "int": 4,
+    }
+
+
+def state_bytes(tables: GraphTables, pointer_bytes: int) -> int:
+    """What ``MLF_EXECUTOR_STATE_BYTES`` evaluates to on the target."""
+    t = tables
+    c = _c_sizes(pointer_bytes)
+    return (
+        _align8(len(t.funcs) * c["ptr"])
+        + _align8(len(t.views) * c["dltensor"])
+        + _align8(len(t.storage_bytes) * c["ptr"])
+        + _align8(t.max_op_args * c["tvm_value"])
+        + _align8(t.max_op_args * c["int"])
+        + _align8(len(t.args))
+        + _align8(len(t.args) * 4)
+    )
+
+
+def _layout_bytes(sizes: Iterable[int]) -> int:
+    return sum(_align8(size) for size in sizes)
+
+
+def tables_bytes(tables: GraphTables, pointer_bytes: int) -> int:
+    """Flash the const tables of :func:`render_c` take (names' text included)."""
+    t = tables
+    c = _c_sizes(pointer_bytes)
+    names = sum(len(json_raw(n).encode("utf-8")) + 1 for n in t.funcs) + sum(
+        len(json_raw(a.name).encode("utf-8")) + 1 for a in t.args
+    )
+    return names + _layout_bytes(
+        [
+            c["graph"],
+            len(t.ops) * c["op"],
+            t.num_op_args * 2,
+            len(t.funcs) * c["name"],
+            len(t.views) * c["view"],
+            sum(len(v.shape) for v in t.views) * 8,
+            len(t.storage_bytes) * 4,
+            len(t.args) * c["arg"],
+            len(t.outputs) * 4,
+        ]
+    )
+
+
+def json_parse_bytes(graph: object, tables: GraphTables, pointer_bytes: int) -> int:
+    """An upper bound of ``mlf_graph_measure_json()`` for this graph on the target: the
+    parser's layout (graph header, then each table 8-byte aligned, then 4 bytes per entry of
+    temporary space), counting one function per operator and one extra view per argument of
+    a ``flatten_data`` operator, as the parser's own estimate may."""
+    t = tables
+    c = _c_sizes(pointer_bytes)
+    g = graph
+    op_nodes = [n for n in g.nodes if n.op == "tvm_op"]  # type: ignore[attr-defined]
+    flatten_args = sum(
+        len(n.inputs) + int(n.attrs.get("num_outputs", "1"))
+        for n in op_nodes
+        if n.attrs.get("flatten_data", "0") == "1"
+    )
+    num_ops = len(op_nodes)
+    num_op_args = sum(len(n.inputs) + int(n.attrs.get("num_outputs", "1")) for n in op_nodes)
+    num_views = len(t.views) + flatten_args
+    shape_dims = sum(len(v.shape) for v in t.views) + flatten_args
+    num_entries = len(g.storage_ids)  # type: ignore[attr-defined]
+    return _layout_bytes(
+        [
+            c["graph"],
+            num_ops * c["op"],
+            num_op_args * 2,
+            num_ops * c["name"],
+            num_views * c["view"],
+            shape_dims * 8,
+            len(t.storage_bytes) * 4,
+            len(t.args) * c["arg"],
+            len(t.outputs) * 4,
+            num_entries * 4,
+        ]
     )

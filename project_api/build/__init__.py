@@ -1,0 +1,7 @@
+"""Build: a generated project → firmware, with CMake and the board's toolchain."""
+
+from __future__ import annotations
+
+from .cmake import BuildResult, CMakeTool, build, find_cmake, find_ninja, parse_memory_usage
+
+__all__ = ["BuildResult", "CMakeTool", "build", "find_cmake", "find_ninja", "parse_memory_usage"]

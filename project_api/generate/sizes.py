@@ -1,0 +1,256 @@
+"""Memory the firmware needs, computed before anything is compiled, and the fit check.
+
+Per model: the arena (the runtime's pool rule over the graph's storage plan, params bound in
+place taking none), the operator workspace, the executor state and, with graph_format=json,
+the buffer the device parses graph.json into. Per firmware: the receive buffer of the device
+protocol and the stack. Flash: the params blobs, graph tables or JSON, sample data. Code size
+is only known after linking; the linker's own overflow message is translated by the build.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+
+from ..errors import FitError
+
+WORKSPACE_ALIGN = 64
+
+# `void* x = TVMBackendAllocWorkspace(1, dev_id, (uint64_t)16000, 0, 16);`
+_ALLOC_RE = re.compile(r"TVMBackendAllocWorkspace\s*\(([^;]*?)\)\s*;", re.DOTALL)
+_SIZE_ARG_RE = re.compile(r"^\s*(?:\(\s*u?int64_t\s*\)\s*)?(\d+)\s*[uUlL]*\s*$")
+# A function definition starts at column 0 and ends its first line with "{".
+_FUNCTION_START_RE = re.compile(r"^[A-Za-z_][^;\n]*\)\s*\{\s*$", re.MULTILINE)
+
+
+def align(value: int, alignment: int) -> int:
+    return (value + alignment - 1) // alignment * alignment
+
+
+@dataclass(frozen=True)
+class WorkspaceEstimate:
+    """The workspace a model's operators need, and how it was found."""
+
+    bytes: int
+    how: str  # "option", "code", "metadata", "none"
+    metadata_bytes: int = 0
+    code_bytes: Optional[int] = None
+    max_allocations: int = 0
+
+
+def _split_functions(text: str) -> List[str]:
+    starts = [m.start() for m in _FUNCTION_START_RE.finditer(text)]
+    if not starts:
+        return [text]
+    bounds = starts + [len(text)]
+    return [text[bounds[i] : bounds[i + 1]] for i in range(len(starts))]
+
+
+def code_workspace(sources: Iterable[Path]) -> Optional[Dict[str, int]]:
+    """Reads the generated C: for every function, the sum of its TVMBackendAllocWorkspace
+    sizes each rounded up to 64 bytes (the runtime's block rule), and the number of calls.
+    Returns ``{"bytes": max over functions, "allocations": most calls in one function}``,
+    or None when some size is not a literal (then only the metadata can tell)."""
+    worst = 0
+    most_calls = 0
+    for source in sources:
+        try:
+            text = Path(source).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+        if "TVMBackendAllocWorkspace" not in text:
+            continue
+        for body in _split_functions(text):
+            total = 0
+            calls = 0
+            for match in _ALLOC_RE.finditer(body):
+                args = match.group(1).split(",")
+                if len(args) < 3:
+                    return None
+                size = _SIZE_ARG_RE.match(args[2])
+                if size is None:
+                    return None
+                total += align(int(size.group(1)), WORKSPACE_ALIGN)
+                calls += 1
+            worst = max(worst, total)
+            most_calls = max(most_calls, calls)
+    return {"bytes": worst, "allocations": most_calls}
+
+
+def metadata_operator_workspace(metadata: Mapping[str, Any]) -> Optional[int]:
+    """The largest per-operator workspace the metadata records for the CPU (device 1), or
+    None when it has no per-operator figures (older versions record only ``main``)."""
+    memory = metadata.get("memory")
+    if not isinstance(memory, Mapping):
+        return None
+    functions = memory.get("functions")
+    entries: Any = None
+    if isinstance(functions, Mapping):
+        entries = functions.get("operator_functions")
+    if entries is None:
+        entries = memory.get("operator_functions")
+    if not isinstance(entries, list):
+        return None
+    best: Optional[int] = None
+    for entry in entries:
+        if not isinstance(entry, Mapping):
+            continue
+        for pool in entry.get("workspace", []) or []:
+            if not isinstance(pool, Mapping) or pool.get("device", 1) != 1:
+                continue
+            size = pool.get("workspace_size_bytes", 0)
+            if isinstance(size, int) and size >= 0:
+                best = size if best is None else max(best, size)
+    return best
+
+
+def estimate_workspace(model: Any, override: Optional[int] = None) -> WorkspaceEstimate:
+    """The workspace pool for ``model`` (a :class:`project_api.read.Model`).
+
+    ``override`` (option workspace_size_bytes) wins. Otherwise the larger of what the
+    generated code allocates (literal sizes, per function, 64-byte blocks) and the
+    metadata's figure plus 64 bytes of alignment slack per allocation. The metadata figure is
+    the largest per-operator workspace when recorded, else ``main``'s (which for graph
+    executor models also counts the tensors the arena already holds: generous, never short).
+    """
+    metadata_main = int(getattr(model, "workspace_bytes", 0) or 0)
+    found = code_workspace(getattr(model, "sources", []))
+    if override is not None:
+        return WorkspaceEstimate(
+            int(override),
+            "option",
+            metadata_main,
+            None if found is None else found["bytes"],
+            0 if found is None else found["allocations"],
+        )
+    per_op = metadata_operator_workspace(getattr(model, "metadata", {}) or {})
+    allocations = found["allocations"] if found is not None else 0
+    metadata_figure = per_op if per_op is not None else metadata_main
+    if found is None:
+        # Unknown number of allocations: assume one slack block per 1 KiB, at least 4.
+        slack = WORKSPACE_ALIGN * max(4, metadata_figure // 1024)
+        total = align(metadata_figure, WORKSPACE_ALIGN) + slack if metadata_figure else 0
+        return WorkspaceEstimate(total, "metadata", metadata_main, None, 0)
+    from_metadata = (
+        align(metadata_figure, WORKSPACE_ALIGN) + WORKSPACE_ALIGN * allocations
+        if metadata_figure and allocations
+        else 0
+    )
+    total = max(found["bytes"], from_metadata)
+    how = "code" if found["bytes"] >= from_metadata else "metadata"
+    if total == 0:
+        how = "none"
+    return WorkspaceEstimate(total, how, metadata_main, found["bytes"], allocations)
+
+
+# --- the fit check ---------------------------------------------------------------------------
+
+
+@dataclass
+class FitReport:
+    """RAM and flash the firmware needs (before code), itemised, against the board's."""
+
+    ram_items: Dict[str, int] = field(default_factory=dict)
+    flash_items: Dict[str, int] = field(default_factory=dict)
+    ram_bytes: Optional[int] = None
+    flash_bytes: Optional[int] = None
+
+    @property
+    def ram_needed(self) -> int:
+        return sum(self.ram_items.values())
+
+    @property
+    def flash_needed(self) -> int:
+        return sum(self.flash_items.values())
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "ram": {
+                "needed": self.ram_needed,
+                "available": self.ram_bytes,
+                "items": dict(self.ram_items),
+            },
+            "flash": {
+                "needed": self.flash_needed,
+                "available": self.flash_bytes,
+                "items": dict(self.flash_items),
+                "note": "code not counted: the linker checks it",
+            },
+        }
+
+    def problems(self) -> List[str]:
+        out = []
+        if self.ram_bytes is not None and self.ram_needed > self.ram_bytes:
+            out.append(
+                f"RAM: needs {self.ram_needed} bytes ({_items(self.ram_items)}) but the board "
+                f"has {self.ram_bytes} ({self.ram_needed - self.ram_bytes} too many)"
+            )
+        if self.flash_bytes is not None and self.flash_needed > self.flash_bytes:
+            out.append(
+                f"flash: needs {self.flash_needed} bytes before code ({_items(self.flash_items)})"
+                f" but the board has {self.flash_bytes} "
+                f"({self.flash_needed - self.flash_bytes} too many)"
+            )
+        return out
+
+    def check(self, board_name: str, what: str) -> None:
+        problems = self.problems()
+        if problems:
+            raise FitError(
+                f"{what} does not fit board {board_name}: " + "; ".join(problems),
+                hint="choose a board with more memory (see `mlf-project boards`), or a smaller "
+                "model; workspace_size_bytes=N overrides the workspace estimate",
+            )
+
+
+def _items(items: Mapping[str, int]) -> str:
+    return ", ".join(f"{name} {size}" for name, size in items.items() if size)
+
+
+def fit_report(
+    board: Any,
+    *,
+    ram_items: Mapping[str, int],
+    flash_items: Mapping[str, int],
+) -> FitReport:
+    ram = getattr(board, "ram", None)
+    flash = getattr(board, "flash", None)
+    return FitReport(
+        ram_items=dict(ram_items),
+        flash_items=dict(flash_items),
+        ram_bytes=None if ram is None else int(ram.length),
+        flash_bytes=None if flash is None else int(flash.length),
+    )
+
+
+_OVERFLOW_RE = re.compile(r"region [`'\"]?(\w+)[`'\"]? overflowed by (\d+) bytes")
+_NOT_FIT_RE = re.compile(
+    r"section [`'\"]?([\w.]+)[`'\"]? will not fit in region [`'\"]?(\w+)[`'\"]?"
+)
+
+
+def linker_overflow(log: str) -> Optional[str]:
+    """The linker's complaint about a region that overflowed, as one sentence, or None."""
+    overflows: Dict[str, int] = {}
+    for match in _OVERFLOW_RE.finditer(log):
+        overflows[match.group(1)] = int(match.group(2))
+    sections: Dict[str, List[str]] = {}
+    for match in _NOT_FIT_RE.finditer(log):
+        sections.setdefault(match.group(2), []).append(match.group(1))
+    if not overflows and not sections:
+        return None
+    parts = []
+    for region in sorted(set(overflows) | set(sections)):
+        text = f"region {region}"
+        if region in overflows:
+            text += f" overflowed by {overflows[region]} bytes"
+        if region in sections:
+            text += f" (sections {', '.join(sorted(set(sections[region])))})"
+        parts.append(text)
+    return "; ".join(parts)
+
+
+def sum_sizes(values: Sequence[int]) -> int:
+    return sum(int(v) for v in values)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Dict
 
 import pytest
-from conftest import have_tool
+from conftest import REPO_ROOT, have_tool
 
 from project_api.boards import (
     Board,
@@ -310,13 +310,15 @@ def test_toolchain_file_demands_cpu_flags(tmp_path):
 
 @pytest.mark.skipif(not have_tool("clang-format"), reason="needs clang-format")
 def test_seam_c_is_clang_formatted():
-    sources = sorted((boards_dir() / "families").rglob("*.[ch]"))
-    sources += sorted((Path(__file__).parent / "firmware_qemu").glob("*.c"))
+    # The checkout's files (not an installed copy), so that the repository's .clang-format
+    # applies.
+    sources = sorted((REPO_ROOT / "boards" / "families").rglob("*.[ch]"))
+    sources += sorted((REPO_ROOT / "tests" / "firmware_qemu").glob("*.c"))
     result = subprocess.run(
         ["clang-format", "--dry-run", "-Werror", *map(str, sources)],
         capture_output=True,
         text=True,
-        cwd=boards_dir().parent,
+        cwd=REPO_ROOT,
     )
     assert result.returncode == 0, result.stderr[:2000]
 

@@ -66,10 +66,10 @@ const char* mlf_status_name(mlf_status status);
  */
 typedef struct {
   mlf_status status;
-  uint32_t node;        /* graph node id for MLF_ERR_OPERATOR / graph errors, else UINT32_MAX */
-  uint32_t offset;      /* byte offset in the JSON text or params blob, else UINT32_MAX */
-  const char* what;     /* static English description of the problem, or NULL */
-  const char* subject;  /* slice naming the culprit, or NULL */
+  uint32_t node;       /* graph node id for MLF_ERR_OPERATOR / graph errors, else UINT32_MAX */
+  uint32_t offset;     /* byte offset in the JSON text or params blob, else UINT32_MAX */
+  const char* what;    /* static English description of the problem, or NULL */
+  const char* subject; /* slice naming the culprit, or NULL */
   uint32_t subject_len;
 } mlf_error;
 
@@ -122,29 +122,35 @@ typedef struct mlf_graph {
   uint32_t num_ops;
   const mlf_op* ops;
   uint32_t num_op_args;
-  const uint16_t* op_args;    /* view index of every operator argument */
-  uint32_t max_op_args;       /* largest num_args of any op */
+  const uint16_t* op_args; /* view index of every operator argument */
+  uint32_t max_op_args;    /* largest num_args of any op */
   uint32_t num_funcs;
-  const mlf_name* funcs;      /* distinct func_name values; mlf_op.func indexes this */
+  const mlf_name* funcs; /* distinct func_name values; mlf_op.func indexes this */
   uint32_t num_views;
   const mlf_view* views;
   uint32_t num_shape_dims;
-  const int64_t* shapes;      /* dimensions of every view, concatenated */
+  const int64_t* shapes; /* dimensions of every view, concatenated */
   uint32_t num_storage;
   const uint32_t* storage_bytes; /* per storage id: the largest entry placed in it */
   uint32_t num_args;
   const mlf_arg* args;
   uint32_t num_outputs;
-  const uint32_t* outputs;    /* view of every head, in output order */
+  const uint32_t* outputs; /* view of every head, in output order */
 } mlf_graph;
 
 /* Bytes mlf_graph_parse_json() needs for the tables of this graph (including its own
- * temporary space while parsing). Returns MLF_ERR_JSON/MLF_ERR_GRAPH for bad text. */
-mlf_status mlf_graph_measure_json(const char* json, size_t json_len, size_t* bytes,
-                                  mlf_error* err);
+ * temporary space while parsing: 4 bytes per graph entry). Exact, except that repeated
+ * function names beyond the 8 most recent distinct ones and flatten_data="1" operators are
+ * counted generously. Validates as mlf_graph_parse_json() does: MLF_ERR_JSON for bad
+ * text, MLF_ERR_GRAPH for a bad graph, MLF_ERR_UNSUPPORTED for a device_index other than 1.
+ * Distinct views are counted by re-reading earlier entries in the text, so the cost grows
+ * with the square of the number of entries (fine at start-up for graphs that fit an MCU). */
+mlf_status mlf_graph_measure_json(const char* json, size_t json_len, size_t* bytes, mlf_error* err);
 
 /* Parses graph.json in place. The text must outlive the graph (names are slices of it).
- * `mem` holds the tables afterwards; *graph points into it. `err` may be NULL. */
+ * `mem` (8-byte aligned, at least mlf_graph_measure_json() bytes) holds the tables
+ * afterwards; *graph points into it. `err` may be NULL. Unknown keys and attrs are skipped,
+ * key order is free, names have no length limit, storage_scope is ignored. */
 mlf_status mlf_graph_parse_json(const char* json, size_t json_len, void* mem, size_t mem_size,
                                 const mlf_graph** graph, mlf_error* err);
 
@@ -157,50 +163,72 @@ typedef struct mlf_executor {
   DLTensor* tensors;            /* per view */
   uint8_t** storage;            /* base address of every storage id */
   TVMValue* values;             /* call scratch, max_op_args */
-  int32_t* type_codes;          /* call scratch, max_op_args, all kTVMNDArrayHandle */
-  uint8_t* arg_flags;           /* per arg: bound from params */
+  int* type_codes;              /* call scratch, max_op_args, all kTVMNDArrayHandle */
+  uint8_t* arg_flags;           /* per arg: 0 input, 1 copied from params, 2 bound in place */
   uint8_t* arena;
   size_t arena_size;
-  const uint32_t* input_args;   /* arg index of every input (args not bound from params) */
+  const uint32_t* input_args; /* arg index of every input (args not bound from params) */
   uint32_t num_inputs;
   mlf_error error;
   uint32_t ready;
 } mlf_executor;
 
-/* Exact bytes of state memory mlf_executor_init() needs for graph g. The same figure as a
- * constant expression for statically sized buffers: MLF_EXECUTOR_STATE_BYTES below. */
+/* Exact bytes of state memory mlf_executor_init() needs for graph g (the state itself must
+ * be 8-byte aligned). The same figure as a constant expression for statically sized
+ * buffers: MLF_EXECUTOR_STATE_BYTES below. */
 size_t mlf_executor_state_bytes(const mlf_graph* g);
 
 #define MLF_ALIGN_UP(x, a) (((x) + ((a)-1)) & ~((size_t)(a)-1))
-#define MLF_EXECUTOR_STATE_BYTES(num_funcs, num_views, num_storage, max_op_args, num_args)   \
-  (MLF_ALIGN_UP((size_t)(num_funcs) * sizeof(TVMBackendPackedCFunc), 8) +                    \
-   MLF_ALIGN_UP((size_t)(num_views) * sizeof(DLTensor), 8) +                                 \
-   MLF_ALIGN_UP((size_t)(num_storage) * sizeof(uint8_t*), 8) +                               \
-   MLF_ALIGN_UP((size_t)(max_op_args) * sizeof(TVMValue), 8) +                               \
-   MLF_ALIGN_UP((size_t)(max_op_args) * sizeof(int32_t), 8) +                                \
-   MLF_ALIGN_UP((size_t)(num_args), 8) + MLF_ALIGN_UP((size_t)(num_args) * sizeof(uint32_t), 8))
+#define MLF_EXECUTOR_STATE_BYTES(num_funcs, num_views, num_storage, max_op_args, num_args)      \
+  (MLF_ALIGN_UP((size_t)(num_funcs) * sizeof(TVMBackendPackedCFunc), 8) +                       \
+   MLF_ALIGN_UP((size_t)(num_views) * sizeof(DLTensor), 8) +                                    \
+   MLF_ALIGN_UP((size_t)(num_storage) * sizeof(uint8_t*), 8) +                                  \
+   MLF_ALIGN_UP((size_t)(max_op_args) * sizeof(TVMValue), 8) +                                  \
+   MLF_ALIGN_UP((size_t)(max_op_args) * sizeof(int), 8) + MLF_ALIGN_UP((size_t)(num_args), 8) + \
+   MLF_ALIGN_UP((size_t)(num_args) * sizeof(uint32_t), 8))
 
 /* Alignment of every storage pool in the arena, and of params bound in place. */
 #define MLF_STORAGE_ALIGN 64u
 
-/* Arena bytes mlf_executor_init() needs when called with the same params blob at the same
- * address (params bound in place need no arena). params may be NULL. Includes slack for
- * an arena that is not itself 64-byte aligned only when `arena_aligned` is 0. */
+/*
+ * Arena bytes mlf_executor_init() needs when called with the same params blob at the same
+ * address. params may be NULL. The rule, which the generator mirrors:
+ *
+ *   offset = 0
+ *   for sid in 0 .. num_storage-1:
+ *     if storage sid is bound in place: continue          (takes no arena)
+ *     offset = align_up(offset, 64); pool[sid] = arena_start + offset
+ *     offset += storage_bytes[sid]
+ *   bytes = align_up(offset, 64) + (arena_aligned ? 0 : 63)
+ *
+ * where arena_start is the first 64-byte boundary at or after the arena pointer. Storage sid
+ * is bound in place iff params != NULL and: exactly one graph arg (null node) has a view on
+ * sid; no operator (including __copy) has an output view on sid; the blob holds a param
+ * named like that arg (the first such, if repeated) whose shape and dtype equal the arg's,
+ * whose nbytes >= storage_bytes[sid], and whose data address is a multiple of 64.
+ * Params that name no graph arg (e.g. padding tensors) are ignored.
+ */
 mlf_status mlf_executor_arena_bytes(const mlf_graph* g, const void* params, size_t params_len,
                                     int arena_aligned, size_t* bytes);
 
 /*
- * Prepares an executor: resolves functions through `lib` (a system library as returned by
- * TVMSystemLibEntryPoint(); registries with a 2-byte or TVM <= 0.8's 1-byte count are both
- * understood), binds `params` (may be NULL), lays out the arena. `params` is treated as
- * persistent (e.g. in flash): tensors whose data is 64-byte aligned and whose storage no
- * operator writes are used where they lie. Params whose names are not graph args are ignored.
+ * Prepares an executor: checks the tables (any view larger than its pool, any index out of
+ * range is MLF_ERR_GRAPH), resolves functions through `lib` (a system library as returned
+ * by TVMSystemLibEntryPoint(); registries with a 2-byte or TVM <= 0.8's 1-byte count are
+ * both understood), binds `params` (may be NULL), lays out the arena. `params` is treated as
+ * persistent (e.g. in flash) and must then outlive the executor: storage that qualifies
+ * (rule above) is used where it lies, other params are copied into the arena. Params whose
+ * names are not graph args are ignored. state: 8-byte aligned, mlf_executor_state_bytes();
+ * arena: any alignment, mlf_executor_arena_bytes(). The executor's own error record
+ * (mlf_executor_error) is reset by every call that can fail.
  */
 mlf_status mlf_executor_init(mlf_executor* ex, const mlf_graph* g, const TVMModule* lib,
-                             const void* params, size_t params_len, void* state,
-                             size_t state_size, void* arena, size_t arena_size);
+                             const void* params, size_t params_len, void* state, size_t state_size,
+                             void* arena, size_t arena_size);
 
-/* Copies params into the executor's storage (for a blob that will not persist). */
+/* Copies params into the executor's storage (for a blob that will not persist). Args bound
+ * this way stop being inputs (input indices are recomputed). A param bound in place at
+ * init cannot be reloaded: MLF_ERR_UNSUPPORTED. */
 mlf_status mlf_executor_load_params(mlf_executor* ex, const void* params, size_t params_len);
 
 /* Inputs are the graph's `null` nodes that were not bound from params, in arg_nodes order. */
@@ -217,8 +245,7 @@ typedef struct {
 } mlf_tensor_info;
 
 mlf_status mlf_executor_input_info(const mlf_executor* ex, uint32_t index, mlf_tensor_info* info);
-mlf_status mlf_executor_output_info(const mlf_executor* ex, uint32_t index,
-                                    mlf_tensor_info* info);
+mlf_status mlf_executor_output_info(const mlf_executor* ex, uint32_t index, mlf_tensor_info* info);
 mlf_status mlf_executor_input_index(const mlf_executor* ex, const char* name, size_t name_len,
                                     uint32_t* index);
 
@@ -235,13 +262,19 @@ mlf_status mlf_executor_get_output(const mlf_executor* ex, uint32_t index, void*
                                    size_t nbytes);
 
 /* Runs every operator in order; stops at the first one that fails (MLF_ERR_OPERATOR, with
- * mlf_executor_error(ex)->node naming it). */
+ * mlf_executor_error(ex)->node naming it and ->subject its function). After a failure the
+ * bound workspace is rewound to where it stood when run began. */
 mlf_status mlf_executor_run(mlf_executor* ex);
 
 const mlf_error* mlf_executor_error(const mlf_executor* ex);
 
-/* Number of bytes of one element of dtype (rounded up to whole bytes, times lanes). */
+/* Bytes of one element of dtype: ceil(bits * lanes / 8), as TVM's storage planner counts. */
 size_t mlf_dtype_bytes(DLDataType dtype);
+
+/* Looks a function up in a system library's registry by name (a slice, not necessarily
+ * NUL-terminated). MLF_ERR_MISSING_FUNCTION when absent. */
+mlf_status mlf_module_lookup(const TVMModule* lib, const char* name, size_t name_len,
+                             TVMBackendPackedCFunc* fn);
 
 /* ---- workspace: TVMBackendAllocWorkspace / TVMBackendFreeWorkspace ------------------- */
 

@@ -1,0 +1,115 @@
+/*
+ * mlf_error.c — status names, error records and their one-line description, and TVM's
+ * last-error string.
+ */
+#include <string.h>
+
+#include "mlf_internal.h"
+
+/*
+ * The one piece of process-wide state besides the bound workspace: TVM's ABI passes error
+ * messages through TVMAPISetLastError()/TVMGetLastError() without any context object.
+ * Messages are copied (callers may pass temporaries) and truncated to fit.
+ */
+static char g_last_error[128];
+
+void TVMAPISetLastError(const char* msg) {
+  size_t n = 0;
+  if (msg != NULL) {
+    while (n + 1 < sizeof(g_last_error) && msg[n] != '\0') ++n;
+    memcpy(g_last_error, msg, n);
+  }
+  g_last_error[n] = '\0';
+}
+
+const char* TVMGetLastError(void) { return g_last_error; }
+
+const char* mlf_status_name(mlf_status status) {
+  static const char* const names[] = {"ok",
+                                      "bad argument",
+                                      "out of memory",
+                                      "malformed JSON",
+                                      "bad graph",
+                                      "bad params",
+                                      "shape or dtype mismatch",
+                                      "missing function",
+                                      "no such input",
+                                      "operator failed",
+                                      "unsupported",
+                                      "call out of order"};
+  unsigned index = (unsigned)status;
+  return index < sizeof(names) / sizeof(names[0]) ? names[index] : "unknown status";
+}
+
+void mlf_error_clear(mlf_error* err) {
+  err->status = MLF_OK;
+  err->node = UINT32_MAX;
+  err->offset = UINT32_MAX;
+  err->what = NULL;
+  err->subject = NULL;
+  err->subject_len = 0;
+}
+
+mlf_status mlf_fail(mlf_error* err, mlf_status status, const char* what, const char* subject,
+                    size_t subject_len) {
+  /* Keep the first failure: later ones are usually consequences of it. */
+  if (err != NULL && err->status == MLF_OK) {
+    err->status = status;
+    err->what = what;
+    err->subject = subject;
+    err->subject_len = subject != NULL ? (uint32_t)subject_len : 0;
+  }
+  return status;
+}
+
+typedef struct {
+  char* buf;
+  size_t size;
+  size_t len;
+} text_out;
+
+static void put(text_out* out, const char* s, size_t n) {
+  for (size_t i = 0; i < n; ++i, ++out->len) {
+    if (out->len + 1 < out->size) out->buf[out->len] = s[i];
+  }
+}
+
+static void put_str(text_out* out, const char* s) { put(out, s, strlen(s)); }
+
+static void put_u32(text_out* out, uint32_t value) {
+  char digits[10];
+  size_t n = 0;
+  do {
+    digits[sizeof(digits) - ++n] = (char)('0' + value % 10);
+    value /= 10;
+  } while (value != 0);
+  put(out, digits + sizeof(digits) - n, n);
+}
+
+size_t mlf_error_format(const mlf_error* err, char* buf, size_t size) {
+  text_out out = {buf, size, 0};
+  if (err == NULL) {
+    put_str(&out, "no error record");
+  } else {
+    put_str(&out, mlf_status_name(err->status));
+    if (err->what != NULL) {
+      put_str(&out, ": ");
+      put_str(&out, err->what);
+    }
+    if (err->subject != NULL) {
+      put_str(&out, " '");
+      put(&out, err->subject, err->subject_len);
+      put_str(&out, "'");
+    }
+    if (err->node != UINT32_MAX) {
+      put_str(&out, " at node ");
+      put_u32(&out, err->node);
+    }
+    if (err->offset != UINT32_MAX) {
+      put_str(&out, " at byte ");
+      put_u32(&out, err->offset);
+    }
+  }
+  if (size > 0) buf[out.len < size ? out.len : size - 1] = '\0';
+  return out.len < size ? out.len : (size > 0 ? size - 1 : 0);
+}

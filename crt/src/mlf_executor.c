@@ -1,0 +1,458 @@
+/*
+ * mlf_executor.c — the graph executor over mlf_graph tables.
+ *
+ * Everything that needs names or validation happens once in mlf_executor_init(): functions
+ * are resolved, tables are checked so that no operator can be handed a tensor larger than
+ * its pool, storage is laid out and a DLTensor is built per view. mlf_executor_run() is then
+ * a loop of "point the argument handles at the views' DLTensors, make one indirect call".
+ */
+#include <string.h>
+
+#include "mlf_internal.h"
+
+enum { ARG_INPUT = 0, ARG_COPIED = 1, ARG_IN_PLACE = 2 };
+
+size_t mlf_dtype_bytes(DLDataType dtype) { return ((size_t)dtype.bits * dtype.lanes + 7) / 8; }
+
+/* Bytes of a view; UINT64_MAX when a dimension is negative or the size exceeds 4 GiB. */
+static uint64_t view_bytes(const mlf_graph* g, const mlf_view* v) {
+  uint64_t bytes = mlf_dtype_bytes(v->dtype);
+  for (uint32_t d = 0; d < v->ndim; ++d) {
+    uint64_t dim = (uint64_t)g->shapes[v->shape + d]; /* negative: huge, rejected below */
+    if (dim > UINT32_MAX || (bytes *= dim) > UINT32_MAX) return UINT64_MAX;
+  }
+  return bytes;
+}
+
+static int present(const void* table, uint32_t count) { return count == 0 || table != NULL; }
+
+static mlf_status bad_tables(mlf_error* err, const char* what, uint32_t node) {
+  mlf_fail(err, MLF_ERR_GRAPH, what, NULL, 0);
+  err->node = node;
+  return MLF_ERR_GRAPH;
+}
+
+static int view_ok(const mlf_graph* g, const mlf_view* v) {
+  /* The guarantee operators rely on: every view lies inside its pool. */
+  return v->storage < g->num_storage && v->shape <= g->num_shape_dims &&
+         v->ndim <= g->num_shape_dims - v->shape && v->dtype.bits != 0 && v->dtype.lanes != 0 &&
+         view_bytes(g, v) <= g->storage_bytes[v->storage];
+}
+
+static int op_ok(const mlf_graph* g, const mlf_op* op) {
+  const uint16_t* args = g->op_args + op->first_arg;
+  if ((op->func >= g->num_funcs && op->func != MLF_FUNC_COPY) || op->num_args > g->max_op_args ||
+      op->first_arg > g->num_op_args || op->num_args > g->num_op_args - op->first_arg ||
+      op->num_outputs > op->num_args) {
+    return 0;
+  }
+  for (uint32_t k = 0; k < op->num_args; ++k) {
+    if (args[k] >= g->num_views) return 0;
+  }
+  return op->func != MLF_FUNC_COPY ||
+         (op->num_args == 2 && op->num_outputs == 1 &&
+          view_bytes(g, &g->views[args[0]]) == view_bytes(g, &g->views[args[1]]));
+}
+
+/* Tables may come from the generator, the JSON parser or a hand: trust none of them. */
+mlf_status mlf_graph_check(const mlf_graph* g, mlf_error* err) {
+  /* The state holds per-view, per-storage, per-arg and per-argument-slot arrays: these
+   * limits keep its size far from overflowing a 32-bit size_t. */
+  if ((g->num_funcs | g->num_views | g->num_storage | g->num_args | g->max_op_args) > 0xFFFF ||
+      !present(g->ops, g->num_ops) || !present(g->op_args, g->num_op_args) ||
+      !present(g->funcs, g->num_funcs) || !present(g->views, g->num_views) ||
+      !present(g->shapes, g->num_shape_dims) || !present(g->storage_bytes, g->num_storage) ||
+      !present(g->args, g->num_args) || !present(g->outputs, g->num_outputs)) {
+    return bad_tables(err, "table missing or too large", UINT32_MAX);
+  }
+  for (uint32_t i = 0; i < g->num_views; ++i) {
+    if (!view_ok(g, &g->views[i])) return bad_tables(err, "view outside its storage", UINT32_MAX);
+  }
+  for (uint32_t i = 0; i < g->num_ops; ++i) {
+    if (!op_ok(g, &g->ops[i])) return bad_tables(err, "bad operator", g->ops[i].node);
+  }
+  for (uint32_t i = 0; i < g->num_args; ++i) {
+    if (g->args[i].view >= g->num_views) return bad_tables(err, "bad arg", g->args[i].node);
+  }
+  for (uint32_t i = 0; i < g->num_outputs; ++i) {
+    if (g->outputs[i] >= g->num_views) return bad_tables(err, "bad output", UINT32_MAX);
+  }
+  return MLF_OK;
+}
+
+size_t mlf_executor_state_bytes(const mlf_graph* g) {
+  if (g == NULL) return 0;
+  if ((g->num_funcs | g->num_views | g->num_storage | g->num_args | g->max_op_args) > 0xFFFF) {
+    return SIZE_MAX; /* refused by mlf_graph_check() anyway */
+  }
+  return MLF_EXECUTOR_STATE_BYTES(g->num_funcs, g->num_views, g->num_storage, g->max_op_args,
+                                  g->num_args);
+}
+
+/* ---- params ------------------------------------------------------------------------------ */
+
+static int same_name(mlf_name a, mlf_name b) {
+  return a.len == b.len && (a.len == 0 || memcmp(a.str, b.str, a.len) == 0);
+}
+
+static int find_param(const void* params, size_t len, mlf_name name, mlf_param* out) {
+  mlf_params_iter it;
+  if (params == NULL || mlf_params_open(params, len, &it, NULL) != MLF_OK) return 0;
+  while (mlf_params_next(&it, out)) {
+    if (same_name(out->name, name)) return 1;
+  }
+  return 0;
+}
+
+static int param_fits(const mlf_graph* g, const mlf_view* v, const mlf_param* p) {
+  if (p->ndim != v->ndim || p->dtype.code != v->dtype.code || p->dtype.bits != v->dtype.bits ||
+      p->dtype.lanes != v->dtype.lanes) {
+    return 0;
+  }
+  for (uint32_t d = 0; d < v->ndim; ++d) {
+    if (mlf_read_i64(p->shape + 8 * d) != g->shapes[v->shape + d]) return 0;
+  }
+  return 1;
+}
+
+static int storage_written(const mlf_graph* g, uint32_t sid) {
+  for (uint32_t i = 0; i < g->num_ops; ++i) {
+    const mlf_op* op = &g->ops[i];
+    for (uint32_t k = op->num_args - op->num_outputs; k < op->num_args; ++k) {
+      if (g->views[g->op_args[op->first_arg + k]].storage == sid) return 1;
+    }
+  }
+  return 0;
+}
+
+/*
+ * The params data that storage `sid` can use where it lies, or NULL. The rule (mirrored by
+ * the generator, see mlf_executor_arena_bytes in the header): exactly one graph arg uses the
+ * storage, no operator writes it, a param of that arg's name exists (the first one in the
+ * blob), matches its shape and dtype, covers the whole pool and starts 64-byte aligned.
+ */
+static const uint8_t* in_place_data(const mlf_graph* g, uint32_t sid, const void* params,
+                                    size_t len) {
+  uint32_t owner = UINT32_MAX;
+  mlf_param p;
+  if (params == NULL) return NULL;
+  for (uint32_t a = 0; a < g->num_args; ++a) {
+    if (g->views[g->args[a].view].storage != sid) continue;
+    if (owner != UINT32_MAX) return NULL;
+    owner = a;
+  }
+  if (owner == UINT32_MAX || storage_written(g, sid)) return NULL;
+  if (!find_param(params, len, g->args[owner].name, &p)) return NULL;
+  if (!param_fits(g, &g->views[g->args[owner].view], &p) || p.nbytes < g->storage_bytes[sid] ||
+      ((uintptr_t)p.data & (MLF_STORAGE_ALIGN - 1)) != 0) {
+    return NULL;
+  }
+  return p.data;
+}
+
+/* Lays storage out (bases may be NULL to only measure); returns the arena bytes used from
+ * the first 64-byte boundary of the arena. */
+static uint64_t plan_storage(const mlf_graph* g, const void* params, size_t len, uint8_t* start,
+                             uint8_t** bases) {
+  uint64_t offset = 0;
+  for (uint32_t sid = 0; sid < g->num_storage; ++sid) {
+    const uint8_t* data = in_place_data(g, sid, params, len);
+    if (data == NULL) offset = MLF_ALIGN_UP(offset, (uint64_t)MLF_STORAGE_ALIGN);
+    /* Operators never write params storage (checked above): dropping const is safe. */
+    if (bases != NULL) {
+      bases[sid] = data != NULL ? (uint8_t*)(uintptr_t)data : start != NULL ? start + offset : NULL;
+    }
+    if (data == NULL) offset += g->storage_bytes[sid];
+  }
+  return MLF_ALIGN_UP(offset, (uint64_t)MLF_STORAGE_ALIGN);
+}
+
+mlf_status mlf_executor_arena_bytes(const mlf_graph* g, const void* params, size_t params_len,
+                                    int arena_aligned, size_t* bytes) {
+  mlf_error err;
+  mlf_params_iter it;
+  mlf_error_clear(&err);
+  if (g == NULL || bytes == NULL) return MLF_ERR_ARGUMENT;
+  if (mlf_graph_check(g, &err) != MLF_OK) return err.status;
+  if (params != NULL && mlf_params_open(params, params_len, &it, &err) != MLF_OK) {
+    return err.status;
+  }
+  uint64_t total = plan_storage(g, params, params_len, NULL, NULL) + (arena_aligned ? 0 : 63);
+  if (total > SIZE_MAX) return MLF_ERR_NO_MEMORY;
+  *bytes = (size_t)total;
+  return MLF_OK;
+}
+
+/* Copies (or, at init, recognises as bound in place) every param that names a graph arg. */
+static mlf_status bind_params(mlf_executor* ex, const void* params, size_t len, int loading) {
+  const mlf_graph* g = ex->graph;
+  mlf_params_iter it;
+  mlf_param p;
+  if (mlf_params_open(params, len, &it, &ex->error) != MLF_OK) return ex->error.status;
+  while (mlf_params_next(&it, &p)) {
+    for (uint32_t a = 0; a < g->num_args; ++a) {
+      const mlf_view* v = &g->views[g->args[a].view];
+      if (!same_name(g->args[a].name, p.name)) continue;
+      if (!param_fits(g, v, &p)) {
+        return mlf_fail(&ex->error, MLF_ERR_MISMATCH, "param shape or dtype differs from graph",
+                        p.name.str, p.name.len);
+      }
+      if (ex->storage[v->storage] == p.data) ex->arg_flags[a] = ARG_IN_PLACE;
+      if (ex->arg_flags[a] == ARG_IN_PLACE) {
+        if (!loading) continue; /* bound where it lies; later duplicates are ignored */
+        return mlf_fail(&ex->error, MLF_ERR_UNSUPPORTED, "param is bound in place (read-only)",
+                        p.name.str, p.name.len);
+      }
+      memcpy(ex->storage[v->storage], p.data, (size_t)p.nbytes);
+      ex->arg_flags[a] = ARG_COPIED;
+    }
+  }
+  return MLF_OK;
+}
+
+static void list_inputs(mlf_executor* ex) {
+  uint32_t* inputs = (uint32_t*)(uintptr_t)ex->input_args;
+  ex->num_inputs = 0;
+  for (uint32_t a = 0; a < ex->graph->num_args; ++a) {
+    if (ex->arg_flags[a] == ARG_INPUT) inputs[ex->num_inputs++] = a;
+  }
+}
+
+/* ---- init ---------------------------------------------------------------------------------- */
+
+static void* carve(uint8_t** at, size_t bytes) {
+  void* block = *at;
+  *at += MLF_ALIGN_UP(bytes, 8);
+  return block;
+}
+
+static void carve_state(mlf_executor* ex, void* state) {
+  const mlf_graph* g = ex->graph;
+  uint8_t* at = (uint8_t*)state;
+  ex->funcs = (TVMBackendPackedCFunc*)carve(&at, g->num_funcs * sizeof(TVMBackendPackedCFunc));
+  ex->tensors = (DLTensor*)carve(&at, g->num_views * sizeof(DLTensor));
+  ex->storage = (uint8_t**)carve(&at, g->num_storage * sizeof(uint8_t*));
+  ex->values = (TVMValue*)carve(&at, g->max_op_args * sizeof(TVMValue));
+  ex->type_codes = (int*)carve(&at, g->max_op_args * sizeof(int));
+  ex->arg_flags = (uint8_t*)carve(&at, g->num_args);
+  ex->input_args = (const uint32_t*)carve(&at, g->num_args * sizeof(uint32_t));
+}
+
+static mlf_status resolve_funcs(mlf_executor* ex, const TVMModule* lib) {
+  const mlf_graph* g = ex->graph;
+  for (uint32_t i = 0; i < g->num_funcs; ++i) {
+    const mlf_name* name = &g->funcs[i];
+    if (mlf_module_lookup(lib, name->str, name->len, &ex->funcs[i]) != MLF_OK) {
+      return mlf_fail(&ex->error, MLF_ERR_MISSING_FUNCTION, "function not in the system library",
+                      name->str, name->len);
+    }
+  }
+  return MLF_OK;
+}
+
+static void build_tensors(mlf_executor* ex) {
+  const mlf_graph* g = ex->graph;
+  for (uint32_t i = 0; i < g->num_views; ++i) {
+    const mlf_view* v = &g->views[i];
+    DLTensor* t = &ex->tensors[i];
+    t->data = ex->storage[v->storage];
+    t->device.device_type = kDLCPU;
+    t->device.device_id = 0;
+    t->ndim = v->ndim;
+    t->dtype = v->dtype;
+    /* Operators take int64_t* shapes but never write them: the tables may live in flash. */
+    t->shape = (int64_t*)(uintptr_t)(g->shapes + v->shape);
+    t->strides = NULL;
+    t->byte_offset = 0;
+  }
+  /* TVM's graph executor passes NDArray handles, whose pointee starts with a DLTensor. */
+  for (uint32_t k = 0; k < g->max_op_args; ++k) ex->type_codes[k] = kTVMNDArrayHandle;
+}
+
+static mlf_status init_checked(mlf_executor* ex, const TVMModule* lib, const void* params,
+                               size_t params_len, void* state, size_t state_size, void* arena,
+                               size_t arena_size) {
+  const mlf_graph* g = ex->graph;
+  mlf_params_iter it;
+  if (mlf_graph_check(g, &ex->error) != MLF_OK) return ex->error.status;
+  if (state_size < mlf_executor_state_bytes(g)) {
+    return mlf_fail(&ex->error, MLF_ERR_NO_MEMORY, "executor state too small", NULL, 0);
+  }
+  if (params != NULL && mlf_params_open(params, params_len, &it, &ex->error) != MLF_OK) {
+    return ex->error.status;
+  }
+  size_t skip = (size_t)(-(uintptr_t)arena & (MLF_STORAGE_ALIGN - 1));
+  uint64_t need = plan_storage(g, params, params_len, NULL, NULL);
+  if (arena_size < skip || need > arena_size - skip) {
+    return mlf_fail(&ex->error, MLF_ERR_NO_MEMORY, "arena too small", NULL, 0);
+  }
+  carve_state(ex, state);
+  memset(ex->arg_flags, ARG_INPUT, g->num_args);
+  if (resolve_funcs(ex, lib) != MLF_OK) return ex->error.status;
+  ex->arena = (uint8_t*)arena;
+  ex->arena_size = arena_size;
+  plan_storage(g, params, params_len, arena != NULL ? (uint8_t*)arena + skip : NULL, ex->storage);
+  build_tensors(ex);
+  if (params != NULL && bind_params(ex, params, params_len, 0) != MLF_OK) return ex->error.status;
+  list_inputs(ex);
+  return MLF_OK;
+}
+
+mlf_status mlf_executor_init(mlf_executor* ex, const mlf_graph* g, const TVMModule* lib,
+                             const void* params, size_t params_len, void* state, size_t state_size,
+                             void* arena, size_t arena_size) {
+  if (ex == NULL) return MLF_ERR_ARGUMENT;
+  memset(ex, 0, sizeof(*ex));
+  mlf_error_clear(&ex->error);
+  if (g == NULL || lib == NULL || state == NULL || ((uintptr_t)state & 7u) != 0 ||
+      (arena == NULL && arena_size != 0)) {
+    return mlf_fail(&ex->error, MLF_ERR_ARGUMENT, "graph, library and 8-byte aligned state needed",
+                    NULL, 0);
+  }
+  ex->graph = g;
+  mlf_status status =
+      init_checked(ex, lib, params, params_len, state, state_size, arena, arena_size);
+  ex->ready = status == MLF_OK;
+  return status;
+}
+
+mlf_status mlf_executor_load_params(mlf_executor* ex, const void* params, size_t params_len) {
+  if (ex == NULL || !ex->ready) return MLF_ERR_STATE;
+  mlf_error_clear(&ex->error);
+  mlf_status status = bind_params(ex, params, params_len, 1);
+  list_inputs(ex);
+  return status;
+}
+
+/* ---- run ------------------------------------------------------------------------------------ */
+
+mlf_status mlf_executor_run(mlf_executor* ex) {
+  if (ex == NULL || !ex->ready) return MLF_ERR_STATE;
+  const mlf_graph* g = ex->graph;
+  const mlf_op* op = g->ops;
+  const mlf_op* end = op + g->num_ops;
+  DLTensor* tensors = ex->tensors;
+  TVMValue* values = ex->values;
+  TVMValue ret;
+  int ret_code;
+  size_t mark = mlf_workspace_mark();
+  mlf_error_clear(&ex->error);
+  for (; op != end; ++op) {
+    const uint16_t* args = g->op_args + op->first_arg;
+    if (op->func == MLF_FUNC_COPY) {
+      size_t bytes = (size_t)view_bytes(g, &g->views[args[0]]);
+      memmove(tensors[args[1]].data, tensors[args[0]].data, bytes);
+      continue;
+    }
+    for (uint32_t k = 0; k < op->num_args; ++k) values[k].v_handle = &tensors[args[k]];
+    if (ex->funcs[op->func](values, ex->type_codes, op->num_args, &ret, &ret_code, NULL) != 0) {
+      /* The operator may have returned between workspace allocations and frees. */
+      mlf_workspace_release_to(mark);
+      const mlf_name* name = &g->funcs[op->func];
+      mlf_fail(&ex->error, MLF_ERR_OPERATOR, "operator returned an error", name->str, name->len);
+      ex->error.node = op->node;
+      return MLF_ERR_OPERATOR;
+    }
+  }
+  return MLF_OK;
+}
+
+/* ---- inputs and outputs ---------------------------------------------------------------------- */
+
+uint32_t mlf_executor_num_inputs(const mlf_executor* ex) {
+  return ex != NULL && ex->ready ? ex->num_inputs : 0;
+}
+
+uint32_t mlf_executor_num_outputs(const mlf_executor* ex) {
+  return ex != NULL && ex->ready ? ex->graph->num_outputs : 0;
+}
+
+static const mlf_view* input_view(const mlf_executor* ex, uint32_t index) {
+  if (ex == NULL || !ex->ready || index >= ex->num_inputs) return NULL;
+  return &ex->graph->views[ex->graph->args[ex->input_args[index]].view];
+}
+
+static const mlf_view* output_view(const mlf_executor* ex, uint32_t index) {
+  if (ex == NULL || !ex->ready || index >= ex->graph->num_outputs) return NULL;
+  return &ex->graph->views[ex->graph->outputs[index]];
+}
+
+static mlf_status describe(const mlf_executor* ex, const mlf_view* v, mlf_tensor_info* info) {
+  if (v == NULL || info == NULL) return MLF_ERR_ARGUMENT;
+  info->ndim = v->ndim;
+  info->shape = ex->graph->shapes + v->shape;
+  info->dtype = v->dtype;
+  info->nbytes = (size_t)view_bytes(ex->graph, v);
+  return MLF_OK;
+}
+
+mlf_status mlf_executor_input_info(const mlf_executor* ex, uint32_t index, mlf_tensor_info* info) {
+  mlf_status status = describe(ex, input_view(ex, index), info);
+  if (status == MLF_OK) {
+    const mlf_arg* arg = &ex->graph->args[ex->input_args[index]];
+    info->name = arg->name.str;
+    info->name_len = arg->name.len;
+  }
+  return status;
+}
+
+mlf_status mlf_executor_output_info(const mlf_executor* ex, uint32_t index, mlf_tensor_info* info) {
+  mlf_status status = describe(ex, output_view(ex, index), info);
+  if (status == MLF_OK) {
+    info->name = NULL;
+    info->name_len = 0;
+  }
+  return status;
+}
+
+mlf_status mlf_executor_input_index(const mlf_executor* ex, const char* name, size_t name_len,
+                                    uint32_t* index) {
+  if (ex == NULL || !ex->ready || index == NULL || (name == NULL && name_len != 0)) {
+    return MLF_ERR_ARGUMENT;
+  }
+  mlf_name wanted = {name, (uint32_t)name_len};
+  for (uint32_t i = 0; i < ex->num_inputs; ++i) {
+    if (name_len <= UINT32_MAX && same_name(ex->graph->args[ex->input_args[i]].name, wanted)) {
+      *index = i;
+      return MLF_OK;
+    }
+  }
+  return MLF_ERR_NOT_FOUND;
+}
+
+DLTensor* mlf_executor_input_tensor(mlf_executor* ex, uint32_t index) {
+  const mlf_view* v = input_view(ex, index);
+  return v != NULL ? &ex->tensors[v - ex->graph->views] : NULL;
+}
+
+const DLTensor* mlf_executor_output_tensor(const mlf_executor* ex, uint32_t index) {
+  const mlf_view* v = output_view(ex, index);
+  return v != NULL ? &ex->tensors[v - ex->graph->views] : NULL;
+}
+
+mlf_status mlf_executor_set_input(mlf_executor* ex, uint32_t index, const void* data,
+                                  size_t nbytes) {
+  const mlf_view* v = input_view(ex, index);
+  if (v == NULL) return ex != NULL && ex->ready ? MLF_ERR_ARGUMENT : MLF_ERR_STATE;
+  if (data == NULL || nbytes != view_bytes(ex->graph, v)) return MLF_ERR_ARGUMENT;
+  memmove(ex->tensors[v - ex->graph->views].data, data, nbytes);
+  return MLF_OK;
+}
+
+mlf_status mlf_executor_set_input_by_name(mlf_executor* ex, const char* name, size_t name_len,
+                                          const void* data, size_t nbytes) {
+  uint32_t index;
+  mlf_status status = mlf_executor_input_index(ex, name, name_len, &index);
+  return status == MLF_OK ? mlf_executor_set_input(ex, index, data, nbytes) : status;
+}
+
+mlf_status mlf_executor_get_output(const mlf_executor* ex, uint32_t index, void* data,
+                                   size_t nbytes) {
+  const mlf_view* v = output_view(ex, index);
+  if (v == NULL) return ex != NULL && ex->ready ? MLF_ERR_ARGUMENT : MLF_ERR_STATE;
+  if (data == NULL || nbytes != view_bytes(ex->graph, v)) return MLF_ERR_ARGUMENT;
+  memmove(data, ex->tensors[v - ex->graph->views].data, nbytes);
+  return MLF_OK;
+}
+
+const mlf_error* mlf_executor_error(const mlf_executor* ex) { return ex ? &ex->error : NULL; }

@@ -5,8 +5,9 @@
 The CRC is ``zlib.crc32`` over type, seq, length and payload. :class:`FrameDecoder` is the
 same resynchronising decoder as the firmware's (the tests feed both the same streams and
 compare the events): it drops garbage, reports a complete frame with a bad CRC and a header
-whose length exceeds the receiver's maximum, and does not wait forever behind a corrupt
-header that claims more bytes than will come once a complete valid frame follows it.
+whose length exceeds the receiver's maximum, and rescans from the byte after a bad frame's
+marker. A corrupt header that claims more bytes than will ever come is cleared by
+:meth:`FrameDecoder.abandon` after a silence, or skipped by the optional ``lookahead`` mode.
 """
 
 from __future__ import annotations
@@ -74,13 +75,20 @@ class FrameDecoder:
 
     Holds at most ``max_payload + OVERHEAD`` bytes, like the firmware's decoder, so both
     produce the same events for the same bytes fed in the same pieces.
+
+    ``lookahead`` (off by default, and absent from the firmware): while a frame is
+    incomplete, a later complete frame with a good CRC is taken and the incomplete start
+    dropped. That un-sticks a corrupt length at once, but would also take a frame embedded
+    in another frame's payload for a frame, so only turn it on while no payload can carry
+    arbitrary data (a session does during connect, to get past a boot log's noise).
     """
 
-    def __init__(self, max_payload: int = MAX_PAYLOAD) -> None:
+    def __init__(self, max_payload: int = MAX_PAYLOAD, *, lookahead: bool = False) -> None:
         if not 0 <= max_payload <= MAX_PAYLOAD:
             raise ValueError(f"max_payload must be 0..{MAX_PAYLOAD}")
         self.max_payload = max_payload
         self.capacity = max_payload + OVERHEAD
+        self.lookahead = lookahead
         self.discarded = 0
         self._buf = bytearray()
         self._scanned = 0
@@ -90,6 +98,11 @@ class FrameDecoder:
     def pending_bytes(self) -> int:
         """Bytes held that do not form a complete frame yet."""
         return len(self._buf)
+
+    def abandon(self) -> None:
+        """Drops every byte held (a frame the sender abandoned)."""
+        self.discarded += len(self._buf)
+        self._drop(len(self._buf))
 
     def feed(self, data: Buffer) -> List[Event]:
         events: List[Event] = []
@@ -103,7 +116,7 @@ class FrameDecoder:
             self._drain(events)
         return events
 
-    # -- the algorithm of mlf_frame.c --------------------------------------------------
+    # -- the algorithm of mlf_frame.c (plus the optional lookahead) -----------------------
 
     def _drop(self, n: int) -> None:
         del self._buf[:n]
@@ -185,7 +198,7 @@ class FrameDecoder:
                     self.discarded += 1
                     self._drop(1)
                 continue
-            later = self._find_later_frame()
+            later = self._find_later_frame() if self.lookahead else 0
             if not later:
                 return
             self.discarded += later

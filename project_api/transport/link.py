@@ -54,6 +54,7 @@ class Link:
         self.closed = False
         self.bytes_read = 0
         self.bytes_written = 0
+        self.waited = 0.0  # how long the last read_some listened before data came
         try:
             port.timeout = POLL_SECONDS
             if hasattr(port, "write_timeout"):
@@ -75,6 +76,7 @@ class Link:
         """At least one byte (whatever is waiting), or TransportTimeoutError at deadline."""
         if self.closed:
             raise TransportClosedError("the link is closed")
+        started = time.monotonic()
         while True:
             try:
                 waiting = getattr(self.port, "in_waiting", 0) or 0
@@ -90,6 +92,7 @@ class Link:
                 raise self._closed(f"the device link closed while waiting for {what}") from exc
             if data:
                 self.bytes_read += len(data)
+                self.waited = time.monotonic() - started
                 return bytes(data)
             if time.monotonic() >= deadline:
                 raise TransportTimeoutError(f"timed out waiting for {what}")

@@ -14,6 +14,7 @@ answer in time), :class:`TransportClosedError` (the device or its link went away
 from __future__ import annotations
 
 import collections
+import contextlib
 import time
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -46,6 +47,9 @@ from .frames import MAX_PAYLOAD, BadFrame, Frame, FrameDecoder, encode_frame
 from .link import Link
 
 ModelRef = Union[int, str]
+
+# Silence after which a half-received frame is dropped (devices never pause inside a frame).
+IDLE_RESET_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -204,7 +208,13 @@ class Session:
         """Waits for the device to identify itself (its boot HELLO, or the answer to one of
         the HELLO requests sent every ``hello_interval`` seconds, backing off to 1 s), then
         describes every model. Raises TransportTimeoutError when nothing answers."""
-        hello = self._wait_hello(time.monotonic() + self.timeout)
+        # Boot logs may hold marker bytes with a wild length: until the device identified
+        # itself, a complete frame after an incomplete one wins (see FrameDecoder.lookahead).
+        self._decoder.lookahead = True
+        try:
+            hello = self._wait_hello(time.monotonic() + self.timeout)
+        finally:
+            self._decoder.lookahead = False
         if hello.version != msg.PROTOCOL_VERSION:
             raise ProtocolError(
                 f"the device speaks protocol version {hello.version}; this host speaks "
@@ -225,8 +235,13 @@ class Session:
         return self._info
 
     def exit(self, status: int = 0) -> None:
-        """Asks the firmware to end with ``status`` (it answers first)."""
-        self._request(msg.MsgType.EXIT, msg.exit_request(status))
+        """Asks the firmware to end with ``status``. It answers first, but a process that
+        ends at once may take its answer with it (a pty drops unread bytes), so the link
+        closing counts as done too."""
+        if self._ended is not None:
+            raise TransportClosedError(self._ended)
+        with contextlib.suppress(TransportClosedError):
+            self._request(msg.MsgType.EXIT, msg.exit_request(status))
         self._ended = f"the session ended (EXIT {status} was sent)"
 
     def close(self) -> None:
@@ -418,6 +433,10 @@ class Session:
     def _next_event(self, deadline: float, what: str) -> Union[Frame, BadFrame]:
         while not self._events:
             data = self.link.read_some(deadline, what=what)
+            if self._decoder.pending_bytes and self.link.waited > IDLE_RESET_SECONDS:
+                # The device never pauses inside a frame: what is held is a frame it abandoned
+                # (a reset mid-reply), and must not swallow what it sends now.
+                self._decoder.abandon()
             self._events.extend(self._decoder.feed(data))
         return self._events.popleft()
 
@@ -438,8 +457,12 @@ class Session:
             try:
                 event = self._next_event(deadline, what)
             except TransportTimeoutError as exc:
+                note = self._pending_note()
+                # A half-received frame now belongs to a reply nobody waits for; it must not
+                # swallow the next one.
+                self._decoder.abandon()
                 raise TransportTimeoutError(
-                    f"no reply to {name} within {limit:g} s{self._pending_note()}",
+                    f"no reply to {name} within {limit:g} s{note}",
                     hint="the device may have hung or be busy; a larger timeout helps slow runs",
                 ) from exc
             retry = False

@@ -218,7 +218,7 @@ static void on_hello(mlf_device* dev, uint8_t seq) {
   tx_bytes(dev, MLF_PROTOCOL_MAGIC, 4);
   tx_u16(dev, MLF_PROTOCOL_VERSION);
   tx_u16(dev, (uint16_t)cfg->num_models);
-  tx_u32(dev, cfg->max_payload);
+  tx_u32(dev, dev->max_payload);
   tx_u64(dev, mlf_platform_tick_hz());
   tx_u8(dev, board_len);
   tx_bytes(dev, cfg->board, board_len);
@@ -493,11 +493,13 @@ int mlf_device_init(mlf_device* dev, const mlf_device_config* config) {
   memset(dev, 0, sizeof(*dev));
   dev->config = config;
   if (config == NULL || config->models == NULL || config->num_models == 0 ||
-      config->num_models > 0xFFFFu || config->max_payload < 16 ||
-      config->max_payload > MLF_FRAME_MAX_PAYLOAD) {
-    mlf_platform_log("mlf_device: bad configuration (models, or max_payload not 16..65535)");
+      config->num_models > 0xFFFFu || config->max_payload < 16) {
+    mlf_platform_log("mlf_device: bad configuration (no models, or max_payload below 16)");
     return -1;
   }
+  /* The length field has 16 bits; a board may well state 64 KiB. */
+  dev->max_payload = config->max_payload < MLF_FRAME_MAX_PAYLOAD ? config->max_payload
+                                                                 : MLF_FRAME_MAX_PAYLOAD;
   for (uint32_t i = 0; i < config->num_models; ++i) {
     if (config->models[i].name == NULL) {
       mlf_platform_log("mlf_device: a model has no name");
@@ -505,10 +507,13 @@ int mlf_device_init(mlf_device* dev, const mlf_device_config* config) {
     }
   }
   if (mlf_frame_decoder_init(&dev->rx, config->rx_buffer, config->rx_buffer_size,
-                             config->max_payload) != 0) {
+                             dev->max_payload) != 0) {
     mlf_platform_log("mlf_device: rx_buffer smaller than MLF_FRAME_BUFFER_BYTES(max_payload)");
     return -1;
   }
+  uint64_t hz = mlf_platform_tick_hz();
+  dev->idle_ticks = hz >= 1000u ? hz / 1000u * config->idle_reset_ms
+                                : hz * config->idle_reset_ms / 1000u;
   return 0;
 }
 
@@ -530,7 +535,7 @@ int mlf_device_process(mlf_device* dev) {
       msg_str(dev, "payload of ");
       msg_u32(dev, ev.length);
       msg_str(dev, " bytes exceeds max ");
-      msg_u32(dev, dev->config->max_payload);
+      msg_u32(dev, dev->max_payload);
       reply_error(dev, ev.seq, ev.type, MLF_DEVICE_ERR_TOO_LONG, MLF_DEVICE_NO_NODE);
     }
   }
@@ -540,10 +545,23 @@ int mlf_device_process(mlf_device* dev) {
 int mlf_device_receive(mlf_device* dev) {
   size_t room;
   uint8_t* space = mlf_frame_decoder_space(&dev->rx, &room);
+  uint64_t listening_since = mlf_platform_ticks();
   size_t got = mlf_platform_read(space, room);
   if (got == 0) return -1;
+  if (dev->idle_ticks != 0 && mlf_platform_ticks() - listening_since > dev->idle_ticks) {
+    /* Senders never pause inside a frame: what was held belongs to an abandoned one (a host
+     * that died mid-write, a length corrupted on the line), and would otherwise swallow the
+     * next requests until max_payload bytes had arrived. */
+    mlf_frame_decoder_abandon(&dev->rx);
+  }
   mlf_frame_decoder_commit(&dev->rx, got);
   return mlf_device_process(dev);
+}
+
+void mlf_device_idle(mlf_device* dev) {
+  size_t room;
+  mlf_frame_decoder_space(&dev->rx, &room);
+  mlf_frame_decoder_abandon(&dev->rx);
 }
 
 int mlf_device_feed(mlf_device* dev, const uint8_t* data, size_t n) {

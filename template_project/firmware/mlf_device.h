@@ -10,7 +10,7 @@
  *   ... mlf_executor_init() every model, keep each status ...
  *   const mlf_device_model models[] = {{"default", &executor, &workspace, init_status}};
  *   const mlf_device_config config = {models, 1, "host", "host_driven",
- *                                     rx_buffer, sizeof(rx_buffer), MAX_PAYLOAD};
+ *                                     rx_buffer, sizeof(rx_buffer), MAX_PAYLOAD, 200};
  *   mlf_platform_exit(mlf_device_serve(&config));
  *
  * A model whose init failed is still listed: every request about it is answered with an
@@ -76,7 +76,10 @@ typedef struct {
   const char* project_type; /* NUL-terminated, at most 255 bytes, e.g. "host_driven" */
   uint8_t* rx_buffer;      /* at least MLF_FRAME_BUFFER_BYTES(max_payload) bytes */
   size_t rx_buffer_size;
-  uint32_t max_payload;    /* largest request payload accepted, 16..65535 */
+  uint32_t max_payload;    /* largest request payload accepted, >= 16 (above 65535: 65535) */
+  uint32_t idle_reset_ms;  /* silence after which a half-received request is dropped (a sender
+                              never pauses inside a frame); 0 = never. 200 suits UARTs, USB
+                              serial and ptys. */
 } mlf_device_config;
 
 #define MLF_DEVICE_TX_STAGING 64u
@@ -86,6 +89,8 @@ typedef struct {
 typedef struct {
   const mlf_device_config* config;
   mlf_frame_decoder rx;
+  uint32_t max_payload;
+  uint64_t idle_ticks;
   uint8_t tx[MLF_DEVICE_TX_STAGING];
   size_t tx_fill;
   uint32_t tx_crc;
@@ -104,9 +109,14 @@ void mlf_device_announce(mlf_device* dev);
  * the input is then left alone), else 0. */
 int mlf_device_process(mlf_device* dev);
 
-/* One blocking mlf_platform_read() into the receive buffer, then mlf_device_process().
- * Returns 1 after EXIT, -1 when the link is gone, else 0. */
+/* One blocking mlf_platform_read() into the receive buffer (after a silence longer than
+ * idle_reset_ms, a half-received request held from before is dropped first), then
+ * mlf_device_process(). Returns 1 after EXIT, -1 when the link is gone, else 0. */
 int mlf_device_receive(mlf_device* dev);
+
+/* The line was silent: forget a half-received request (mlf_device_receive() does this by
+ * itself after idle_reset_ms; platforms with an idle-line interrupt may call it too). */
+void mlf_device_idle(mlf_device* dev);
 
 /* For tests and fuzzers: takes bytes from memory instead of the platform. Returns 1 once
  * an EXIT was answered, else 0. */

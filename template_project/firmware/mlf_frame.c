@@ -1,13 +1,13 @@
 /*
  * mlf_frame.c — frame encoding, CRC-32 and the resynchronising decoder (see mlf_frame.h).
  *
- * Decoder invariants, with every offset relative to the first byte held (buf + start):
- *   - bytes before offset 0 are gone; offset 0 starts the "head" candidate once one is found;
- *   - a head whose header is complete but whose frame is not is waited for, while later
- *     candidates are tried as they complete, so a corrupt length cannot stall the stream;
- *   - every byte is examined once as a head position and once as a later candidate, and a
- *     later candidate's CRC is computed once, so the work stays linear in the bytes received
- *     except for CRCs over candidates found inside payloads (bounded by the payload size).
+ * Offsets in the decoder are relative to the first byte held (buf + start). Dropped bytes
+ * are only forgotten (start moves); memory moves once per read, in
+ * mlf_frame_decoder_space(), so rescanning after a bad frame stays cheap.
+ *
+ * No lookahead past an incomplete frame: a complete frame found inside another frame's
+ * payload must never be taken for a frame of its own, or tensor bytes could act as
+ * requests. A stuck corrupt header is cleared by an idle gap instead.
  */
 #include "mlf_frame.h"
 
@@ -114,19 +114,6 @@ static uint8_t* held(const mlf_frame_decoder* dec) { return dec->buf + dec->star
 static void drop(mlf_frame_decoder* dec, size_t n) {
   dec->start += n;
   dec->fill -= n;
-  dec->scanned = dec->scanned > n ? dec->scanned - n : 0;
-  size_t kept = 0;
-  for (size_t i = 0; i < dec->num_pending; ++i) {
-    if (dec->pending[i] > n) {
-      dec->pending[kept++] = dec->pending[i] - n;
-    }
-  }
-  dec->num_pending = kept;
-}
-
-static int marker_at(const mlf_frame_decoder* dec, size_t pos) {
-  const uint8_t* p = held(dec);
-  return p[pos] == MLF_FRAME_MARKER0 && p[pos + 1] == MLF_FRAME_MARKER1;
 }
 
 static size_t length_at(const mlf_frame_decoder* dec, size_t pos) {
@@ -179,52 +166,13 @@ size_t mlf_frame_decoder_push(mlf_frame_decoder* dec, const uint8_t* data, size_
   return taken;
 }
 
-/*
- * While the head frame is incomplete: looks for a complete, valid frame starting later.
- * Returns its offset, or 0 when there is none yet. Later candidates whose frame is not
- * complete wait in `pending` (a few slots; when they are full, scanning pauses at the next
- * candidate until a slot frees, so none is skipped).
- */
-static size_t find_later_frame(mlf_frame_decoder* dec) {
-  size_t kept = 0;
-  size_t found = 0;
-  for (size_t i = 0; i < dec->num_pending; ++i) {
-    size_t pos = dec->pending[i];
-    size_t length = length_at(dec, pos);
-    int complete = pos + MLF_FRAME_OVERHEAD + length <= dec->fill;
-    if (!complete || found != 0) {
-      dec->pending[kept++] = pos;
-    } else if (crc_ok_at(dec, pos, length)) {
-      found = pos;
-    }
+void mlf_frame_decoder_abandon(mlf_frame_decoder* dec) {
+  if (dec->consume > 0) {
+    drop(dec, dec->consume);
+    dec->consume = 0;
   }
-  dec->num_pending = kept;
-  if (found != 0) {
-    return found;
-  }
-  if (dec->scanned < 1) {
-    dec->scanned = 1;
-  }
-  while (dec->scanned + MLF_FRAME_HEADER_BYTES <= dec->fill) {
-    size_t pos = dec->scanned;
-    if (marker_at(dec, pos)) {
-      size_t length = length_at(dec, pos);
-      if (length <= dec->max_payload) {
-        if (pos + MLF_FRAME_OVERHEAD + length <= dec->fill) {
-          if (crc_ok_at(dec, pos, length)) {
-            dec->scanned = pos + 1;
-            return pos;
-          }
-        } else if (dec->num_pending < MLF_FRAME_PENDING_SLOTS) {
-          dec->pending[dec->num_pending++] = pos;
-        } else {
-          return 0; /* resume at this candidate once a slot frees */
-        }
-      }
-    }
-    dec->scanned = pos + 1;
-  }
-  return 0;
+  dec->discarded += dec->fill;
+  drop(dec, dec->fill);
 }
 
 mlf_frame_event_kind mlf_frame_decoder_next(mlf_frame_decoder* dec, mlf_frame_event* event) {
@@ -233,48 +181,38 @@ mlf_frame_event_kind mlf_frame_decoder_next(mlf_frame_decoder* dec, mlf_frame_ev
     dec->consume = 0;
   }
   memset(event, 0, sizeof(*event));
-  for (;;) {
-    const uint8_t* p = held(dec);
-    size_t head = 0;
-    while (head < dec->fill && !(p[head] == MLF_FRAME_MARKER0 &&
-                                 (head + 1 == dec->fill || p[head + 1] == MLF_FRAME_MARKER1))) {
-      ++head;
-    }
-    if (head > 0) {
-      dec->discarded += head;
-      drop(dec, head);
-      p = held(dec);
-    }
-    if (dec->fill < MLF_FRAME_HEADER_BYTES) {
-      return event->kind = MLF_FRAME_NONE;
-    }
-    event->type = p[2];
-    event->seq = p[3];
-    size_t length = length_at(dec, 0);
-    event->length = (uint16_t)length;
-    if (length > dec->max_payload) {
-      dec->discarded += 1;
-      drop(dec, 1);
-      return event->kind = MLF_FRAME_TOO_LONG;
-    }
-    if (MLF_FRAME_OVERHEAD + length <= dec->fill) {
-      if (crc_ok_at(dec, 0, length)) {
-        event->payload = p + MLF_FRAME_HEADER_BYTES;
-        dec->consume = MLF_FRAME_OVERHEAD + length;
-        return event->kind = MLF_FRAME_OK;
-      }
-      dec->discarded += 1;
-      drop(dec, 1);
-      return event->kind = MLF_FRAME_BAD_CRC;
-    }
-    size_t later = find_later_frame(dec);
-    if (later == 0) {
-      event->type = 0;
-      event->seq = 0;
-      event->length = 0;
-      return event->kind = MLF_FRAME_NONE;
-    }
-    dec->discarded += later;
-    drop(dec, later);
+  const uint8_t* p = held(dec);
+  size_t head = 0;
+  while (head < dec->fill && !(p[head] == MLF_FRAME_MARKER0 &&
+                               (head + 1 == dec->fill || p[head + 1] == MLF_FRAME_MARKER1))) {
+    ++head;
   }
+  if (head > 0) {
+    dec->discarded += head;
+    drop(dec, head);
+    p = held(dec);
+  }
+  if (dec->fill < MLF_FRAME_HEADER_BYTES) {
+    return event->kind = MLF_FRAME_NONE;
+  }
+  size_t length = length_at(dec, 0);
+  if (length <= dec->max_payload && MLF_FRAME_OVERHEAD + length > dec->fill) {
+    return event->kind = MLF_FRAME_NONE; /* wait for the rest */
+  }
+  event->type = p[2];
+  event->seq = p[3];
+  event->length = (uint16_t)length;
+  if (length > dec->max_payload) {
+    event->kind = MLF_FRAME_TOO_LONG;
+  } else if (crc_ok_at(dec, 0, length)) {
+    event->payload = p + MLF_FRAME_HEADER_BYTES;
+    dec->consume = MLF_FRAME_OVERHEAD + length;
+    return event->kind = MLF_FRAME_OK;
+  } else {
+    event->kind = MLF_FRAME_BAD_CRC;
+  }
+  /* Rescan from the byte after this marker: a real frame may start inside the bad one. */
+  dec->discarded += 1;
+  drop(dec, 1);
+  return event->kind;
 }

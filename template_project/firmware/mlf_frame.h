@@ -9,10 +9,12 @@
  * The decoder works in place over a caller-supplied buffer: the caller reads bytes straight
  * into mlf_frame_decoder_space(), commits them, and asks for the next event; a good frame's
  * payload is handed out as a pointer into that buffer (no copy), valid until the next call
- * on the decoder. It resynchronises after any garbage, never needs more than
- * max_payload + MLF_FRAME_OVERHEAD bytes, and never waits forever behind a corrupt header
- * that claims more bytes than will ever come: as soon as a complete, valid frame follows
- * it, the bogus start is dropped.
+ * on the decoder. It resynchronises after any garbage by scanning for the marker, trusting
+ * a length only up to max_payload, and checking the CRC; after a bad frame it rescans from
+ * the byte after the bad frame's marker. A corrupt length that claims more bytes than will
+ * ever come is abandoned when the line falls silent (mlf_frame_decoder_abandon(), called by
+ * the device loop after an idle gap) or once enough bytes have arrived to check it.
+ * It never needs more than max_payload + MLF_FRAME_OVERHEAD bytes.
  */
 #ifndef MLF_FRAME_H_
 #define MLF_FRAME_H_
@@ -66,20 +68,14 @@ typedef struct {
   const uint8_t* payload; /* MLF_FRAME_OK only; points into the decoder's buffer */
 } mlf_frame_event;
 
-/* Later frame starts tracked while the head frame is incomplete (see mlf_frame.c). */
-#define MLF_FRAME_PENDING_SLOTS 4u
-
 /* Fields are private; the struct is public so it can live inside the caller's context. */
 typedef struct {
   uint8_t* buf;
   size_t cap;
   size_t max_payload;
-  size_t start;    /* offset in buf of the first byte held */
-  size_t fill;     /* bytes held */
-  size_t consume;  /* bytes of the frame last handed out, dropped on the next call */
-  size_t scanned;  /* later candidates before this offset were examined */
-  size_t pending[MLF_FRAME_PENDING_SLOTS];
-  size_t num_pending;
+  size_t start;       /* offset in buf of the first byte held */
+  size_t fill;        /* bytes held */
+  size_t consume;     /* bytes of the frame last handed out, dropped on the next call */
   uint64_t discarded; /* bytes dropped as garbage (statistics) */
 } mlf_frame_decoder;
 
@@ -97,6 +93,11 @@ void mlf_frame_decoder_commit(mlf_frame_decoder* dec, size_t n);
 /* Copies up to n bytes in (for callers that have the bytes elsewhere); returns how many
  * were taken: call mlf_frame_decoder_next() until MLF_FRAME_NONE before pushing more. */
 size_t mlf_frame_decoder_push(mlf_frame_decoder* dec, const uint8_t* data, size_t n);
+
+/* Drops every byte held (a half-received frame the sender abandoned). Call it between
+ * mlf_frame_decoder_space() and mlf_frame_decoder_commit() when the line was silent for
+ * longer than any sender pauses inside a frame: the bytes being committed are kept. */
+void mlf_frame_decoder_abandon(mlf_frame_decoder* dec);
 
 /* The next event from the bytes held; MLF_FRAME_NONE when more bytes are needed. */
 mlf_frame_event_kind mlf_frame_decoder_next(mlf_frame_decoder* dec, mlf_frame_event* event);

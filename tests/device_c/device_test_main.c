@@ -1,8 +1,9 @@
 /*
  * device_test_main.c — a host_driven test firmware over the fake runtime:
  *   model 0 "adder", model 1 "echo" (uint8[--echo-bytes]), model 2 "broken" (init failed).
- * Options: --echo-bytes N, --max-payload N, --board NAME, --noise (garbage before the boot
- * HELLO), --no-announce (no boot HELLO: the host must ask), --mute (read, never answer).
+ * Options: --echo-bytes N, --max-payload N, --board NAME, --idle-ms N, --noise (garbage
+ * before the boot HELLO), --no-announce (no boot HELLO: the host must ask), --mute (read,
+ * never answer).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   uint32_t max_payload = 16384;
   const char* board = "host";
   int noise = 0, announce = 1, mute = 0;
+  uint32_t idle_ms = 200;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--echo-bytes") && i + 1 < argc) {
       echo_bytes = (size_t)strtoul(argv[++i], NULL, 0);
@@ -30,6 +32,8 @@ int main(int argc, char** argv) {
       max_payload = (uint32_t)strtoul(argv[++i], NULL, 0);
     } else if (!strcmp(argv[i], "--board") && i + 1 < argc) {
       board = argv[++i];
+    } else if (!strcmp(argv[i], "--idle-ms") && i + 1 < argc) {
+      idle_ms = (uint32_t)strtoul(argv[++i], NULL, 0);
     } else if (!strcmp(argv[i], "--noise")) {
       noise = 1;
     } else if (!strcmp(argv[i], "--no-announce")) {
@@ -57,8 +61,8 @@ int main(int argc, char** argv) {
       {"echo", &echo.ex, &workspace, MLF_OK},
       {"broken", &broken.ex, NULL, MLF_ERR_MISSING_FUNCTION},
   };
-  const mlf_device_config config = {models,    3,    board, "host_driven", rx_buffer,
-                                    sizeof(rx_buffer), max_payload};
+  const mlf_device_config config = {
+      models, 3, board, "host_driven", rx_buffer, sizeof(rx_buffer), max_payload, idle_ms};
   if (mute) {
     uint8_t sink[256];
     while (mlf_platform_read(sink, sizeof(sink)) > 0) {

@@ -37,6 +37,7 @@ typedef struct {
   int8_t adder_y[4];
   float adder_out[6];
   int32_t adder_sum;
+  int traps; /* echo: honour the hang/crash bytes (on by default; fuzzers turn it off) */
 } fake_model;
 
 void fake_model_adder(fake_model* m);

@@ -1,8 +1,10 @@
 /* posix_platform.c — mlf_platform.h for the test firmware: stdin/stdout are the link. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* POSIX 2008 + ptsname() */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,7 +43,25 @@ uint64_t mlf_platform_tick_hz(void) { return 1000000000u; }
 
 void mlf_platform_log(const char* msg) { fprintf(stderr, "%s\n", msg); }
 
-void mlf_platform_exit(int status) { exit(status); }
+/* As crt/platform/host: a pty drops what the host has not read once we exit, so wait (up to
+ * 2 s) for the host to read the last bytes. */
+static void wait_until_output_read(void) {
+  const char* slave = ptsname(STDOUT_FILENO);
+  if (slave == NULL) return;
+  int fd = open(slave, O_RDWR | O_NOCTTY);
+  for (int i = 0; fd >= 0 && i < 200; ++i) {
+    int pending = 0;
+    if (ioctl(fd, FIONREAD, &pending) != 0 || pending == 0) break;
+    struct timespec pause = {0, 10 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+  }
+  if (fd >= 0) close(fd);
+}
+
+void mlf_platform_exit(int status) {
+  wait_until_output_read();
+  exit(status);
+}
 
 void mlf_platform_abort(int code) {
   fprintf(stderr, "abort %d\n", code);

@@ -1,0 +1,378 @@
+"""Session against the pure-Python device (project_api.transport.emulator) on a pty: the
+protocol's happy path, input validation, and every error path (time-outs, closed links,
+corrupt frames, device errors, restarts) — each must give a clear error, never a hang."""
+
+from __future__ import annotations
+
+import struct
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator, List
+
+import numpy as np
+import pytest
+
+from project_api.errors import (
+    DeviceError,
+    InputError,
+    MlfProjectError,
+    ProtocolError,
+    TransportClosedError,
+    TransportTimeoutError,
+)
+from project_api.read.dtypes import BFLOAT16
+from project_api.transport import messages as msg
+from project_api.transport.emulator import DeviceEmulator, EmulatedModel, Faults
+from project_api.transport.session import RunStats, Session
+
+
+def adder() -> EmulatedModel:
+    return EmulatedModel(
+        "adder",
+        [("x", (2, 3), "float32"), ("y\u00e9", (4,), "int8")],
+        [((2, 3), "float32"), ((1,), "int32")],
+        lambda a: [a[0] * 2 + 1, np.array([a[1].astype(np.int32).sum()])],
+        raw_input_names=[b"x", b"y\\u00e9"],
+    )
+
+
+def echo(n: int) -> EmulatedModel:
+    return EmulatedModel(
+        "echo", [("data", (n,), "uint8")], [((n,), "uint8")], lambda a: [a[0] ^ 0x5A]
+    )
+
+
+X = np.arange(6, dtype=np.float32).reshape(2, 3)
+Y = np.array([1, 2, 3, -4], dtype=np.int8)
+
+
+@contextmanager
+def connected(emulator: DeviceEmulator, **options: Any) -> Iterator[Session]:
+    options.setdefault("timeout", 2.0)
+    with emulator.serve_on_pty() as port:
+        session = Session(port, **options)
+        try:
+            session.connect()
+            yield session
+        finally:
+            session.close()
+
+
+def test_connect_identifies_the_device_and_its_models() -> None:
+    emulator = DeviceEmulator([adder(), echo(10)], board="emu-board", tick_hz=1000)
+    with connected(emulator) as s:
+        info = s.info
+        assert (info.board, info.project_type, info.protocol_version) == (
+            "emu-board",
+            "host_driven",
+            1,
+        )
+        assert info.max_payload == 4096 and info.tick_hz == 1000
+        assert [m.name for m in s.models] == ["adder", "echo"]
+        model = s.model("adder")
+        assert [(t.name, t.shape, t.dtype, t.nbytes) for t in model.inputs] == [
+            ("x", (2, 3), "float32", 24),
+            ("y\u00e9", (4,), "int8", 4),  # the JSON escape was decoded
+        ]
+        assert [(t.name, t.shape, t.dtype) for t in model.outputs] == [
+            ("output0", (2, 3), "float32"),
+            ("output1", (1,), "int32"),
+        ]
+        assert s.model(1).name == "echo"
+
+
+def test_run_with_names_and_with_a_list() -> None:
+    with connected(DeviceEmulator([adder()])) as s:
+        out = s.run({"x": X, "y\u00e9": Y})
+        assert list(out) == ["output0", "output1"]
+        np.testing.assert_array_equal(out["output0"], X * 2 + 1)
+        assert out["output0"].dtype == np.float32 and out["output0"].shape == (2, 3)
+        assert out["output1"].tolist() == [2]
+        out = s.run([X + 1, [0, 0, 0, 1]], model="adder")  # a plain list takes the input dtype
+        np.testing.assert_array_equal(out["output0"], (X + 1) * 2 + 1)
+        assert out["output1"].tolist() == [1]
+
+
+def test_large_tensors_travel_in_chunks_of_the_devices_max_payload() -> None:
+    emulator = DeviceEmulator([echo(10_000)], max_payload=256)
+    with connected(emulator) as s:
+        data = np.random.default_rng(0).integers(0, 256, 10_000, dtype=np.uint8)
+        out = s.run([data])
+        np.testing.assert_array_equal(out["output0"], data ^ 0x5A)
+        sets = emulator.requests.count(msg.MsgType.SET_INPUT)
+        gets = emulator.requests.count(msg.MsgType.GET_OUTPUT)
+        assert sets == -(-10_000 // (256 - 8)) and gets == -(-10_000 // 256)
+
+
+def test_set_input_invoke_get_output_and_stats() -> None:
+    with connected(DeviceEmulator([adder()], tick_hz=1_000_000), ticks_to_instructions=2.5) as s:
+        s.set_input("x", X)
+        s.set_input(1, Y)
+        stats = s.invoke()
+        assert isinstance(stats, RunStats) and s.last_stats is stats
+        assert stats.tick_hz == 1_000_000 and stats.device_seconds == stats.ticks / 1e6
+        assert stats.instructions == round(stats.ticks * 2.5)
+        assert stats.host_seconds > 0
+        np.testing.assert_array_equal(s.get_output(0), X * 2 + 1)
+    with connected(DeviceEmulator([adder()])) as s:
+        assert s.invoke().instructions is None
+
+
+def test_dtypes_numpy_lacks_and_byte_order() -> None:
+    model = EmulatedModel(
+        "kinds",
+        [("h", (3,), "float16"), ("b", (2,), "bfloat16"), ("flag", (2,), "bool")],
+        [((3,), "float16"), ((2,), "bfloat16"), ((2,), "bool")],
+        lambda a: [a[0] * 2, a[1], ~a[2]],
+    )
+    with connected(DeviceEmulator([model])) as s:
+        bf = np.array([0x3F80, 0x4000], dtype=np.uint16)  # 1.0, 2.0 as bfloat16 words
+        out = s.run([np.array([1, 2, 3], ">f2"), bf.view(BFLOAT16), np.array([True, False])])
+        np.testing.assert_array_equal(out["output0"], [2, 4, 6])
+        assert out["output1"].dtype == BFLOAT16 and out["output1"].tolist() == [0x3F80, 0x4000]
+        assert out["output2"].tolist() == [False, True]
+
+
+# ---- validation before anything is sent ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "inputs, pattern",
+    [
+        ({"x": X, "y\u00e9": Y, "z": X}, "no input 'z'"),
+        ({"x": X}, "no value for input 'y\u00e9'"),
+        ({"x": X.astype(np.float64), "y\u00e9": Y}, "expects dtype float32, got float64"),
+        ({"x": X.reshape(3, 2), "y\u00e9": Y}, r"expects shape \[2, 3\], got \[3, 2\]"),
+        ([X], "takes 2 inputs, 1 given"),
+        (X, "must map input names"),
+        ({"x": X, "y\u00e9": ["a", "b", "c", "d"]}, "cannot make a int8 array"),
+    ],
+)
+def test_bad_inputs_are_refused_with_clear_errors(inputs: Any, pattern: str) -> None:
+    emulator = DeviceEmulator([adder()])
+    with connected(emulator) as s:
+        with pytest.raises(InputError, match=pattern):
+            s.run(inputs)
+        assert msg.MsgType.SET_INPUT not in emulator.requests
+
+
+def test_bad_model_or_tensor_references() -> None:
+    with connected(DeviceEmulator([adder()])) as s:
+        with pytest.raises(InputError, match="no model 'nope'"):
+            s.run([X, Y], model="nope")
+        with pytest.raises(InputError, match="no model 3"):
+            s.model(3)
+        with pytest.raises(InputError, match="no input 'q'"):
+            s.set_input("q", X)
+        with pytest.raises(InputError, match="no input 5"):
+            s.set_input(5, X)
+        with pytest.raises(InputError, match="no 7"):
+            s.get_output(7)
+    assert issubclass(InputError, MlfProjectError) and issubclass(InputError, ValueError)
+
+
+def test_describe_pages_through_many_long_names() -> None:
+    names = [f"input_{i:03d}_" + "n" * 240 for i in range(300)]  # > 64 KiB of description
+    model = EmulatedModel(
+        "wide",
+        [(n, (1,), "int8") for n in names],
+        [((1,), "int8")],
+        lambda a: [a[0]],
+    )
+    emulator = DeviceEmulator([model])
+    with connected(emulator) as s:
+        assert [t.name for t in s.model(0).inputs] == names
+        assert emulator.requests.count(msg.MsgType.DESCRIBE) >= 2
+
+
+# ---- connecting ---------------------------------------------------------------------
+
+
+def test_connect_asks_with_hello_when_the_boot_hello_was_missed() -> None:
+    emulator = DeviceEmulator([adder()], announce=False)
+    with connected(emulator) as s:
+        assert s.counters.hello_requests >= 1
+        assert s.model(0).name == "adder"
+
+
+def test_connect_gets_past_boot_noise_with_a_stuck_header() -> None:
+    noise = b"booting\r\n\xa5\x5a\x81\x00\xff\xff junk"  # claims a 65535-byte frame
+    emulator = DeviceEmulator([adder()], faults=Faults(boot_noise=noise))
+    with connected(emulator) as s:
+        np.testing.assert_array_equal(s.run([X, Y])["output0"], X * 2 + 1)
+
+
+def test_connect_times_out_on_a_silent_device() -> None:
+    emulator = DeviceEmulator([adder()], announce=False, faults=Faults(drop_replies=10**9))
+    with emulator.serve_on_pty() as port:
+        session = Session(port, timeout=0.6, hello_interval=0.05)
+        started = time.monotonic()
+        with pytest.raises(TransportTimeoutError, match="did not identify itself within 0.6 s"):
+            session.connect()
+        assert time.monotonic() - started < 2.0
+        assert session.counters.hello_requests >= 3
+        session.close()
+
+
+def test_protocol_version_and_magic_are_checked() -> None:
+    class Future(DeviceEmulator):
+        def _hello(self, seq: int) -> bytes:
+            frame = super()._hello(seq)
+            payload = bytearray(frame[6:-4])
+            payload[4:6] = struct.pack("<H", 9)
+            from project_api.transport.frames import encode_frame
+
+            return encode_frame(0x81, seq, bytes(payload))
+
+    port = Future([adder()]).serve_on_pty()
+    with port as serial_port, pytest.raises(ProtocolError, match="protocol version 9"):
+        Session(serial_port, timeout=2).connect()
+
+
+# ---- failures while running ----------------------------------------------------------
+
+
+def test_a_corrupt_reply_is_retried_once_and_then_refused() -> None:
+    emulator = DeviceEmulator([adder()])
+    with connected(emulator) as s:
+        emulator.faults.corrupt_replies = 1
+        np.testing.assert_array_equal(s.run([X, Y])["output0"], X * 2 + 1)
+        assert s.counters.retries == 1
+        emulator.faults.corrupt_replies = 100
+        with pytest.raises(ProtocolError, match="corrupt frame from the device.*CRC mismatch"):
+            s.invoke()
+
+
+def test_garbage_between_replies_is_skipped() -> None:
+    emulator = DeviceEmulator([adder()])
+    with connected(emulator) as s:
+        emulator.faults.garbage_before_replies = b"\x00log line\r\n\xa5"
+        np.testing.assert_array_equal(s.run([X, Y])["output0"], X * 2 + 1)
+
+
+def test_a_lost_reply_times_out() -> None:
+    emulator = DeviceEmulator([adder()])
+    with connected(emulator, timeout=0.4) as s:
+        emulator.faults.drop_replies = 1
+        started = time.monotonic()
+        with pytest.raises(TransportTimeoutError, match="no reply to SET_INPUT within 0.4 s"):
+            s.set_input(0, X)
+        assert time.monotonic() - started < 1.5
+
+
+def test_a_truncated_reply_times_out_and_does_not_swallow_the_next() -> None:
+    emulator = DeviceEmulator([adder()])
+    with connected(emulator, timeout=0.4) as s:
+        emulator.faults.truncate_replies = 1
+        with pytest.raises(TransportTimeoutError, match="bytes of an unfinished frame held"):
+            s.get_output(0)
+        assert s.run([X, Y])["output1"].tolist() == [2]
+
+
+def test_a_hanging_run_times_out_with_run_timeout() -> None:
+    emulator = DeviceEmulator([adder()], faults=Faults(hang_on_run=True))
+    with connected(emulator, timeout=2.0, run_timeout=0.3) as s:
+        started = time.monotonic()
+        with pytest.raises(TransportTimeoutError, match="no reply to RUN within 0.3 s"):
+            s.run([X, Y])
+        assert time.monotonic() - started < 1.5
+
+
+def test_a_device_dying_mid_run_closes_the_link_at_once() -> None:
+    emulator = DeviceEmulator([adder()], faults=Faults(die_on_run=True))
+    with connected(emulator, timeout=5.0) as s:
+        started = time.monotonic()
+        with pytest.raises(TransportClosedError, match="closed while waiting for the reply to RUN"):
+            s.run([X, Y])
+        assert time.monotonic() - started < 2.0
+        with pytest.raises(TransportClosedError):
+            s.invoke()
+
+
+def test_a_device_error_carries_code_and_node() -> None:
+    emulator = DeviceEmulator([adder()], faults=Faults(run_error=(9, 42, "add failed")))
+    with connected(emulator) as s:
+        with pytest.raises(DeviceError) as info:
+            s.run([X, Y])
+        assert info.value.code == 9 and info.value.node == 42
+        assert "operator failed (code 9, graph node 42): add failed" in str(info.value)
+
+
+def test_a_protocol_error_from_the_device() -> None:
+    with connected(DeviceEmulator([adder()])) as s:
+        with pytest.raises(DeviceError) as info:
+            s._request(msg.MsgType.DESCRIBE, msg.describe_request(7))
+        assert info.value.code == msg.ErrorCode.BAD_MODEL and info.value.node is None
+        with pytest.raises(DeviceError, match="unknown request type"):
+            s._request(0x33, b"")
+
+
+def test_a_model_that_failed_to_initialise() -> None:
+    broken = EmulatedModel("broken", [], [], lambda a: [], init_error=(7, "fused_add missing"))
+    with connected(DeviceEmulator([adder(), broken])) as s:
+        model = s.model("broken")
+        assert (
+            model.error_code == 7 and "missing function (code 7): fused_add missing" in model.error
+        )
+        with pytest.raises(DeviceError, match="failed to initialise") as info:
+            s.run([], model="broken")
+        assert info.value.code == 7
+        assert s.run([X, Y])["output1"].tolist() == [2]  # the other model still works
+
+
+def test_a_device_restart_is_detected() -> None:
+    emulator = DeviceEmulator([adder()], faults=Faults(restart_on_run=True))
+    with connected(emulator) as s, pytest.raises(ProtocolError, match="device restarted"):
+        s.run([X, Y])
+
+
+def test_exit_and_use_after_close() -> None:
+    emulator = DeviceEmulator([adder()])
+    with connected(emulator) as s:
+        s.exit(4)
+        assert emulator.exit_status == 4
+        with pytest.raises(TransportClosedError, match="EXIT 4"):
+            s.invoke()
+    with connected(DeviceEmulator([adder()])) as s:
+        s.close()
+        with pytest.raises(TransportClosedError, match="closed"):
+            s.run([X, Y])
+
+
+def test_context_manager_connects_and_closes() -> None:
+    with DeviceEmulator([adder()]).serve_on_pty() as port:
+        with Session(port, timeout=2) as s:
+            assert s.models[0].name == "adder"
+        assert s.link.closed
+
+
+def test_stale_replies_are_ignored() -> None:
+    # Replies from an earlier conversation (same seq numbers) wait in the link.
+    class Doubler(DeviceEmulator):
+        def _reply(self, frame: bytes) -> bytes:
+            out = super()._reply(frame)
+            return out + out  # every reply twice
+
+    with Doubler([adder()]).serve_on_pty() as port, Session(port, timeout=2) as s:
+        for _ in range(3):
+            assert s.run([X, Y])["output1"].tolist() == [2]
+        assert s.counters.stale_frames > 0
+
+
+def test_every_request_kind_round_trips_through_messages() -> None:
+    # The request builders and reply parsers agree with the documented layouts.
+    assert msg.describe_request(1, 2) == b"\x01\x00\x02\x00"
+    assert msg.set_input_request(1, 2, 3, b"ab") == b"\x01\x00\x02\x00\x03\x00\x00\x00ab"
+    assert msg.run_request(5) == b"\x05\x00"
+    assert msg.get_output_request(1, 0, 16, 4096) == struct.pack("<HHII", 1, 0, 16, 4096)
+    assert msg.exit_request(-1) == b"\xff\xff\xff\xff"
+    with pytest.raises(ProtocolError, match="too short"):
+        msg.RunReply.decode(b"\x00" * 10)
+    with pytest.raises(ProtocolError, match="magic"):
+        msg.HelloReply.decode(b"XXXX" + bytes(30))
+    names: List[str] = [
+        msg.decode_name(b"a\\u00e9"),
+        msg.decode_name(b"bad\\q"),
+        msg.decode_name(b"\xff"),
+    ]
+    assert names == ["a\u00e9", "bad\\q", "\ufffd"]

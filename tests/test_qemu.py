@@ -242,6 +242,20 @@ def test_icount_tick_counts_are_exact_instruction_counts(board_name, firmware_bu
 
 @requires_arm
 @pytest.mark.qemu
+def test_tick_counter_carries_past_the_24_bit_systick(firmware_builder):
+    # 400 M instructions = 20 M ticks at 50 MHz: more than one 2**24-tick SysTick period, so
+    # the overflow interrupt must carry into the 64-bit count (about 2 s of wall time).
+    board = load_board("qemu-lm3s6965evb")
+    runner, port = start(board, firmware_builder(board), icount=True)
+    with runner:
+        port.timeout = 30
+        ticks, _ = measure(port, 200_000_000)
+    assert ticks > 1 << 24
+    assert ticks == pytest.approx(20_000_000, abs=3)  # + the interrupt's own instructions
+
+
+@requires_arm
+@pytest.mark.qemu
 @pytest.mark.parametrize("board_name", QEMU_BOARDS)
 def test_hard_fault_ends_with_fault_status_and_registers(board_name, firmware_builder):
     board = load_board(board_name)

@@ -1,0 +1,220 @@
+"""The C runtime (crt/): its CTest suite under ASan/UBSan, and every real TVM archive of the
+corpus run on it (three ways: params bound at init, loaded later, and through the
+TVMGraphExecutor_* compatibility layer) against TVM's own reference outputs.
+
+One CMake build per session, in a temporary directory, shared by every test here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Dict, List
+
+import numpy as np
+import pytest
+
+from tests.conftest import REPO_ROOT, corpus_archives, corpus_case
+
+CRT_DIR = REPO_ROOT / "crt"
+CTEST_NAMES = ["test_graph_json", "test_executor", "test_params", "test_misc"]
+MODES = ["bind", "load", "compat"]
+
+
+def _c_compiler() -> str:
+    for name in (os.environ.get("CC", ""), "gcc", "cc", "clang"):
+        if name and shutil.which(name):
+            return name
+    return ""
+
+
+def _needs_cmsis_nn(case: Dict[str, object]) -> bool:
+    return bool(case.get("cmsis_nn"))
+
+
+def _model_sources(root: Path, case: Dict[str, object]) -> List[Path]:
+    """The chosen model's generated C: in a multi-model archive every model defines
+    TVMSystemLibEntryPoint, so only <model_name>_lib*.c files are taken."""
+    src = root / "codegen" / "host" / "src"
+    name = str(case["model_name"])
+    sources = sorted(src.glob(f"{name}_lib*.c"))
+    return sources or sorted(src.glob("*.c"))
+
+
+def _graph_path(root: Path, model: str) -> Path:
+    for candidate in (
+        root / "executor-config" / "graph" / f"{model}.graph",
+        root / "executor-config" / "graph" / "graph.json",
+    ):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"no graph for {model} under {root}")
+
+
+def _params_path(root: Path, model: str) -> Path:
+    for candidate in (
+        root / "parameters" / f"{model}.params",
+        root / "parameters" / "default.params",
+    ):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"no params for {model} under {root}")
+
+
+@pytest.fixture(scope="session")
+def crt_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """crt/tests configured and built (with a run_model_<archive> per usable corpus archive)."""
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake not found (pip install cmake)")
+    compiler = _c_compiler()
+    if not compiler:
+        pytest.skip("no C compiler found (apt-get install gcc)")
+    work = tmp_path_factory.mktemp("crt")
+    models = []
+    for archive in corpus_archives():
+        case = corpus_case(archive)
+        if _needs_cmsis_nn(case):
+            continue
+        root = work / "archives" / archive.stem
+        root.mkdir(parents=True)
+        with tarfile.open(archive) as tar:
+            tar.extractall(root)  # noqa: S202 - the corpus is trusted test data
+        model_dir = work / "models" / archive.stem
+        model_dir.mkdir(parents=True)
+        for source in _model_sources(root, case):
+            shutil.copy(source, model_dir / source.name)
+        models.append(f"{archive.stem}={model_dir}")
+    build = work / "build"
+    configure = [
+        "cmake",
+        "-S",
+        str(CRT_DIR / "tests"),
+        "-B",
+        str(build),
+        f"-DCMAKE_C_COMPILER={compiler}",
+        f"-DMLF_MODELS={';'.join(models)}",
+    ]
+    if shutil.which("ninja"):
+        configure += ["-G", "Ninja"]
+    for command in (configure, ["cmake", "--build", str(build), "--parallel"]):
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        assert result.returncode == 0, f"{' '.join(command)}\n{result.stdout}\n{result.stderr}"
+    return build
+
+
+@pytest.mark.parametrize("name", CTEST_NAMES)
+def test_ctest(crt_build: Path, name: str) -> None:
+    result = subprocess.run(
+        ["ctest", "--test-dir", str(crt_build), "-R", f"^{name}$", "--output-on-failure"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "100% tests passed" in result.stdout
+
+
+def _archive_cases() -> List[object]:
+    params: List[object] = []
+    for archive in corpus_archives():
+        for mode in MODES:
+            params.append(pytest.param(archive.stem, mode, id=f"{archive.stem}-{mode}"))
+    return params or [pytest.param("none", "bind", id="no-corpus")]
+
+
+@pytest.mark.parametrize(("stem", "mode"), _archive_cases())
+def test_real_archive(
+    mlf_corpus: Path, crt_build: Path, tmp_path: Path, stem: str, mode: str
+) -> None:
+    archive = mlf_corpus / f"{stem}.tar"
+    case = corpus_case(archive)
+    if _needs_cmsis_nn(case):
+        pytest.skip(f"{stem} calls CMSIS-NN kernels: needs CMSIS-NN sources (arm_nnfunctions.h)")
+    runner = crt_build / f"run_model_{stem}"
+    assert runner.is_file(), f"run_model_{stem} was not built"
+    root = crt_build.parent / "archives" / stem
+    model = str(case["model_name"])
+
+    inputs = np.load(Path(str(case["inputs_npz"])))
+    arguments: List[str] = []
+    for name in inputs.files:
+        path = tmp_path / f"in_{len(arguments)}.bin"
+        path.write_bytes(np.ascontiguousarray(inputs[name]).tobytes())
+        arguments.append(f"{name}={path}")
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    command = [
+        str(runner),
+        mode,
+        str(_graph_path(root, model)),
+        str(_params_path(root, model)),
+        str(out_dir),
+        *arguments,
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    expected = np.load(Path(str(case["outputs_npz"])))
+    outputs: Dict[str, List[object]] = case["outputs"]  # type: ignore[assignment]
+    assert len(list(out_dir.iterdir())) == len(outputs)
+    for index, (name, spec) in enumerate(outputs.items()):
+        shape, dtype = spec
+        raw = (out_dir / f"output{index}.bin").read_bytes()
+        got = np.frombuffer(raw, dtype=np.dtype(str(dtype))).reshape([int(d) for d in shape])  # type: ignore[attr-defined]
+        want = expected[name]
+        if np.issubdtype(want.dtype, np.floating):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"{stem} {name}")
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=f"{stem} {name}")
+
+
+def test_run_model_reports_sizes(mlf_corpus: Path, crt_build: Path) -> None:
+    """The runner's summary line: the figures a firmware would size its buffers with."""
+    stems = [p.stem for p in corpus_archives() if not corpus_case(p).get("cmsis_nn")]
+    if not stems:
+        pytest.skip("no corpus archive runs without CMSIS-NN")
+    stem = stems[0]
+    case = corpus_case(mlf_corpus / f"{stem}.tar")
+    root = crt_build.parent / "archives" / stem
+    model = str(case["model_name"])
+    inputs = np.load(Path(str(case["inputs_npz"])))
+    arguments = []
+    for name in inputs.files:
+        path = crt_build.parent / f"{stem}_{name}.bin"
+        path.write_bytes(np.ascontiguousarray(inputs[name]).tobytes())
+        arguments.append(f"{name}={path}")
+    out_dir = crt_build.parent / f"{stem}_out"
+    out_dir.mkdir(exist_ok=True)
+    result = subprocess.run(
+        [
+            str(crt_build / f"run_model_{stem}"),
+            "bind",
+            str(_graph_path(root, model)),
+            str(_params_path(root, model)),
+            str(out_dir),
+            *arguments,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    fields = dict(item.split("=") for item in result.stdout.split())
+    assert set(fields) == {"ops", "views", "tables", "state", "arena", "workspace"}
+    assert all(int(value) >= 0 for value in fields.values())
+    meta = json.loads((root / "metadata.json").read_text())
+    assert meta  # the archive's own workspace figure is what a generator would use
+
+
+def test_no_malloc_in_runtime() -> None:
+    """The runtime proper never allocates: only the compat layer asks the firmware's
+    TVMPlatformMemoryAllocate, and only the host platform uses stdio."""
+    for source in (CRT_DIR / "src").glob("*.c"):
+        code = re.sub(r"/\*.*?\*/|//[^\n]*", "", source.read_text(), flags=re.S)
+        calls = re.findall(r"\b(malloc|calloc|realloc|free)\s*\(", code)
+        assert not calls, f"{source.name} calls {calls}"

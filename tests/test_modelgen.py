@@ -286,8 +286,9 @@ def test_multi_output_operator(models: Dict[str, GeneratedModel]) -> None:
     graph = graph_of(models["multi_output"])
     split = next(n for n in graph["nodes"] if n["op"] == "tvm_op")
     assert split["attrs"]["num_outputs"] == "4"
-    assert [h[1] for h in graph["heads"]] == [0, 0, 3]
-    assert graph["node_row_ptr"][-1] == len(graph["attrs"]["shape"][1]) == 6
+    assert [h[1] for h in graph["heads"]] == [0, 0, 3, 0]
+    assert graph["node_row_ptr"][-1] == len(graph["attrs"]["shape"][1]) == 7
+    assert graph["attrs"]["storage_id"][1][-1] == 0  # the reshaped input is an output
 
 
 def test_scalar_shapes(models: Dict[str, GeneratedModel]) -> None:

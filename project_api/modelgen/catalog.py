@@ -153,11 +153,12 @@ def many_args() -> GeneratedModel:
 
 
 def multi_output() -> GeneratedModel:
-    """A split with 4 outputs; model outputs use its entries 0 and 3 and a relu of entry 1."""
+    """A split with 4 outputs; model outputs are its entries 0 and 3, a relu of entry 1,
+    and (as in TVM's own multi-output archive) a ``__nop`` reshape of the input itself."""
     net = Network("multi_output")
     x = net.input("x", (1, 8, 4, 4))
     parts = net.split(x, 4, axis=1)
-    net.output(parts[0], net.relu(parts[1]), parts[3])
+    net.output(parts[0], net.relu(parts[1]), parts[3], net.reshape(x, (1, 128)))
     return net.build(description="an operator with num_outputs > 1")
 
 

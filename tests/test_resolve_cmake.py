@@ -53,11 +53,12 @@ def write(root: Path, files: Dict[str, str]) -> Path:
     return root
 
 
-# arm_nn_compiler.h uses uint32_t before any include, as CMSIS-NN v4.1.0's does: the host
-# build works only because the recipe force-includes stdint.h.
+# As in CMSIS-NN v4.1.0: the public header includes stdint.h, but the library's own sources
+# include a compiler header that uses uint32_t first; their host build works only because the
+# recipe force-includes stdint.h into them (and only into them).
 NN_COMPILER = "static inline uint32_t fake_clz(uint32_t v) { return v ? 0u : 32u; }\n"
 NN_SOURCE = (
-    '#include "arm_nnfunctions.h"\n'
+    '#include "arm_nnsupportfunctions.h"\n'
     "#if defined(__ARM_FEATURE_DSP)\nint arm_fake_dsp_path = 1;\n#endif\n"
     "int arm_fake_{tag}_s8(int x) {{ return x + (int)fake_clz(1u) + {value}; }}\n"
 )
@@ -67,8 +68,9 @@ def fake_cmsis_nn_v4(root: Path) -> Path:
     return write(
         root,
         {
-            "Include/arm_nnfunctions.h": '#include "Internal/arm_nn_compiler.h"\n'
-            "int arm_fake_v4_s8(int x);\n",
+            "Include/arm_nnfunctions.h": "#include <stdint.h>\nint arm_fake_v4_s8(int x);\n",
+            "Include/arm_nnsupportfunctions.h": '#include "Internal/arm_nn_compiler.h"\n'
+            '#include "arm_nnfunctions.h"\n',
             "Include/Internal/arm_nn_compiler.h": NN_COMPILER,
             "Source/ConvolutionFunctions/arm_fake_v4_s8.c": NN_SOURCE.format(tag="v4", value=40),
             "Source/NNSupportFunctions/arm_nn_support.c": "int arm_nn_support_unused;\n",
@@ -83,10 +85,12 @@ def fake_cmsis_5(root: Path) -> Path:
     return write(
         root,
         {
-            "CMSIS/NN/Include/arm_nnfunctions.h": '#include "arm_math.h"\n'
+            "CMSIS/NN/Include/arm_nnfunctions.h": '#include <stdint.h>\n#include "arm_math.h"\n'
             "int arm_fake_v5_s8(int x);\n",
+            "CMSIS/NN/Include/arm_nnsupportfunctions.h": '#include "cmsis_compiler.h"\n'
+            '#include "arm_nnfunctions.h"\n',
             "CMSIS/DSP/Include/arm_math.h": '#include "cmsis_compiler.h"\n',
-            "CMSIS/Core/Include/cmsis_compiler.h": NN_COMPILER,
+            "CMSIS/Core/Include/cmsis_compiler.h": "#pragma once\n" + NN_COMPILER,
             "CMSIS/NN/Source/ConvolutionFunctions/arm_fake_v5_s8.c": NN_SOURCE.format(
                 tag="v5", value=50
             ),
@@ -232,6 +236,9 @@ def test_fragment_names_the_target_and_refuses_an_empty_list(tmp_path: Path) -> 
 # --- host builds ----------------------------------------------------------------------------
 
 MAIN_ALL = r"""
+#if defined(INT32_MAX)
+#error the cmsis-nn recipe's forced stdint.h leaked into the firmware's own sources
+#endif
 #include <stdio.h>
 #include <arm_nnfunctions.h>
 #include "dep.h"

@@ -8,9 +8,9 @@ Recipes (``Recipe.kind``, chosen by short_name unless the dependency's ``recipe`
   CMSIS-NN chooses its DSP and MVE code from the compiler's predefined macros
   (``__ARM_FEATURE_DSP``, ``__ARM_FEATURE_MVE``), which follow ``-mcpu``; so it is compiled
   with the board's CPU flags and nothing else. On the host (no ``-mcpu``) it builds its
-  portable C. ``stdint.h`` is force-included (for users of the library too), because
-  ``arm_nn_compiler.h`` uses ``uint32_t`` before including it and only Arm toolchains happen
-  to pull it in first.
+  portable C. Its own sources get ``-include stdint.h``: ``arm_nn_compiler.h`` uses
+  ``uint32_t`` before including it and only Arm toolchains happen to pull it in first (the
+  public headers TVM's code includes are fine; the library's users never see the option).
 - ``generic``: the dependency's own ``CMakeLists.txt`` (``add_subdirectory`` and link
   ``recipe.targets``, default: the short_name), else by convention: sources ``src/**/*.c``,
   else ``Source/**/*.c``, else top-level ``*.c``; include dirs ``include/`` or ``Include/``,
@@ -406,11 +406,15 @@ def cmake_fragment(
                 + ")"
             )
         if plan.host_force_includes:
-            forced = " ".join(_quote(f"SHELL:-include {h}") for h in plan.host_force_includes)
+            forced = " ".join(
+                '"$<$<COMPILE_LANGUAGE:C>:SHELL:-include ' + h + '>"'
+                for h in plan.host_force_includes
+            )
             lines += [
                 "# Off-Arm compilers need stdint.h before arm_nn_compiler.h (harmless on Arm).",
+                "# PRIVATE: forced into the firmware's files it would defeat their feature macros.",
                 'if(NOT CMAKE_C_COMPILER_ID STREQUAL "MSVC")',
-                f"  target_compile_options({lib} {scope} {forced})",
+                f"  target_compile_options({lib} PRIVATE {forced})",
                 "endif()",
             ]
         for target in targets:

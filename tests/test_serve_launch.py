@@ -103,7 +103,9 @@ def test_template_exactly_as_tvm_runs_it() -> None:
 def test_template_from_a_checkout_without_site_packages() -> None:
     """``python -S -I``: nothing installed, nothing on PYTHONPATH; the stub finds the checkout
     beside template_project/ and the server starts without any third-party package."""
-    client = launch_argv([sys.executable, "-S", "-I", str(SERVER_SCRIPT)], template_dir(), env={})
+    checkout_template = REPO_ROOT / "template_project"
+    script = checkout_template / "microtvm_api_server.py"
+    client = launch_argv([sys.executable, "-S", "-I", str(script)], checkout_template, env={})
     try:
         info = client.server_info_query("0.14.0")
         assert info["is_template"] is True

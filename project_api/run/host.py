@@ -17,9 +17,8 @@ import tty
 from pathlib import Path
 from typing import IO, Any, Optional, Sequence, Union
 
-import serial
-
-from ..errors import FlashError
+from ..errors import FlashError, TransportClosedError
+from ..transport.link import open_serial
 from .base import Runner, reap, spawn
 
 # How long stop() lets a firmware end by itself after its link closed, before TERM.
@@ -85,15 +84,25 @@ class HostRunner(Runner):
             os.close(master)
         self._slave_fd = slave
         try:
-            self.port = serial.Serial(
+            self.port = open_serial(
                 os.ttyname(slave),
                 baudrate=self.baudrate,
-                timeout=0.05,
                 write_timeout=max(timeout, 1.0),
             )
-        except Exception as exc:
+        except TransportClosedError as exc:
+            # The pty is hung up: the firmware is gone already (e.g. a bad configuration).
+            self._wait_exit(1.0)
+            status = self.exit_status
             self.stop()
-            raise FlashError(f"cannot open the pty of {self.executable.name}: {exc}") from exc
+            tail = self.log.strip()[-600:].replace("\n", " | ")
+            if status is None:
+                raise TransportClosedError(
+                    f"cannot open the pty of {self.executable.name}: {exc}"
+                ) from exc
+            raise TransportClosedError(
+                f"{self.executable.name} ended with status {status} before its link was "
+                f"opened{': ' + tail if tail else ''}"
+            ) from exc
         finally:
             # pyserial has its own descriptor now; ours would keep the pty alive for the child
             # after the port is closed.
@@ -112,8 +121,7 @@ class HostRunner(Runner):
             self._slave_fd = None
         if self._proc is not None and self._status is None:
             # A firmware sees the closed link (EOF/EIO) and ends by itself; give it a moment.
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._proc.wait(timeout=EXIT_GRACE_SECONDS)
+            self._wait_exit(EXIT_GRACE_SECONDS)
             self._status = reap(self._proc)
         if self._log_file is not None:
             self._log_file.close()
@@ -123,6 +131,11 @@ class HostRunner(Runner):
                 with contextlib.suppress(OSError):
                     self.log_path.unlink()
         return self._status
+
+    def _wait_exit(self, seconds: float) -> None:
+        if self._proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=seconds)
 
     @property
     def pid(self) -> Optional[int]:

@@ -28,6 +28,7 @@ import numpy as np
 from ..read.dtypes import parse_dtype
 from . import messages as msg
 from .frames import BadFrame, FrameDecoder, encode_frame
+from .link import open_serial
 
 TensorDecl = Tuple[str, Tuple[int, ...], str]  # name, shape, dtype
 OutputDecl = Tuple[Tuple[int, ...], str]
@@ -309,15 +310,13 @@ class EmulatorPort:
     Closing it (or leaving the ``with`` block) stops the emulator thread."""
 
     def __init__(self, emulator: DeviceEmulator) -> None:
-        import serial
-
         master, slave = os.openpty()
         tty.setraw(slave)
         self.emulator = emulator
         self._master = master
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="device-emulator", daemon=True)
-        self.port: Any = serial.Serial(os.ttyname(slave), timeout=0.05, write_timeout=10.0)
+        self.port: Any = open_serial(os.ttyname(slave))
         os.close(slave)
         self._thread.start()
 

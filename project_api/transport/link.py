@@ -22,13 +22,31 @@ from ..errors import TransportClosedError, TransportTimeoutError
 POLL_SECONDS = 0.05
 
 
-def open_serial(port: str, *, baudrate: int = 115200, timeout: float = POLL_SECONDS) -> Any:
+def open_serial(
+    port: str,
+    *,
+    baudrate: int = 115200,
+    timeout: float = POLL_SECONDS,
+    write_timeout: float = 10.0,
+    keep_pending: bool = True,
+) -> Any:
     """Opens a serial port (a board's tty, ``/dev/serial/by-id/...``, a pty path, or a
-    pyserial URL such as ``socket://host:port``) raw, 8N1, without flow control."""
+    pyserial URL such as ``socket://host:port``) raw, 8N1, without flow control.
+
+    pyserial's ``open()`` flushes the input queue; with ``keep_pending`` (the default) bytes
+    the device wrote before we opened — a boot HELLO, a standalone firmware's whole output
+    waiting in a pty — are kept instead."""
     try:
         if "://" in port:
             return serial.serial_for_url(port, baudrate=baudrate, timeout=timeout)
-        return serial.Serial(port, baudrate=baudrate, timeout=timeout, write_timeout=10.0)
+        device = serial.Serial(baudrate=baudrate, timeout=timeout, write_timeout=write_timeout)
+        device.port = port
+        if keep_pending and hasattr(device, "_reset_input_buffer"):
+            device._reset_input_buffer = lambda: None  # instance attribute: open() calls it
+        device.open()
+        if keep_pending and "_reset_input_buffer" in vars(device):
+            del device._reset_input_buffer  # later explicit resets flush as usual
+        return device
     except (SerialException, OSError, ValueError) as exc:
         raise TransportClosedError(f"cannot open serial port {port}: {exc}") from exc
 

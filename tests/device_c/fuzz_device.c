@@ -195,9 +195,10 @@ int LLVMFuzzerTestOneInput(const uint8_t* input, size_t input_size) {
   if (exited != ref_exit) fail("EXIT disagreement");
   if (exited) return 0;
 
-  /* Recovery: zeros flush any half-received frame, then HELLO must be answered. */
+  /* Recovery: zeros flush any half-received frame (releasing frames that were hidden behind
+   * it, which may be an EXIT), then HELLO must be answered. */
   static const uint8_t zeros[MLF_FRAME_BUFFER_BYTES(4096)];
-  mlf_device_feed(&dev, zeros, MLF_FRAME_BUFFER_BYTES(max_payload));
+  if (mlf_device_feed(&dev, zeros, MLF_FRAME_BUFFER_BYTES(max_payload))) return 0;
   uint8_t hello[MLF_FRAME_OVERHEAD];
   size_t hello_len = mlf_frame_encode(hello, sizeof(hello), MLF_MSG_HELLO, 0x42, NULL, 0);
   size_t before = checker.replies;

@@ -284,3 +284,16 @@ def test_failing_operator_returns_minus_one_where_the_reference_says(tmp_path: P
         model.reference(failing_inputs(3, fail=True))
     assert model.op_node(int(failed.stdout)) == info.value.node
     assert info.value.function == "tvmgen_failing_fused_fail_if_flag"
+
+
+@pytest.mark.parametrize("name", sorted(set(catalog()) - set(HOST_MODELS)))
+def test_other_catalog_models_compile_warning_free(name: str, tmp_path: Path) -> None:
+    model = catalog()[name]()
+    sources = []
+    for member, data in model.members().items():
+        if member.endswith(".c"):
+            sources.append(tmp_path / Path(member).name)
+            sources[-1].write_bytes(data)
+    command = ["gcc", "-c", "-Wall", "-std=c11", f"-I{INCLUDE}", *map(str, sources)]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0 and not result.stderr, result.stderr

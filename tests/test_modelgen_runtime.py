@@ -186,9 +186,7 @@ def outputs(model: GeneratedModel, work: Path) -> Dict[str, np.ndarray]:
 
 @pytest.mark.parametrize(
     "name",
-    [
-        "mlp",
-        "cnn_nchw",
+    [  # the edge cases TVM's own CRT mishandles, an int8 CNN with workspace, the demo model
         "cnn_int8",
         "ops_zoo",
         "long_names",

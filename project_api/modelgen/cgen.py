@@ -60,10 +60,6 @@ def float_literal(value: float) -> str:
     return f"{as_float32:.8e}f"
 
 
-def int_literal(value: int) -> str:
-    return f"({value})" if value < 0 else str(value)
-
-
 def index(*terms: Tuple[str, int], offset: int = 0) -> str:
     """``index(("i", 64), ("k", 1))`` → ``((i * 64) + k)``: a linear index, TVM-parenthesised.
 

@@ -15,7 +15,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .cgen import Body, Buffer, float_literal, index, int_literal
+from .cgen import Body, Buffer, float_literal, index
 
 Shape = Tuple[int, ...]
 F32 = np.float32
@@ -174,19 +174,26 @@ def requantize(
     return np.clip(scaled + zero_point, low, 127).astype(np.int8)
 
 
+def offset(value: int) -> str:
+    """`` + 3`` / `` - 3`` / nothing: an integer constant added to an expression."""
+    if value == 0:
+        return ""
+    return f" + {value}" if value > 0 else f" - {-value}"
+
+
 def requantize_c(acc: str, multiplier: str, shift: str, zero_point: int) -> str:
     total = f"({shift} + 31)"
     return (
         f"((int32_t)(((((int64_t){acc}) * ((int64_t){multiplier})) + "
-        f"((int64_t)1 << ((int64_t)({total} - 1)))) >> ((int64_t){total}))) + "
-        f"{int_literal(zero_point)}"
+        f"((int64_t)1 << ((int64_t)({total} - 1)))) >> ((int64_t){total})))"
+        f"{offset(zero_point)}"
     )
 
 
 def emit_clip_int8(body: Body, value: str, low: int) -> str:
     body.line(f"int32_t v_ = {value};")
     body.line("int32_t v__1 = (v_) < (127) ? (v_) : (127);")
-    return f"(int8_t)((v__1) > ({int_literal(low)}) ? (v__1) : ({int_literal(low)}))"
+    return f"(int8_t)((v__1) > ({low}) ? (v__1) : ({low}))"
 
 
 def check_requant(multiplier: Union[int, np.ndarray], shift: Union[int, np.ndarray]) -> None:
@@ -469,7 +476,7 @@ class QDense(Op):
         with nest(body, [("i", n), ("j", m)]) as (i, j):
             body.line("int32_t acc = 0;")
             with body.loop("k", k):
-                xv = f"(((int32_t){x[index((i, k), ('k', 1))]}) - {int_literal(zp)})"
+                xv = f"(((int32_t){x[index((i, k), ('k', 1))]}){offset(-zp)})"
                 body.line(f"acc = (acc + ({xv} * ((int32_t){w[index((j, k), ('k', 1))]})));")
             value = requantize_c(
                 f"(acc + {b[j]})", str(self.multiplier), str(self.shift), self.output_zero_point
@@ -585,7 +592,7 @@ class QConv2D(Op):
                 (i0, h * wd * c), (i1, wd * c), (i2, c), (i3, 1), offset=-(ph * wd + pw) * c
             )
             dst = index((i0, padded[1] * padded[2] * c), (i1, padded[2] * c), (i2, c), (i3, 1))
-            value = f"((int16_t){x[src]} - (int16_t){int_literal(self.input_zero_point)})"
+            value = f"(int16_t)(((int16_t){x[src]}){offset(-self.input_zero_point)})"
             body.line(f"{temp[dst]} = ({inside} ? {value} : (int16_t)0);")
         return Buffer(temp.var, "int16", padded)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -295,11 +295,23 @@ class Network:
                 values[id(value)] = result
         return {f"output{i}": _lookup(values, v) for i, v in enumerate(self.outputs)}
 
-    def build(self, **options: object) -> GeneratedModel:
-        """Freezes the description into a GeneratedModel (see model.GeneratedModel)."""
+    def build(
+        self,
+        *,
+        default_version: int = 7,
+        sample_fn: Optional[Callable[[int], Dict[str, np.ndarray]]] = None,
+        description: str = "",
+    ) -> GeneratedModel:
+        """Lowers the description into a GeneratedModel (archive writer + reference).
+
+        ``default_version`` is the MLF version ``write()`` uses unless told otherwise;
+        ``sample_fn(seed)`` replaces the random ``sample_inputs()``.
+        """
         from .model import GeneratedModel
 
-        return GeneratedModel(self, **options)  # type: ignore[arg-type]
+        return GeneratedModel(
+            self, default_version=default_version, sample_fn=sample_fn, description=description
+        )
 
 
 def _input_name(value: Value) -> str:

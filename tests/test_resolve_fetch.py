@@ -629,6 +629,27 @@ def test_mlf_path_inside_the_archive_and_tvm_crt_notice(tmp_path: Path) -> None:
     assert not (tmp_path / "project" / "deps" / "tvm_standalone_crt").exists()
 
 
+def test_recipe_none_is_never_fetched(tmp_path: Path) -> None:
+    notes: List[str] = []
+    specs = collect_dependencies(
+        [
+            [
+                {
+                    "short_name": "tvm_standalone_crt",
+                    "url": "https://127.0.0.1:9/crt.git",
+                    "url_type": "git",
+                    "version_spec": "v0.14.0",
+                },
+                {"short_name": "docs", "url": "/nonexistent", "url_type": "path", "recipe": "none"},
+            ]
+        ]
+    )
+    crt, docs = resolve(specs, tmp_path, offline=True, notify=notes.append)
+    assert crt.skipped and docs.skipped and notes == [TVM_CRT_NOTE]
+    assert crt.path is None and docs.path is None
+    assert not (tmp_path / "cache").exists()
+
+
 @pytest.mark.parametrize("url", ["../outside", "/etc", "runtime/../../x", "link"])
 def test_mlf_path_must_stay_inside_the_archive(tmp_path: Path, url: str) -> None:
     archive = tmp_path / "extracted"

@@ -87,25 +87,30 @@ def resolve_dependencies(
     missing: List[str] = []
     for spec in specs:
         recipe = spec.effective_recipe()
-        if spec.url_type == "mlf_path" or spec.url_type == "path":
-            skipped = recipe.kind == "none"
-            if spec.url_type == "path":
-                path: Optional[Path] = resolve_path(spec, base_dir)
-            elif archive_root is None:
-                raise DependencyError(f"{spec.short_name}: mlf_path needs the extracted archive")
-            else:
-                path = resolve_mlf_path(spec, archive_root, must_exist=not skipped)
-            if path is not None and recipe.kind == "cmsis-nn":
-                path = cmsis_nn_root(path)
-            note = None
-            if spec.is_tvm_crt and skipped:
+        if recipe.kind == "none":  # never fetched nor compiled, whatever its url_type
+            path: Optional[Path] = None
+            if spec.url_type == "mlf_path" and archive_root is not None:
+                path = resolve_mlf_path(spec, archive_root, must_exist=False)
+            if spec.is_tvm_crt:
                 note = TVM_CRT_NOTE
                 if notify:
                     notify(note)
-            elif skipped:
+            else:
                 note = "recipe 'none': not compiled"
-            say(f"{spec.short_name}: using {spec.url_type} {path}")
+            say(f"{spec.short_name}: skipped ({note})")
             results.append(ResolvedDependency(spec, path, None, recipe, note=note))
+            continue
+        if spec.url_type in ("mlf_path", "path"):
+            if spec.url_type == "path":
+                path = resolve_path(spec, base_dir)
+            elif archive_root is None:
+                raise DependencyError(f"{spec.short_name}: mlf_path needs the extracted archive")
+            else:
+                path = resolve_mlf_path(spec, archive_root)
+            if recipe.kind == "cmsis-nn":
+                path = cmsis_nn_root(path)
+            say(f"{spec.short_name}: using {spec.url_type} {path}")
+            results.append(ResolvedDependency(spec, path, None, recipe))
             continue
         entry = lock.get(spec.short_name) if lock is not None else None
         want = entry.resolved if entry is not None else spec.sha256

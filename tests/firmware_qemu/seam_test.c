@@ -13,12 +13,17 @@
  *   'o'             recurse until the stack overflows
  *   'h'             hang (spin forever with interrupts enabled)
  *
- * It greets with "SEAM\n" once the platform is up.
+ * It greets with "SEAM\n" once the platform is up, or "BAD!\n" when the start-up code did not
+ * copy .data from flash or zero .bss.
  */
 #include <stddef.h>
 #include <stdint.h>
 
 #include "mlf_platform.h"
+
+/* In .data and .bss on purpose: the greeting checks that start-up initialised them. */
+static volatile uint8_t echo_key = 0x5Au;
+static volatile uint32_t commands_seen;
 
 static uint8_t read_byte(void) {
   uint8_t byte = 0;
@@ -43,7 +48,7 @@ static void echo(void) {
     received += mlf_platform_read(data + received, length - received);
   }
   for (size_t i = 0; i < length; ++i) {
-    data[i] ^= 0x5Au;
+    data[i] ^= echo_key;
   }
   mlf_platform_write(data, length);
 }
@@ -104,9 +109,15 @@ static void float_check(void) {
 int main(void) {
   mlf_platform_init();
   static const uint8_t kGreeting[] = "SEAM\n";
-  mlf_platform_write(kGreeting, sizeof kGreeting - 1);
+  static const uint8_t kBadStart[] = "BAD!\n";
+  if (echo_key == 0x5Au && commands_seen == 0u) {
+    mlf_platform_write(kGreeting, sizeof kGreeting - 1);
+  } else {
+    mlf_platform_write(kBadStart, sizeof kBadStart - 1);
+  }
   for (;;) {
     uint8_t command = read_byte();
+    commands_seen = commands_seen + 1u;
     switch (command) {
       case 'e':
         echo();

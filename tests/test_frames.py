@@ -250,3 +250,13 @@ def test_c_and_python_decoders_agree_on_stuck_headers(frame_tool: Path) -> None:
         expected = _python_events(stream, 256, chunk)
         assert "OK 2 78 0 " in expected
         assert _c_events(frame_tool, stream, 256, chunk) == expected
+
+
+def test_the_documented_example_exchange_is_made_of_valid_frames() -> None:
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "protocol.md").read_text("utf-8")
+    lines = [line[2:] for line in doc.splitlines() if line.startswith(("→ A5", "← A5"))]
+    assert len(lines) == 15
+    for line in lines:
+        frame = bytes.fromhex(line)
+        assert FrameDecoder().feed(frame) == [Frame(frame[2], frame[3], frame[6:-4])], line
+    assert bytes.fromhex(lines[1]) == HELLO_SEQ1

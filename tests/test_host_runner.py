@@ -169,6 +169,29 @@ def test_runner_refuses_a_missing_or_non_executable_firmware(tmp_path: Path) -> 
         HostRunner(plain).start()
 
 
+def test_real_runtime_end_to_end(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The device loop over crt/src with a hand-written TVM-ABI model (tiny_model.c)."""
+    real = cbuild.real_runtime_firmware(tmp_path_factory.getbasetemp() / "cbuild")
+    with open_session(real) as s:
+        (model,) = s.models
+        assert model.name == "tiny" and [t.name for t in model.inputs] == ["x", "y\u00e9"]
+        assert [(t.shape, t.dtype) for t in model.outputs] == [((2, 4), "float32")]
+        x = np.arange(8, dtype=np.float32).reshape(2, 4) - 4
+        y = np.full((2, 4), 0.5, dtype=np.float32)
+        out = s.run({"x": x, "y\u00e9": y})
+        np.testing.assert_array_equal(out["output0"], np.maximum(x + y, 0))
+        assert s.last_stats is not None and s.last_stats.workspace_bytes >= 256
+        x[1, 2] = np.nan
+        with pytest.raises(DeviceError) as info:
+            s.run([x, y])
+        assert info.value.code == 9 and info.value.node == 3
+        assert "tvmgen_default_fused_nn_relu" in str(info.value)
+        out = s.run([np.ones((2, 4), np.float32), y])  # the workspace is usable again
+        np.testing.assert_array_equal(out["output0"], np.full((2, 4), 1.5, np.float32))
+        s.exit(0)
+    assert s.runner.exit_status == 0
+
+
 def test_host_link_throughput(firmware: Path) -> None:
     size = 8 << 20
     with open_session(firmware, "--echo-bytes", str(size)) as s:

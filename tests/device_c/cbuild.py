@@ -33,17 +33,18 @@ def build(
     *,
     compiler: Optional[str] = None,
     flags: Sequence[str] = ("-std=c11", "-O2"),
+    libs: Sequence[str] = (),
 ) -> Path:
     """Compiles sources into cache/<name>-<hash> (reused while sources and flags are equal)."""
     cc = compiler or c_compiler()
     if cc is None:
         pytest.skip("no C compiler (gcc, cc or clang) on PATH")
     digest = hashlib.sha256()
-    for part in (cc, *flags, *map(str, sources)):
+    for part in (cc, *flags, *libs, *map(str, sources)):
         digest.update(part.encode() + b"\0")
     for source in sources:
         digest.update(source.read_bytes())
-    for header in [*FIRMWARE.glob("*.h"), *DEVICE_C.glob("*.h")]:
+    for header in sorted([*FIRMWARE.glob("*.h"), *DEVICE_C.glob("*.h"), *CRT_INCLUDE.rglob("*.h")]):
         digest.update(header.read_bytes())
     out = cache / f"{name}-{digest.hexdigest()[:12]}"
     if out.exists():
@@ -59,6 +60,7 @@ def build(
         "-o",
         str(out),
         *map(str, sources),
+        *libs,
     ]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
@@ -96,3 +98,26 @@ def standalone_test_firmware(cache: Path) -> Path:
 
 def frame_tool(cache: Path) -> Path:
     return build(cache, "frame_tool", [DEVICE_C / "frame_tool.c", FIRMWARE / "mlf_frame.c"])
+
+
+def real_runtime_firmware(cache: Path) -> Path:
+    """The device loop over the real runtime (crt/src), the host platform and the
+    hand-written model of tiny_model.c."""
+    runtime = sorted(p for p in (REPO / "crt" / "src").glob("*.c") if p.name != "mlf_tvm_compat.c")
+    platform = REPO / "crt" / "platform" / "host" / "mlf_platform_host.c"
+    if not runtime or not platform.exists():
+        pytest.skip("the runtime (crt/src, crt/platform/host) is not there yet")
+    return build(
+        cache,
+        "real_runtime",
+        [
+            DEVICE_C / "real_runtime_main.c",
+            DEVICE_C / "tiny_model.c",
+            *runtime,
+            platform,
+            FIRMWARE / "mlf_device.c",
+            FIRMWARE / "mlf_frame.c",
+        ],
+        flags=("-std=c11", "-O2", f"-I{REPO / 'crt' / 'src'}"),
+        libs=("-lm",),
+    )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Mapping, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 from .boards import Board, load_board
 from .errors import FlashError, GenerateError, TransportTimeoutError
@@ -183,9 +183,9 @@ class Project:
             raise
 
     def run_standalone(self, *, timeout: float = 60.0) -> Any:
-        """Runs a ``standalone`` firmware to its end and returns its parsed report
-        (:class:`project_api.transport.standalone.StandaloneReport`, with ``exit_status``
-        and ``log`` added). TransportTimeoutError when it does not end within ``timeout``."""
+        """Runs a ``standalone`` firmware to its end and returns a :class:`StandaloneResult`
+        (its parsed report, exit status and log). TransportTimeoutError when it does not end
+        within ``timeout``; the process is reaped either way."""
         from .transport.standalone import parse_standalone
 
         if self.project_type != "standalone":
@@ -193,41 +193,91 @@ class Project:
                 f"{self.dir} is a {self.project_type} project, not standalone",
                 hint="use session() to drive a host_driven firmware",
             )
+        if not self.firmware.is_file():
+            raise FlashError(
+                f"no firmware at {self.firmware}",
+                hint="build the project first (mlf-project build PROJECT_DIR)",
+            )
+        if self.board.is_real:
+            text, status, log = self._standalone_on_port(timeout)
+        else:
+            text, status, log = self._standalone_process(timeout)
+        return StandaloneResult(parse_standalone(text), status, log, text)
+
+    def _standalone_process(self, timeout: float) -> Tuple[str, Optional[int], str]:
+        """Host and QEMU: the console goes to a pipe or a file, not a pty (a pty may drop
+        what the firmware wrote just before it exited)."""
+        import subprocess
+        import tempfile
+
+        from .run.base import reap, spawn
+
+        with tempfile.TemporaryDirectory(prefix="mlf-standalone-") as scratch:
+            console = Path(scratch) / "console.txt"
+            if self.board.is_host:
+                argv = [str(self.firmware.resolve())]
+                stdout: Any = console.open("wb")
+            else:
+                argv = self.board.qemu_command(
+                    self.firmware.resolve(),
+                    icount=bool(self.options.get("qemu_icount")),
+                    serial=f"file:{console}",
+                )
+                stdout = subprocess.DEVNULL
+            try:
+                proc = spawn(argv, stdout=stdout, stderr=subprocess.PIPE)
+            finally:
+                if stdout is not subprocess.DEVNULL:
+                    stdout.close()
+            try:
+                _, err = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                reap(proc)
+                raise TransportTimeoutError(
+                    f"the standalone firmware did not finish within {timeout:g} s "
+                    f"(it printed {console.stat().st_size if console.exists() else 0} bytes)",
+                    hint="a larger timeout helps slow boards",
+                ) from None
+            finally:
+                reap(proc)
+            text = console.read_text("utf-8", "replace") if console.exists() else ""
+            return text, proc.returncode, (err or b"").decode("utf-8", "replace")
+
+    def _standalone_on_port(self, timeout: float) -> Tuple[str, Optional[int], str]:
         runner = self.runner()
-        chunks = []
-        status: Optional[int] = None
+        chunks: List[bytes] = []
         try:
             port = runner.start(self.start_timeout())
             deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    data = port.read(65536)
-                except Exception:  # noqa: BLE001 - EIO: the firmware ended and closed its side
-                    break
-                if data:
-                    chunks.append(bytes(data))
-                    if b"\nresult " in b"".join(chunks[-2:]) and _ends_line(chunks):
-                        break
-                    continue
-                if runner.exit_status is not None:
-                    break
+            while not _finished(chunks):
                 if time.monotonic() > deadline:
                     raise TransportTimeoutError(
-                        f"the standalone firmware did not finish within {timeout:g} s",
-                        hint="a larger timeout helps slow boards",
+                        f"the standalone firmware did not finish within {timeout:g} s"
                     )
+                data = port.read(4096)
+                if data:
+                    chunks.append(bytes(data))
         finally:
-            wait_until = time.monotonic() + 2.0
-            while runner.exit_status is None and time.monotonic() < wait_until:
-                time.sleep(0.01)
-            status = runner.stop()
-        report = parse_standalone(b"".join(chunks).decode("utf-8", "replace"))
-        report.exit_status = status
-        report.log = runner.log
-        return report
+            runner.stop()
+        return b"".join(chunks).decode("utf-8", "replace"), None, runner.log
 
 
-def _ends_line(chunks: list) -> bool:
-    tail = b"".join(chunks[-2:])
-    index = tail.rfind(b"\nresult ")
-    return index >= 0 and b"\n" in tail[index + 1 :]
+class StandaloneResult:
+    """What a standalone run produced: ``report`` (parsed console records), the firmware's
+    ``exit_status`` (None when unknown, e.g. a real board), its ``log`` (stderr/semihosting)
+    and the raw console ``text``."""
+
+    def __init__(self, report: Any, exit_status: Optional[int], log: str, text: str) -> None:
+        self.report = report
+        self.exit_status = exit_status
+        self.log = log
+        self.text = text
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.report, name)
+
+
+def _finished(chunks: List[bytes]) -> bool:
+    text = b"".join(chunks)
+    index = text.rfind(b"result ")
+    return index >= 0 and (index == 0 or text[index - 1 : index] == b"\n") and text.endswith(b"\n")

@@ -8,7 +8,13 @@ are usable on their own.
 
 from __future__ import annotations
 
-from .options import GRAPH_FORMATS, OPTIONS, PROJECT_TYPES, normalize_options
+from .options import (
+    GRAPH_FORMATS,
+    OPTIONS,
+    PROJECT_TYPES,
+    normalize_options,
+    parse_option_assignments,
+)
 from .project import (
     ALL_MODELS,
     MODEL_TAR,
@@ -36,5 +42,6 @@ __all__ = [
     "is_generated_project",
     "memory_fit",
     "normalize_options",
+    "parse_option_assignments",
     "read_project_info",
 ]

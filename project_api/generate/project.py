@@ -25,6 +25,7 @@ the end: a failure leaves the destination as it was.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -179,6 +180,7 @@ def generate_project(
                 opts,
                 say,
                 previous=destination,
+                requested=dict(options or {}),
             )
         _swap_in(staging, destination)
     except BaseException:
@@ -375,6 +377,7 @@ def _write_project(
     say: Progress,
     *,
     previous: Path,
+    requested: Mapping[str, Any],
 ) -> Dict[str, Any]:
     stack = int(opts["stack_bytes"]) if opts["stack_bytes"] is not None else board.stack_bytes
     fit = memory_fit(plans, board, stack if not board.is_host else 0)
@@ -390,7 +393,7 @@ def _write_project(
     shutil.copyfile(template_dir() / SERVER_FILE, root / SERVER_FILE)
     for plan in plans:
         _copy_model_code(plan, archive, root)
-    runtime_sources = _copy_runtime(root)
+    runtime_sources = _copy_runtime(root, project_type, opts["graph_format"])
     seam_sources, seam_dirs = _copy_board(root, board, stack)
 
     dependencies = _install_dependencies(
@@ -440,11 +443,13 @@ def _write_project(
         "generator": "mlf-project-api",
         "generator_version": generator_version(),
         "archive": archive_path.name,
+        "archive_sha256": _sha256(root / MODEL_TAR) if archive_path.is_file() else None,
         "mlf_version": archive.version,
         "board": board.name,
         "project_type": project_type,
         "model": model_option,
         "options": stored_options,
+        "requested_options": json.loads(json.dumps(dict(sorted(requested.items())), default=str)),
         "models": [plan.describe() for plan in plans],
         "max_payload": wire_payload(board),
         "stack_bytes": stack if not board.is_host else None,
@@ -454,6 +459,14 @@ def _write_project(
     }
     (root / PROJECT_FILE).write_text(json.dumps(info, indent=2) + "\n")
     return info
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _copy_archive(archive_path: Path, archive: Archive, target: Path) -> None:
@@ -488,24 +501,35 @@ def _copy_model_code(plan: ModelPlan, archive: Archive, root: Path) -> None:
             place(header)
 
 
-def _copy_runtime(root: Path) -> List[str]:
+# Runtime and firmware sources a project does not compile (build time is part of the
+# product): TVM's graph-executor API needs TVMPlatformMemoryAllocate, which our firmware has
+# no use for; the JSON parser only serves graph_format=json; each project type has its loop.
+_NOT_COMPILED = {"mlf_tvm_compat.c"}
+_JSON_ONLY = {"mlf_graph_json.c", "mlf_json.c"}
+_LOOP_OF = {"host_driven": "mlf_device.c", "standalone": "mlf_standalone.c"}
+
+
+def _runtime_skips(project_type: str, graph_format: str) -> set:
+    skip = set(_NOT_COMPILED)
+    if graph_format != "json":
+        skip |= _JSON_ONLY
+    skip |= {loop for kind, loop in _LOOP_OF.items() if kind != project_type}
+    return skip
+
+
+def _copy_runtime(root: Path, project_type: str, graph_format: str) -> List[str]:
     crt = crt_dir()
     runtime = root / "runtime"
     shutil.copytree(crt / "include", runtime / "include")
+    skip = _runtime_skips(project_type, graph_format)
     sources: List[str] = []
-    (runtime / "src").mkdir(parents=True)
-    for path in sorted((crt / "src").iterdir()):
-        if path.suffix in (".c", ".h"):
-            shutil.copyfile(path, runtime / "src" / path.name)
-            if path.suffix == ".c":
-                sources.append(f"runtime/src/{path.name}")
-    firmware = template_dir() / "firmware"
-    (runtime / "firmware").mkdir(parents=True)
-    for path in sorted(firmware.iterdir()):
-        if path.suffix in (".c", ".h"):
-            shutil.copyfile(path, runtime / "firmware" / path.name)
-            if path.suffix == ".c":
-                sources.append(f"runtime/firmware/{path.name}")
+    for source_dir, target in ((crt / "src", "src"), (template_dir() / "firmware", "firmware")):
+        (runtime / target).mkdir(parents=True)
+        for path in sorted(source_dir.iterdir()):
+            if path.suffix == ".h" or (path.suffix == ".c" and path.name not in skip):
+                shutil.copyfile(path, runtime / target / path.name)
+                if path.suffix == ".c":
+                    sources.append(f"runtime/{target}/{path.name}")
     if not any(s.startswith("runtime/src/") for s in sources):
         raise GenerateError(
             f"the runtime sources are missing from {crt / 'src'}",

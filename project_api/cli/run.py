@@ -1,0 +1,366 @@
+"""``mlf-project run ARCHIVE_OR_PROJECT``: generate (for an archive), build, run, report.
+
+Inputs come from ``--input`` (an .npz keyed by input name, or an .npy for a model with one
+input), else deterministic random inputs (said on stderr). Outputs go to ``--output`` (an
+.npz keyed ``output0..N-1``) and are summarised on stdout, or printed as one JSON object
+with ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import shutil
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional
+
+import numpy as np
+
+from ..errors import GenerateError, InputError
+from .command import EXIT_FAILURE, EXIT_OK, Command
+from .generate import add_generate_arguments
+
+DEFAULT_TIMEOUTS = {"host": 10.0, "qemu": 60.0, "real": 30.0}
+
+
+class RunCommand(Command):
+    name = "run"
+    help = "run a model on a board: generate and build when given an archive, then infer"
+    description = (
+        "Run one inference of a model on a board and report its outputs and timing. Given an "
+        "MLF archive, a project is generated and built first (in a temporary directory, or "
+        "--project-dir); given a generated project, it is built (incrementally) and run."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("target", help="an MLF archive, or a generated project directory")
+        add_generate_arguments(parser, board_default="")
+        parser.add_argument(
+            "--input",
+            help="inputs: .npz keyed by input name, or .npy for a model with one input "
+            "(default: deterministic random inputs)",
+        )
+        parser.add_argument("--output", help="write the outputs to this .npz (output0..N-1)")
+        parser.add_argument("--json", action="store_true", help="print one JSON object")
+        parser.add_argument(
+            "--project-dir",
+            help="where to generate and build for an archive (kept; reused when it still "
+            "matches); default: a temporary directory",
+        )
+        parser.add_argument(
+            "--project-type",
+            choices=["host_driven", "standalone"],
+            default="host_driven",
+            help="host_driven (default) or standalone (the inputs are embedded, run once)",
+        )
+        parser.add_argument(
+            "--icount",
+            action="store_true",
+            help="QEMU boards: -icount shift=0, so 'instructions' is an exact count",
+        )
+        parser.add_argument(
+            "--timeout", type=float, help="seconds to wait for each answer (default by board)"
+        )
+
+    def do_run(self, args: argparse.Namespace) -> int:
+        from ..driver import Project
+        from ..generate import is_generated_project, parse_option_assignments
+        from .build import ProgressPrinter
+
+        target = Path(args.target)
+        options = parse_option_assignments(args.option)
+        if args.icount:
+            options["qemu_icount"] = "true"
+        progress = ProgressPrinter(prefix="")
+        with contextlib.ExitStack() as stack:
+            if target.is_dir() and is_generated_project(target):
+                project = Project.open(target)
+                _check_same(project, args, options)
+            else:
+                project = _project_for_archive(target, args, options, progress, stack)
+            if args.icount and not project.board.is_qemu:
+                raise GenerateError(
+                    f"--icount only applies to QEMU boards, not {project.board.name}"
+                )
+            try:
+                project.build(progress=progress)
+            finally:
+                progress.done()
+            timeout = args.timeout or DEFAULT_TIMEOUTS[_kind(project.board)]
+            if project.project_type == "standalone":
+                result = _run_standalone(project, timeout)
+            else:
+                result = _run_host_driven(project, args, timeout)
+            _report(project, result, args)
+            status = result.get("status", EXIT_OK)
+        return int(status)
+
+
+# --- project ---------------------------------------------------------------------------------
+
+
+def _kind(board: Any) -> str:
+    return "host" if board.is_host else "qemu" if board.is_qemu else "real"
+
+
+def _check_same(project: Any, args: argparse.Namespace, options: Mapping[str, str]) -> None:
+    if args.board and args.board != project.board.name:
+        raise GenerateError(
+            f"{project.dir} was generated for board {project.board.name}, not {args.board}",
+            hint="generate another project for that board, or pass the archive",
+        )
+    if (
+        args.model
+        and args.model != project.info.get("model")
+        and not any(m["name"] == args.model for m in project.models)
+    ):
+        names = ", ".join(m["name"] for m in project.models)
+        raise GenerateError(f"{project.dir} holds model(s) {names}, not {args.model!r}")
+    runtime_only = {"qemu_icount", "timeout_sec", "serial_port", "serial_number", "verbose"}
+    other = sorted(set(options) - runtime_only)
+    if other:
+        raise GenerateError(
+            f"option {other[0]} changes generation; {project.dir} is already generated",
+            hint="pass the archive instead, or regenerate the project",
+        )
+    for key in set(options) & runtime_only:
+        value: Any = options[key]
+        if key in ("qemu_icount", "verbose"):
+            value = str(value).strip().lower() in ("1", "true", "yes", "on", "y")
+        project.options[key] = value
+
+
+def _sha256(path: Path) -> Optional[str]:
+    if not path.is_file():
+        return None
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _project_for_archive(
+    archive: Path,
+    args: argparse.Namespace,
+    options: Dict[str, str],
+    progress: Any,
+    stack: contextlib.ExitStack,
+) -> Any:
+    from ..driver import Project
+    from ..generate import is_generated_project
+
+    board = args.board or "host"
+    if args.input and args.project_type == "standalone":
+        options = dict(options, sample_inputs=str(Path(args.input).resolve()))
+    if args.project_dir:
+        project_dir = Path(args.project_dir)
+        if is_generated_project(project_dir):
+            existing = Project.open(project_dir)
+            wanted = {
+                "board": board,
+                "project_type": args.project_type,
+                "model": args.model,
+                "archive_sha256": _sha256(archive),
+                "requested_options": dict(sorted(options.items())),
+            }
+            if (
+                all(existing.info.get(k) == v for k, v in wanted.items())
+                and wanted["archive_sha256"]
+            ):
+                for key in ("qemu_icount",):
+                    if key in options:
+                        existing.options[key] = True
+                return existing
+    else:
+        scratch = Path(tempfile.mkdtemp(prefix="mlf-run-"))
+        stack.callback(shutil.rmtree, scratch, True)
+        project_dir = scratch / "project"
+    if not archive.exists():
+        raise GenerateError(f"{archive}: no such archive or project directory")
+    progress(f"generating a project for {archive.name} on {board}")
+    return Project.generate(
+        archive,
+        project_dir,
+        board=board,
+        project_type=args.project_type,
+        model=args.model,
+        options=options,
+        progress=None,
+        force=True,
+    )
+
+
+# --- inputs ------------------------------------------------------------------------------------
+
+
+def _describe_specs(specs: List[Dict[str, Any]]) -> str:
+    return ", ".join(f"{s['name']} {list(s['shape'])} {s['dtype']}" for s in specs)
+
+
+def load_inputs(path: Optional[str], model: Mapping[str, Any]) -> Dict[str, np.ndarray]:
+    """Inputs for ``model`` (project.json's description) from an .npz/.npy, checked against
+    its names, shapes and dtypes; deterministic random inputs without a path."""
+    from ..generate.samples import random_inputs
+    from ..read.dtypes import parse_dtype
+
+    specs = list(model["inputs"])
+    if path is None:
+
+        class _Spec:
+            def __init__(self, spec: Mapping[str, Any]) -> None:
+                self.name = spec["name"]
+                self.shape = tuple(spec["shape"])
+                self.dtype = spec["dtype"]
+
+        return random_inputs([_Spec(s) for s in specs], seed=0)
+    file = Path(path)
+    try:
+        if file.suffix == ".npy":
+            array = np.load(str(file), allow_pickle=False)
+            if len(specs) != 1:
+                raise InputError(
+                    f"{file}: a .npy holds one array, model {model['name']!r} takes "
+                    f"{len(specs)} inputs ({_describe_specs(specs)})",
+                    hint="give an .npz keyed by input name",
+                )
+            given = {specs[0]["name"]: array}
+        else:
+            with np.load(str(file), allow_pickle=False) as data:
+                given = {key: np.asarray(data[key]) for key in data.files}
+    except FileNotFoundError:
+        raise InputError(f"input file {file}: no such file") from None
+    except (OSError, ValueError, zipfile.BadZipFile) as err:
+        raise InputError(f"input file {file}: not a readable .npz/.npy ({err})") from None
+    names = [s["name"] for s in specs]
+    missing = [n for n in names if n not in given]
+    unknown = [k for k in given if k not in names]
+    if missing or unknown:
+        problem = (
+            f"no input {', '.join(repr(m) for m in missing)}"
+            if missing
+            else f"unknown input {', '.join(repr(u) for u in unknown)}"
+        )
+        raise InputError(
+            f"{file}: {problem}; model {model['name']!r} takes {_describe_specs(specs)}"
+        )
+    inputs: Dict[str, np.ndarray] = {}
+    for spec in specs:
+        array = given[spec["name"]]
+        want_dtype = parse_dtype(spec["dtype"]).to_numpy()
+        if tuple(array.shape) != tuple(spec["shape"]) or array.dtype != want_dtype:
+            raise InputError(
+                f"{file}: input {spec['name']!r} is {array.dtype} {list(array.shape)}; model "
+                f"{model['name']!r} takes {_describe_specs(specs)}"
+            )
+        inputs[spec["name"]] = array
+    return inputs
+
+
+# --- running ------------------------------------------------------------------------------------
+
+
+def _run_host_driven(project: Any, args: argparse.Namespace, timeout: float) -> Dict[str, Any]:
+    models = project.models
+    chosen = [m for m in models if args.model in (None, "*", m["name"])] or models
+    if len(chosen) > 1 and args.model != "*":
+        names = ", ".join(m["name"] for m in models)
+        raise InputError(f"the firmware holds models {names}: choose one with --model NAME")
+    per_model: List[Dict[str, Any]] = []
+    inputs_by_model = []
+    for model in chosen:
+        if args.input is None:
+            print(
+                f"mlf-project run: no --input: model {model['name']} runs on deterministic "
+                f"random inputs ({_describe_specs(model['inputs'])})",
+                file=sys.stderr,
+            )
+        inputs_by_model.append(load_inputs(args.input, model))
+    with project.session(timeout=timeout, run_timeout=max(timeout, 30.0)) as session:
+        for model, inputs in zip(chosen, inputs_by_model):
+            outputs = session.run(inputs, model=model["name"])
+            stats = session.last_stats
+            per_model.append({"model": model["name"], "outputs": outputs, "stats": stats})
+    return {"runs": per_model}
+
+
+def _run_standalone(project: Any, timeout: float) -> Dict[str, Any]:
+    report = project.run_standalone(timeout=max(timeout, 30.0))
+    runs = []
+    for index, name in sorted(report.models.items()):
+        outputs = report.outputs_of(model=index, sample=0)
+        stats = next((r for r in report.runs if r.model == index and r.sample == 0), None)
+        runs.append({"model": name, "outputs": outputs, "stats": stats})
+    status = EXIT_OK if report.status == "pass" else EXIT_FAILURE
+    for error in report.errors:
+        print(f"mlf-project run: device error: {error.message}", file=sys.stderr)
+    return {"runs": runs, "status": status, "standalone": report.status}
+
+
+def _report(project: Any, result: Dict[str, Any], args: argparse.Namespace) -> None:
+    runs = result["runs"]
+    many = len(runs) > 1
+    if args.output:
+        arrays: Dict[str, np.ndarray] = {}
+        for run in runs:
+            for key, value in run["outputs"].items():
+                arrays[f"{run['model']}.{key}" if many else key] = value
+        np.savez(args.output, **arrays)  # type: ignore[arg-type]
+    documents = [_json_of(project, run) for run in runs]
+    if args.json:
+        document: Dict[str, Any] = documents[0] if not many else {"models": documents}
+        if "standalone" in result:
+            document["standalone"] = result["standalone"]
+        print(json.dumps(document, indent=2))
+        return
+    for run, doc in zip(runs, documents):
+        print(f"model {run['model']} on {doc['board']}:")
+        for key, value in run["outputs"].items():
+            print(f"  {key} {value.dtype}{list(value.shape)}: {_preview(value)}")
+        line = f"  device time {doc['seconds'] * 1e3:.3f} ms ({doc['ticks']} ticks)"
+        if doc["instructions"] is not None:
+            line += f", {doc['instructions']} instructions"
+        print(line)
+    if args.output:
+        print(f"outputs written to {args.output}")
+
+
+def _json_of(project: Any, run: Mapping[str, Any]) -> Dict[str, Any]:
+    stats = run["stats"]
+    ticks = getattr(stats, "ticks", None)
+    tick_hz = getattr(stats, "tick_hz", None)
+    seconds = ticks / tick_hz if ticks is not None and tick_hz else None
+    instructions = getattr(stats, "instructions", None)
+    if (
+        instructions is None
+        and ticks is not None
+        and project.board.is_qemu
+        and project.options.get("qemu_icount")
+    ):
+        instructions = int(round(ticks * project.board.instructions_per_tick()))
+    return {
+        "board": project.board.name,
+        "model": run["model"],
+        "outputs": {
+            key: {"shape": list(value.shape), "dtype": str(value.dtype)}
+            for key, value in run["outputs"].items()
+        },
+        "seconds": seconds,
+        "ticks": ticks,
+        "tick_hz": tick_hz,
+        "instructions": instructions,
+        "workspace_bytes": getattr(stats, "workspace_bytes", None),
+        "host_seconds": getattr(stats, "host_seconds", None),
+        "project_dir": str(project.dir),
+    }
+
+
+def _preview(value: np.ndarray, limit: int = 12) -> str:
+    flat = value.reshape(-1)
+    text = np.array2string(flat[:limit], separator=" ", max_line_width=10**6)
+    return text[:-1] + " ...]" if flat.size > limit else text

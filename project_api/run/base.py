@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import abc
 import atexit
+import contextlib
 import ctypes
 import os
+import queue
 import signal
 import subprocess
 import sys
 import threading
 from types import TracebackType
-from typing import IO, Any, List, Optional, Sequence, Set, Type
+from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Type
 
 _live: Set[subprocess.Popen] = set()
 _live_lock = threading.Lock()
@@ -45,8 +47,7 @@ def spawn(
     pass_fds: Sequence[int] = (),
 ) -> subprocess.Popen:
     """Starts a child that is killed if we exit or die; stop it with :func:`reap`."""
-    proc = subprocess.Popen(
-        list(argv),
+    kwargs: Dict[str, Any] = dict(
         stdin=stdin,
         stdout=stdout,
         stderr=stderr,
@@ -54,11 +55,55 @@ def spawn(
         env=env,
         pass_fds=tuple(pass_fds),
         start_new_session=True,
-        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
     )
+    if sys.platform.startswith("linux"):
+        # Linux sends the parent-death signal when the *thread* that forked the child ends,
+        # not the process: fork from one thread that lives as long as we do.
+        proc = _spawner().run(
+            lambda: subprocess.Popen(list(argv), preexec_fn=_die_with_parent, **kwargs)
+        )
+    else:
+        proc = subprocess.Popen(list(argv), **kwargs)
     with _live_lock:
         _live.add(proc)
     return proc
+
+
+class _SpawnerThread:
+    """A daemon thread that runs every fork, so parent-death signals fire only when the
+    whole process ends."""
+
+    def __init__(self) -> None:
+        self._requests: queue.Queue[Tuple[Callable[[], Any], queue.Queue]] = queue.Queue()
+        self._thread = threading.Thread(target=self._serve, name="mlf-spawner", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            job, reply = self._requests.get()
+            try:
+                reply.put((True, job()))
+            except BaseException as err:  # handed back to the caller's thread
+                reply.put((False, err))
+
+    def run(self, job: Callable[[], Any]) -> Any:
+        reply: queue.Queue = queue.Queue(maxsize=1)
+        self._requests.put((job, reply))
+        ok, value = reply.get()
+        if not ok:
+            raise value
+        return value
+
+
+_spawner_instance: Optional[_SpawnerThread] = None
+
+
+def _spawner() -> _SpawnerThread:
+    global _spawner_instance
+    with _live_lock:
+        if _spawner_instance is None:
+            _spawner_instance = _SpawnerThread()
+        return _spawner_instance
 
 
 def reap(proc: subprocess.Popen, *, grace: float = 1.0) -> Optional[int]:
@@ -74,10 +119,8 @@ def reap(proc: subprocess.Popen, *, grace: float = 1.0) -> Optional[int]:
                 proc.wait(timeout=5)
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             if stream is not None:
-                try:
+                with contextlib.suppress(OSError):
                     stream.close()
-                except OSError:
-                    pass
         return proc.returncode
     finally:
         with _live_lock:
@@ -88,10 +131,8 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
     try:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             proc.send_signal(sig)
-        except ProcessLookupError:
-            pass
 
 
 def live_children() -> List[subprocess.Popen]:

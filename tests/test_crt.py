@@ -19,10 +19,24 @@ from typing import Dict, List
 import numpy as np
 import pytest
 
-from tests.conftest import REPO_ROOT, corpus_archives, corpus_case
+from tests.conftest import REPO_ROOT, corpus_archives, corpus_case, requires_arm
 
 CRT_DIR = REPO_ROOT / "crt"
-CTEST_NAMES = ["test_graph_json", "test_executor", "test_params", "test_misc"]
+CTEST_NAMES = ["test_graph_json", "test_executor", "test_params", "test_misc", "ram_chain"]
+# The runtime proper (what the code-size target counts) and what else the firmware may link.
+CORE_SOURCES = [
+    "mlf_executor.c",
+    "mlf_graph_json.c",
+    "mlf_json.c",
+    "mlf_params.c",
+    "mlf_workspace.c",
+    "mlf_registry.c",
+]
+OTHER_SOURCES = ["mlf_error.c", "mlf_tvm_compat.c", "mlf_tvm_platform.c"]
+ARM_FLAGS = ["-mthumb", "-mcpu=cortex-m3"]
+# Regression ceiling for CORE_SOURCES' .text (+.rodata) on Cortex-M3 -Os, in bytes: the
+# measured figure plus a little slack. The design target (6 KiB) is not met; see the report.
+CORE_TEXT_CEILING = 12 * 1024
 MODES = ["bind", "load", "compat"]
 
 
@@ -218,3 +232,87 @@ def test_no_malloc_in_runtime() -> None:
         code = re.sub(r"/\*.*?\*/|//[^\n]*", "", source.read_text(), flags=re.S)
         calls = re.findall(r"\b(malloc|calloc|realloc|free)\s*\(", code)
         assert not calls, f"{source.name} calls {calls}"
+
+
+def _arm_text_sizes(tmp_path: Path, defines: List[str]) -> Dict[str, int]:
+    """arm-none-eabi-size's text column of every runtime source, built as the target asks."""
+    sizes = {}
+    for name in CORE_SOURCES + OTHER_SOURCES:
+        obj = tmp_path / f"{name}.o"
+        subprocess.run(
+            ["arm-none-eabi-gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-Os"]
+            + ARM_FLAGS
+            + ["-ffunction-sections", "-fdata-sections", *defines, "-c"]
+            + ["-I", str(CRT_DIR / "include"), str(CRT_DIR / "src" / name), "-o", str(obj)],
+            check=True,
+        )
+        out = subprocess.run(
+            ["arm-none-eabi-size", str(obj)], capture_output=True, text=True, check=True
+        ).stdout
+        sizes[name] = int(out.splitlines()[1].split()[0])
+    return sizes
+
+
+@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="needs arm-none-eabi-gcc")
+def test_code_size_cortex_m3(tmp_path: Path) -> None:
+    """Reports .text per file (Cortex-M3, -Os, sections) with and without error texts."""
+    full = _arm_text_sizes(tmp_path, [])
+    lean = _arm_text_sizes(tmp_path, ["-DMLF_ERROR_TEXT=0"])
+    for name in CORE_SOURCES + OTHER_SOURCES:
+        print(f"{name:22} {full[name]:6} {lean[name]:6}")
+    core = sum(full[name] for name in CORE_SOURCES)
+    print(f"{'core total':22} {core:6} {sum(lean[name] for name in CORE_SOURCES):6}")
+    assert core <= CORE_TEXT_CEILING
+
+
+def _qemu_run(elf: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            "qemu-system-arm",
+            "-M",
+            "mps2-an385",
+            "-nographic",
+            "-monitor",
+            "none",
+            "-serial",
+            "null",
+            "-semihosting-config",
+            "enable=on,target=native",
+            "-kernel",
+            str(elf),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+@requires_arm
+@pytest.mark.qemu
+@pytest.mark.parametrize(
+    "program", ["ram_chain", "test_graph_json", "test_executor", "test_params"]
+)
+def test_on_cortex_m3(tmp_path: Path, program: str) -> None:
+    """The portable C tests and the RAM benchmark, built for Cortex-M3 (32-bit pointers,
+    newlib) and run on qemu-system-arm's mps2-an385 with semihosting."""
+    crt0 = subprocess.run(
+        ["arm-none-eabi-gcc", *ARM_FLAGS, "-print-file-name=rdimon-crt0.o"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    elf = tmp_path / f"{program}.elf"
+    sources = [CRT_DIR / "src" / name for name in CORE_SOURCES + ["mlf_error.c"]]
+    tests = CRT_DIR / "tests"
+    sources += [tests / "test_util.c", tests / "test_graphs.c", tests / "arm" / "startup.c"]
+    sources.append(tests / f"{program}.c")
+    subprocess.run(
+        ["arm-none-eabi-gcc", *ARM_FLAGS, "-O1", "-std=gnu11", "-Wall", "-Wextra", "-Werror"]
+        + ["-I", str(CRT_DIR / "include"), "--specs=rdimon.specs", "-nostartfiles", crt0]
+        + ["-T", str(tests / "arm" / "mps2_an385.ld"), *map(str, sources), "-lm", "-o", str(elf)],
+        check=True,
+    )
+    result = _qemu_run(elf)
+    print(result.stdout + result.stderr)
+    assert result.returncode == 0, result.stdout + result.stderr

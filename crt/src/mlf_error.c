@@ -92,7 +92,7 @@ size_t mlf_error_format(const mlf_error* err, char* buf, size_t size) {
     put_str(&out, "no error record");
   } else {
     put_str(&out, mlf_status_name(err->status));
-    if (err->what != NULL) {
+    if (err->what != NULL && err->what[0] != '\0') {
       put_str(&out, ": ");
       put_str(&out, err->what);
     }

@@ -63,19 +63,21 @@ mlf_status mlf_graph_check(const mlf_graph* g, mlf_error* err) {
       !present(g->funcs, g->num_funcs) || !present(g->views, g->num_views) ||
       !present(g->shapes, g->num_shape_dims) || !present(g->storage_bytes, g->num_storage) ||
       !present(g->args, g->num_args) || !present(g->outputs, g->num_outputs)) {
-    return bad_tables(err, "table missing or too large", UINT32_MAX);
+    return bad_tables(err, MLF_TEXT("table missing or too large"), UINT32_MAX);
   }
   for (uint32_t i = 0; i < g->num_views; ++i) {
-    if (!view_ok(g, &g->views[i])) return bad_tables(err, "view outside its storage", UINT32_MAX);
+    if (!view_ok(g, &g->views[i]))
+      return bad_tables(err, MLF_TEXT("view outside its storage"), UINT32_MAX);
   }
   for (uint32_t i = 0; i < g->num_ops; ++i) {
-    if (!op_ok(g, &g->ops[i])) return bad_tables(err, "bad operator", g->ops[i].node);
+    if (!op_ok(g, &g->ops[i])) return bad_tables(err, MLF_TEXT("bad operator"), g->ops[i].node);
   }
   for (uint32_t i = 0; i < g->num_args; ++i) {
-    if (g->args[i].view >= g->num_views) return bad_tables(err, "bad arg", g->args[i].node);
+    if (g->args[i].view >= g->num_views)
+      return bad_tables(err, MLF_TEXT("bad arg"), g->args[i].node);
   }
   for (uint32_t i = 0; i < g->num_outputs; ++i) {
-    if (g->outputs[i] >= g->num_views) return bad_tables(err, "bad output", UINT32_MAX);
+    if (g->outputs[i] >= g->num_views) return bad_tables(err, MLF_TEXT("bad output"), UINT32_MAX);
   }
   return MLF_OK;
 }
@@ -194,14 +196,15 @@ static mlf_status bind_params(mlf_executor* ex, const void* params, size_t len, 
       const mlf_view* v = &g->views[g->args[a].view];
       if (!same_name(g->args[a].name, p.name)) continue;
       if (!param_fits(g, v, &p)) {
-        return mlf_fail(&ex->error, MLF_ERR_MISMATCH, "param shape or dtype differs from graph",
-                        p.name.str, p.name.len);
+        return mlf_fail(&ex->error, MLF_ERR_MISMATCH,
+                        MLF_TEXT("param shape or dtype differs from graph"), p.name.str,
+                        p.name.len);
       }
       if (ex->storage[v->storage] == p.data) ex->arg_flags[a] = ARG_IN_PLACE;
       if (ex->arg_flags[a] == ARG_IN_PLACE) {
         if (!loading) continue; /* bound where it lies; later duplicates are ignored */
-        return mlf_fail(&ex->error, MLF_ERR_UNSUPPORTED, "param is bound in place (read-only)",
-                        p.name.str, p.name.len);
+        return mlf_fail(&ex->error, MLF_ERR_UNSUPPORTED,
+                        MLF_TEXT("param is bound in place (read-only)"), p.name.str, p.name.len);
       }
       memcpy(ex->storage[v->storage], p.data, (size_t)p.nbytes);
       ex->arg_flags[a] = ARG_COPIED;
@@ -243,8 +246,8 @@ static mlf_status resolve_funcs(mlf_executor* ex, const TVMModule* lib) {
   for (uint32_t i = 0; i < g->num_funcs; ++i) {
     const mlf_name* name = &g->funcs[i];
     if (mlf_module_lookup(lib, name->str, name->len, &ex->funcs[i]) != MLF_OK) {
-      return mlf_fail(&ex->error, MLF_ERR_MISSING_FUNCTION, "function not in the system library",
-                      name->str, name->len);
+      return mlf_fail(&ex->error, MLF_ERR_MISSING_FUNCTION,
+                      MLF_TEXT("function not in the system library"), name->str, name->len);
     }
   }
   return MLF_OK;
@@ -276,7 +279,7 @@ static mlf_status init_checked(mlf_executor* ex, const TVMModule* lib, const voi
   mlf_params_iter it;
   if (mlf_graph_check(g, &ex->error) != MLF_OK) return ex->error.status;
   if (state_size < mlf_executor_state_bytes(g)) {
-    return mlf_fail(&ex->error, MLF_ERR_NO_MEMORY, "executor state too small", NULL, 0);
+    return mlf_fail(&ex->error, MLF_ERR_NO_MEMORY, MLF_TEXT("executor state too small"), NULL, 0);
   }
   if (params != NULL && mlf_params_open(params, params_len, &it, &ex->error) != MLF_OK) {
     return ex->error.status;
@@ -284,7 +287,7 @@ static mlf_status init_checked(mlf_executor* ex, const TVMModule* lib, const voi
   size_t skip = (size_t)(-(uintptr_t)arena & (MLF_STORAGE_ALIGN - 1));
   uint64_t need = plan_storage(g, params, params_len, NULL, NULL);
   if (arena_size < skip || need > arena_size - skip) {
-    return mlf_fail(&ex->error, MLF_ERR_NO_MEMORY, "arena too small", NULL, 0);
+    return mlf_fail(&ex->error, MLF_ERR_NO_MEMORY, MLF_TEXT("arena too small"), NULL, 0);
   }
   carve_state(ex, state);
   memset(ex->arg_flags, ARG_INPUT, g->num_args);
@@ -306,8 +309,8 @@ mlf_status mlf_executor_init(mlf_executor* ex, const mlf_graph* g, const TVMModu
   mlf_error_clear(&ex->error);
   if (g == NULL || lib == NULL || state == NULL || ((uintptr_t)state & 7u) != 0 ||
       (arena == NULL && arena_size != 0)) {
-    return mlf_fail(&ex->error, MLF_ERR_ARGUMENT, "graph, library and 8-byte aligned state needed",
-                    NULL, 0);
+    return mlf_fail(&ex->error, MLF_ERR_ARGUMENT,
+                    MLF_TEXT("graph, library and 8-byte aligned state needed"), NULL, 0);
   }
   ex->graph = g;
   mlf_status status =
@@ -349,7 +352,8 @@ mlf_status mlf_executor_run(mlf_executor* ex) {
       /* The operator may have returned between workspace allocations and frees. */
       mlf_workspace_release_to(mark);
       const mlf_name* name = &g->funcs[op->func];
-      mlf_fail(&ex->error, MLF_ERR_OPERATOR, "operator returned an error", name->str, name->len);
+      mlf_fail(&ex->error, MLF_ERR_OPERATOR, MLF_TEXT("operator returned an error"), name->str,
+               name->len);
       ex->error.node = op->node;
       return MLF_ERR_OPERATOR;
     }

@@ -2,9 +2,9 @@
  * mlf_graph_json.c — graph.json → mlf_graph tables, in place.
  *
  * The text is never copied: names stay slices of it, and lists are re-read where they lie.
- * Top-level keys may come in any order, so a first scan only notes where each section's
- * value starts; the sections are then read in dependency order: node_row_ptr, the
- * per-entry attribute lists (walked in lockstep), arg_nodes, nodes, heads.
+ * Keys may come in any order, so objects are read in two steps: note where the values of
+ * the wanted keys start (skipping the rest), then read those values in dependency order:
+ * node_row_ptr, the per-entry attribute lists (walked in lockstep), arg_nodes, nodes, heads.
  *
  * A parse runs that sequence twice over the same text with the same code: a measuring pass
  * that only counts, then a building pass that writes into the caller's memory laid out from
@@ -20,19 +20,25 @@
 
 #include "mlf_internal.h"
 
-#define MAX_INDEX 0xFFFFu /* views, args, functions: uint16_t indices in the tables */
+#define MAX_INDEX 0xFFFFu /* views and arguments are uint16_t in the tables */
 #define FUNC_CACHE 8u     /* names the measuring pass remembers, to count repeats once */
 
-enum { NODES, ARG_NODES, HEADS, ROW_PTR, SHAPE, DLTYPE, STORAGE_ID, DEVICE_INDEX, SECTIONS };
-
-static const char* const kSectionKeys[SECTIONS] = {
-    "nodes", "arg_nodes", "heads", "node_row_ptr", "shape", "dltype", "storage_id", "device_index"};
+/* Keys of the objects read, and where their values start (slots indexed alike). */
+enum { NODES, ARG_NODES, HEADS, ROW_PTR, ATTRS };
+enum { SHAPE, DLTYPE, STORAGE_ID, DEVICE_INDEX };
+enum { OP, NAME, INPUTS, OP_ATTRS };
+enum { FUNC_NAME, FLATTEN };
+static const char* const kTopKeys[] = {"nodes", "arg_nodes", "heads", "node_row_ptr", "attrs"};
+static const char* const kAttrKeys[] = {"shape", "dltype", "storage_id", "device_index"};
+static const char* const kNodeKeys[] = {"op", "name", "inputs", "attrs"};
+static const char* const kOpKeys[] = {"func_name", "flatten_data"};
 
 typedef struct {
   mlf_error* err;
   mlf_json whole;
   int build;
-  const char* section[SECTIONS]; /* where each value starts; NULL when absent */
+  const char* top[5];
+  const char* attr[4]; /* the inner lists of attrs' ["list_<type>", [...]] values */
   uint32_t num_entries;
   mlf_graph* g;  /* running counts (measuring: &cap) */
   mlf_graph cap; /* what the measuring pass counted */
@@ -59,16 +65,17 @@ typedef struct {
 
 /* The storage_id, dltype and shape lists, read in lockstep. */
 typedef struct {
-  mlf_json sid, dtype, shape;
-  uint32_t n_sid, n_dtype, n_shape;
+  mlf_json list[3];
+  uint32_t count[3];
 } entry_lists;
 
 static int failed(const parser* p) { return p->err->status != MLF_OK; }
 
+/* A cursor at `at`, past the bracket `open` (none when 0). */
 static void open_at(const parser* p, mlf_json* j, const char* at, char open) {
   *j = p->whole;
   j->pos = at;
-  mlf_json_open(j, open);
+  if (open) mlf_json_open(j, open);
 }
 
 /* A structural problem at the cursor; returns 0. */
@@ -84,65 +91,66 @@ static int graph_error(mlf_json* j, const char* what) {
   return bad(j, MLF_ERR_GRAPH, what, (mlf_name){NULL, 0});
 }
 
-/* ---- sections ------------------------------------------------------------------------- */
-
-static void note_value(mlf_json* j, const char** slot) {
-  mlf_json_peek(j);
-  *slot = j->pos;
-  mlf_json_skip(j);
-}
-
-/* Members whose key is one of kSectionKeys[first..last) are noted, others skipped. */
-static void note_members(parser* p, mlf_json* j, int first, int last) {
-  uint32_t n = 0, m;
+/* Notes where the values of `keys` start in the object at the cursor (consumed). */
+static void note_members(mlf_json* j, const char* const* keys, int n, const char** slots) {
+  uint32_t count = 0;
   mlf_name key;
   mlf_json_open(j, '{');
-  while (mlf_json_more(j, '}', &n) && mlf_json_key(j, &key)) {
-    int i = first;
-    while (i < last && !mlf_name_is(key, kSectionKeys[i])) ++i;
-    if (first == NODES && mlf_name_is(key, "attrs")) {
-      note_members(p, j, SHAPE, SECTIONS);
-    } else if (i == last) {
-      mlf_json_skip(j); /* metadata, storage_scope, and anything newer */
-    } else if (first == NODES) {
-      note_value(j, &p->section[i]);
-    } else {
-      /* attrs.<key> is ["list_<type>", [...]] */
-      m = 0;
-      mlf_json_open(j, '[');
-      if (!mlf_json_more(j, ']', &m) || !mlf_json_string(j, NULL) || !mlf_json_more(j, ']', &m)) {
-        graph_error(j, "attribute is not [\"list_<type>\", [...]]");
-      }
-      note_value(j, &p->section[i]);
-      while (mlf_json_more(j, ']', &m)) mlf_json_skip(j);
-    }
+  while (mlf_json_more(j, '}', &count) && mlf_json_key(j, &key)) {
+    int i = 0;
+    while (i < n && !mlf_name_is(key, keys[i])) ++i;
+    mlf_json_peek(j);
+    if (i < n) slots[i] = j->pos;
+    mlf_json_skip(j); /* and unknown keys: metadata, hash, layouts, storage_scope, ... */
   }
+}
+
+static mlf_name string_at(const parser* p, const char* at) {
+  mlf_name s = {NULL, 0};
+  mlf_json j = p->whole;
+  j.pos = at;
+  if (at != NULL) mlf_json_string(&j, &s);
+  return s;
 }
 
 static void find_sections(parser* p) {
   mlf_json j = p->whole;
-  note_members(p, &j, NODES, SHAPE);
-  if (mlf_json_peek(&j) >= 0) mlf_json_fail(&j, "text after the graph");
-  for (int i = 0; i < DEVICE_INDEX; ++i) {
-    if (p->section[i] == NULL) {
-      bad(&j, MLF_ERR_GRAPH, "missing section",
-          (mlf_name){kSectionKeys[i], (uint32_t)strlen(kSectionKeys[i])});
+  note_members(&j, kTopKeys, 5, p->top);
+  if (mlf_json_peek(&j) >= 0) mlf_json_fail(&j, MLF_TEXT("text after the graph"));
+  if (p->top[ATTRS] != NULL) {
+    open_at(p, &j, p->top[ATTRS], '\0');
+    note_members(&j, kAttrKeys, 4, p->attr);
+  }
+  for (int i = 0; i < 4; ++i) {
+    uint32_t n = 0;
+    if (p->attr[i] == NULL) continue;
+    /* ["list_<type>", [...]]: keep where the inner list starts */
+    open_at(p, &j, p->attr[i], '[');
+    if (!mlf_json_more(&j, ']', &n) || !mlf_json_string(&j, NULL) || !mlf_json_more(&j, ']', &n)) {
+      graph_error(&j, MLF_TEXT("attribute is not [\"list_<type>\", [...]]"));
     }
+    mlf_json_peek(&j);
+    p->attr[i] = j.pos;
+  }
+  if (!p->top[NODES] || !p->top[ARG_NODES] || !p->top[HEADS] || !p->top[ROW_PTR] ||
+      !p->attr[SHAPE] || !p->attr[DLTYPE] || !p->attr[STORAGE_ID]) {
+    graph_error(&j,
+                MLF_TEXT("a section is missing (nodes, arg_nodes, heads, node_row_ptr, attrs)"));
   }
 }
 
-/* ---- node_row_ptr ------------------------------------------------------------------------ */
+/* ---- node_row_ptr ---------------------------------------------------------------------- */
 
 static void read_row_ptr(parser* p) {
   mlf_json j;
   uint32_t n = 0, value, previous = 0;
-  open_at(p, &j, p->section[ROW_PTR], '[');
+  open_at(p, &j, p->top[ROW_PTR], '[');
   while (mlf_json_more(&j, ']', &n) && mlf_json_u32(&j, &value)) {
     if ((n == 1 && value != 0) || value < previous)
-      graph_error(&j, "node_row_ptr must rise from 0");
+      graph_error(&j, MLF_TEXT("node_row_ptr must rise from 0"));
     previous = value;
   }
-  if (n == 0) graph_error(&j, "node_row_ptr is empty");
+  if (n == 0) graph_error(&j, MLF_TEXT("node_row_ptr is empty"));
   p->g->num_nodes = n - 1;
   p->num_entries = previous;
 }
@@ -151,7 +159,7 @@ static void read_row_ptr(parser* p) {
 static void row_range(const parser* p, uint32_t nid, uint32_t* first, uint32_t* next) {
   mlf_json j;
   uint32_t n = 0, value = 0;
-  open_at(p, &j, p->section[ROW_PTR], '[');
+  open_at(p, &j, p->top[ROW_PTR], '[');
   while (n <= nid + 1 && mlf_json_more(&j, ']', &n) && mlf_json_u32(&j, &value)) {
     if (n == nid + 1) *first = value;
   }
@@ -160,41 +168,48 @@ static void row_range(const parser* p, uint32_t nid, uint32_t* first, uint32_t* 
 
 /* [nid, index(, version)] naming an output of a node before `limit`. */
 static int read_entry_ref(parser* p, mlf_json* j, uint32_t limit, uint32_t* eid) {
-  uint32_t n = 0, nid, index, first, next;
+  uint32_t n = 0, nid = 0, index = 0, first, next;
   mlf_json_open(j, '[');
-  if (!mlf_json_more(j, ']', &n) || !mlf_json_u32(j, &nid) || !mlf_json_more(j, ']', &n) ||
-      !mlf_json_u32(j, &index)) {
-    return graph_error(j, "an entry reference is [node, index]");
+  while (mlf_json_more(j, ']', &n)) {
+    if (n > 2) {
+      mlf_json_skip(j); /* the version */
+    } else {
+      mlf_json_u32(j, n == 1 ? &nid : &index);
+    }
   }
-  while (mlf_json_more(j, ']', &n)) mlf_json_skip(j); /* the version, if any */
-  if (nid >= limit) return graph_error(j, "reference to a missing or later node");
+  if (failed(p)) return 0;
+  if (n < 2 || nid >= limit) return graph_error(j, MLF_TEXT("bad entry reference"));
   row_range(p, nid, &first, &next);
-  if (index >= next - first) return graph_error(j, "output index out of range");
+  if (index >= next - first) return graph_error(j, MLF_TEXT("bad entry reference"));
   *eid = first + index;
-  return !failed(p);
+  return 1;
 }
 
 /* ---- entries ----------------------------------------------------------------------------- */
 
+/* Decimal digits at s[*at..] (advancing *at); 0 when there are none. */
+static uint32_t decimal(mlf_name s, uint32_t* at) {
+  uint32_t value = 0;
+  while (*at < s.len && s.str[*at] >= '0' && s.str[*at] <= '9' && value < 0x10000) {
+    value = value * 10 + (uint32_t)(s.str[(*at)++] - '0');
+  }
+  return value;
+}
+
+/* (int|uint|float|bfloat)<bits>[x<lanes>], bool, handle. */
 static int parse_dtype(mlf_name s, DLDataType* t) {
   /* Indexed by type code; kDLOpaqueHandle is spelled "handle" (always 64 bits). */
   static const char* const kPrefixes[] = {"int", "uint", "float", "handle", "bfloat"};
-  uint32_t bits, lanes = 1, split;
+  uint32_t at = 0, bits, lanes = 1;
   if (mlf_name_is(s, "bool")) s = (mlf_name){"uint1", 5};
   if (mlf_name_is(s, "handle")) s = (mlf_name){"handle64", 8};
+  while (at < s.len && (s.str[at] < '0' || s.str[at] > '9')) ++at;
   for (uint8_t code = 0; code < 5; ++code) {
-    size_t n = strlen(kPrefixes[code]);
-    if (s.len <= n || memcmp(s.str, kPrefixes[code], n) != 0) continue;
-    s.str += n;
-    s.len -= (uint32_t)n;
-    for (split = 0; split < s.len && s.str[split] != 'x';) ++split;
-    /* bits in 1..255, lanes in 1..65535 (unsigned wrap-around turns 0 into a huge value) */
-    if (!mlf_name_to_u32((mlf_name){s.str, split}, &bits) || bits - 1 > 254 ||
-        (split < s.len &&
-         (!mlf_name_to_u32((mlf_name){s.str + split + 1, s.len - split - 1}, &lanes) ||
-          lanes - 1 > 0xFFFE))) {
-      return 0;
-    }
+    if (at != strlen(kPrefixes[code]) || memcmp(s.str, kPrefixes[code], at) != 0) continue;
+    bits = decimal(s, &at);
+    if (at < s.len && s.str[at] == 'x' && ++at) lanes = decimal(s, &at);
+    /* bits in 1..255, lanes in 1..65535: unsigned wrap-around turns 0 into a huge value */
+    if (at != s.len || bits - 1 > 254 || lanes - 1 > 0xFFFE) return 0;
     *t = (DLDataType){code, (uint8_t)bits, (uint16_t)lanes};
     return 1;
   }
@@ -202,32 +217,40 @@ static int parse_dtype(mlf_name s, DLDataType* t) {
 }
 
 static void open_lists(const parser* p, entry_lists* l) {
-  memset(l, 0, sizeof(*l));
-  open_at(p, &l->sid, p->section[STORAGE_ID], '[');
-  open_at(p, &l->dtype, p->section[DLTYPE], '[');
-  open_at(p, &l->shape, p->section[SHAPE], '[');
+  memset(l->count, 0, sizeof(l->count));
+  for (int i = 0; i < 3; ++i) open_at(p, &l->list[i], p->attr[i], '[');
 }
 
+/* Reads the next entry's storage id, dtype and shape (kept as a position in the text). */
 static int read_entry(parser* p, entry_lists* l, entry_key* key) {
+  mlf_json* shape = &l->list[SHAPE];
   mlf_name text;
   uint32_t n = 0, dim;
   uint64_t bytes;
-  if (!mlf_json_more(&l->sid, ']', &l->n_sid) || !mlf_json_more(&l->dtype, ']', &l->n_dtype) ||
-      !mlf_json_more(&l->shape, ']', &l->n_shape)) {
-    return graph_error(&l->sid, "attribute lists shorter than the entries");
+  for (int i = 0; i < 3; ++i) {
+    if (!mlf_json_more(&l->list[i], ']', &l->count[i])) {
+      return graph_error(&l->list[i], MLF_TEXT("attribute lists and entries disagree"));
+    }
   }
-  if (!mlf_json_u32(&l->sid, &key->storage) || !mlf_json_string(&l->dtype, &text)) return 0;
-  if (key->storage >= p->num_entries) return graph_error(&l->sid, "storage id out of range");
-  if (!parse_dtype(text, &key->dtype)) return bad(&l->dtype, MLF_ERR_GRAPH, "unknown dtype", text);
+  if (!mlf_json_u32(&l->list[STORAGE_ID], &key->storage) ||
+      !mlf_json_string(&l->list[DLTYPE], &text)) {
+    return 0;
+  }
+  if (key->storage >= p->num_entries) {
+    return graph_error(&l->list[STORAGE_ID], MLF_TEXT("storage id out of range"));
+  }
+  if (!parse_dtype(text, &key->dtype)) {
+    return bad(&l->list[DLTYPE], MLF_ERR_GRAPH, MLF_TEXT("unknown dtype"), text);
+  }
   bytes = mlf_dtype_bytes(key->dtype);
-  mlf_json_peek(&l->shape);
-  key->shape = l->shape.pos;
-  mlf_json_open(&l->shape, '[');
-  while (mlf_json_more(&l->shape, ']', &n) && mlf_json_u32(&l->shape, &dim)) {
+  mlf_json_peek(shape);
+  key->shape = shape->pos;
+  mlf_json_open(shape, '[');
+  while (mlf_json_more(shape, ']', &n) && mlf_json_u32(shape, &dim)) {
     bytes *= dim; /* both factors < 2^32: no overflow before the check */
-    if (bytes > UINT32_MAX) return graph_error(&l->shape, "tensor larger than 4 GiB");
+    if (bytes > UINT32_MAX || n > 255)
+      return graph_error(shape, MLF_TEXT("bad shape (over 4 GiB)"));
   }
-  if (n > 255) return graph_error(&l->shape, "more than 255 dimensions");
   key->ndim = n;
   key->bytes = (uint32_t)bytes;
   return !failed(p);
@@ -259,8 +282,7 @@ static void find_earlier(parser* p, uint32_t eid, const entry_key* key, uint32_t
       continue;
     }
     if (*same_shape == UINT32_MAX) *same_shape = i;
-    if (other.storage == key->storage && other.dtype.code == key->dtype.code &&
-        other.dtype.bits == key->dtype.bits && other.dtype.lanes == key->dtype.lanes) {
+    if (other.storage == key->storage && !memcmp(&other.dtype, &key->dtype, sizeof(DLDataType))) {
       *same_view = i;
       return;
     }
@@ -271,19 +293,22 @@ static void find_earlier(parser* p, uint32_t eid, const entry_key* key, uint32_t
 static uint32_t append_shape(parser* p, const char* text, uint32_t ndim, int64_t flat) {
   uint32_t at = p->g->num_shape_dims, n = 0, dim;
   mlf_json j;
-  if (p->build && text == NULL) p->shapes[at] = flat;
-  if (p->build && text != NULL) {
+  p->g->num_shape_dims += ndim;
+  if (!p->build) return at;
+  if (text == NULL) {
+    p->shapes[at] = flat; /* a flattened view: ndim is 1 */
+  } else {
     open_at(p, &j, text, '[');
     while (mlf_json_more(&j, ']', &n) && mlf_json_u32(&j, &dim)) p->shapes[at + n - 1] = dim;
   }
-  p->g->num_shape_dims += ndim;
   return at;
 }
 
 static uint32_t new_view(parser* p, mlf_json* j, uint32_t storage, DLDataType dtype, uint32_t ndim,
                          uint32_t shape_at) {
   mlf_graph* g = p->g;
-  if (g->num_views >= MAX_INDEX) return (uint32_t)graph_error(j, "more than 65535 views");
+  if (g->num_views >= MAX_INDEX)
+    return (uint32_t)graph_error(j, MLF_TEXT("too large for 16-bit indices"));
   if (p->build) p->views[g->num_views] = (mlf_view){storage, shape_at, (uint8_t)ndim, 0, dtype};
   return g->num_views++;
 }
@@ -292,37 +317,38 @@ static void read_entries(parser* p) {
   entry_lists l;
   mlf_json device;
   entry_key key;
-  uint32_t n_device = 0, device_type, same_view, same_shape, shape_at;
+  uint32_t n_device = 0, device_type, same_view, same_shape, shape_at, eid;
   mlf_graph* g = p->g;
   open_lists(p, &l);
-  if (p->section[DEVICE_INDEX] != NULL) open_at(p, &device, p->section[DEVICE_INDEX], '[');
-  for (uint32_t eid = 0; eid < p->num_entries && read_entry(p, &l, &key); ++eid) {
-    if (p->section[DEVICE_INDEX] != NULL) {
-      if (!mlf_json_more(&device, ']', &n_device)) {
-        graph_error(&device, "device_index shorter than the entries");
-      } else if (mlf_json_u32(&device, &device_type) && device_type != kDLCPU) {
-        bad(&device, MLF_ERR_UNSUPPORTED, "device_index other than 1 (CPU)", (mlf_name){NULL, 0});
-      }
+  if (p->attr[DEVICE_INDEX] != NULL) open_at(p, &device, p->attr[DEVICE_INDEX], '[');
+  for (eid = 0; eid < p->num_entries && read_entry(p, &l, &key); ++eid) {
+    if (p->attr[DEVICE_INDEX] != NULL && mlf_json_more(&device, ']', &n_device) &&
+        mlf_json_u32(&device, &device_type) && device_type != kDLCPU) {
+      bad(&device, MLF_ERR_UNSUPPORTED, MLF_TEXT("device_index other than 1 (CPU)"),
+          (mlf_name){NULL, 0});
     }
     if (key.storage >= g->num_storage) g->num_storage = key.storage + 1;
     if (p->build && key.bytes > p->storage_bytes[key.storage]) {
       p->storage_bytes[key.storage] = key.bytes;
     }
     find_earlier(p, eid, &key, &same_view, &same_shape);
-    if (same_view != UINT32_MAX) {
-      if (p->build) p->entry_view[eid] = p->entry_view[same_view];
-      continue;
+    if (same_view == UINT32_MAX) {
+      shape_at = same_shape == UINT32_MAX ? append_shape(p, key.shape, key.ndim, 0)
+                 : p->build               ? p->views[p->entry_view[same_shape]].shape
+                                          : 0;
+      same_view = new_view(p, &l.list[SHAPE], key.storage, key.dtype, key.ndim, shape_at);
+    } else if (p->build) {
+      same_view = p->entry_view[same_view];
     }
-    shape_at = same_shape == UINT32_MAX ? append_shape(p, key.shape, key.ndim, 0)
-               : p->build               ? p->views[p->entry_view[same_shape]].shape
-                                        : 0;
-    uint32_t view = new_view(p, &l.shape, key.storage, key.dtype, key.ndim, shape_at);
-    if (p->build) p->entry_view[eid] = view;
+    if (p->build) p->entry_view[eid] = same_view;
   }
-  if (mlf_json_more(&l.sid, ']', &l.n_sid) || mlf_json_more(&l.dtype, ']', &l.n_dtype) ||
-      mlf_json_more(&l.shape, ']', &l.n_shape) ||
-      (p->section[DEVICE_INDEX] != NULL && mlf_json_more(&device, ']', &n_device))) {
-    graph_error(&l.sid, "attribute lists longer than the entries");
+  /* Every list must end with the entries (device_index included, when present). */
+  for (int i = 0; i < 4; ++i) {
+    mlf_json* j = i < 3 ? &l.list[i] : &device;
+    uint32_t* n = i < 3 ? &l.count[i] : &n_device;
+    if ((i < 3 || p->attr[DEVICE_INDEX] != NULL) && (*n != eid || mlf_json_more(j, ']', n))) {
+      graph_error(j, MLF_TEXT("attribute lists and entries disagree"));
+    }
   }
 }
 
@@ -331,10 +357,10 @@ static void read_entries(parser* p) {
 static void read_args(parser* p) {
   mlf_json j;
   uint32_t n = 0, nid, first, next;
-  open_at(p, &j, p->section[ARG_NODES], '[');
+  open_at(p, &j, p->top[ARG_NODES], '[');
   while (mlf_json_more(&j, ']', &n) && mlf_json_u32(&j, &nid)) {
     if (nid >= p->g->num_nodes || n > MAX_INDEX) {
-      graph_error(&j, "bad arg_nodes entry");
+      graph_error(&j, MLF_TEXT("bad arg_nodes entry"));
     } else if (p->build) {
       row_range(p, nid, &first, &next);
       p->args[n - 1] = (mlf_arg){{NULL, 0}, p->entry_view[first], nid};
@@ -343,24 +369,21 @@ static void read_args(parser* p) {
   p->g->num_args = n;
 }
 
-static void count_func(parser* p, mlf_name name) {
-  for (uint32_t i = 0; i < FUNC_CACHE && i < p->g->num_funcs; ++i) {
-    if (p->func_cache[i].len == name.len && !memcmp(p->func_cache[i].str, name.str, name.len)) {
-      return;
-    }
-  }
-  p->func_cache[p->func_cache_next++ % FUNC_CACHE] = name;
-  ++p->g->num_funcs;
+static int same_name(mlf_name a, mlf_name b) {
+  return a.len == b.len && memcmp(a.str, b.str, a.len) == 0;
 }
 
-static uint16_t find_func(parser* p, mlf_name name) {
+/* Building: the index of the function (added if new). Measuring: counts names not among the
+ * last FUNC_CACHE distinct ones, an upper bound of the distinct names. */
+static uint16_t func_index(parser* p, mlf_name name) {
+  mlf_name* names = p->build ? p->funcs : p->func_cache;
+  uint32_t known = p->build ? p->g->num_funcs : p->g->num_funcs < 8 ? p->g->num_funcs : 8;
   uint32_t i = 0;
-  while (i < p->g->num_funcs &&
-         (p->funcs[i].len != name.len || memcmp(p->funcs[i].str, name.str, name.len))) {
-    ++i;
-  }
-  if (i == p->g->num_funcs) p->funcs[p->g->num_funcs++] = name;
-  return (uint16_t)i;
+  while (i < known && !same_name(names[i], name)) ++i;
+  if (i < known) return (uint16_t)i;
+  if (!p->build) i = p->func_cache_next++ % FUNC_CACHE;
+  names[i] = name;
+  return (uint16_t)p->g->num_funcs++;
 }
 
 /* Writes argument `index` of the op being read: the entry's view, or for flatten_data="1"
@@ -377,28 +400,21 @@ static void put_arg(parser* p, mlf_json* j, uint32_t index, uint32_t eid, int fl
   if (p->build) p->op_args[index] = (uint16_t)v;
 }
 
-static void read_op(parser* p, mlf_json* j, uint32_t nid, const char* inputs, const char* attrs,
-                    uint32_t first, uint32_t next) {
+static void read_op(parser* p, mlf_json* j, uint32_t nid, const char* const* slots, uint32_t first,
+                    uint32_t next) {
   mlf_graph* g = p->g;
-  mlf_name func = {NULL, 0}, key, flatten = {NULL, 0};
+  const char* attrs[2] = {NULL, NULL};
   mlf_json l;
-  uint32_t n = 0, num_inputs = 0, eid, num_outputs = next - first, at = g->num_op_args;
+  uint32_t num_inputs = 0, eid, num_outputs = next - first, at = g->num_op_args;
   /* num_inputs/num_outputs attrs are implied by inputs and node_row_ptr: not consulted. */
-  if (attrs != NULL) {
-    open_at(p, &l, attrs, '{');
-    while (mlf_json_more(&l, '}', &n) && mlf_json_key(&l, &key)) {
-      if (mlf_name_is(key, "func_name")) {
-        mlf_json_string(&l, &func);
-      } else if (mlf_name_is(key, "flatten_data")) {
-        mlf_json_string(&l, &flatten);
-      } else {
-        mlf_json_skip(&l);
-      }
-    }
+  if (slots[OP_ATTRS] != NULL) {
+    open_at(p, &l, slots[OP_ATTRS], '\0');
+    note_members(&l, kOpKeys, 2, attrs);
   }
-  int flat = flatten.len == 1 && flatten.str[0] == '1';
-  if (inputs != NULL) {
-    open_at(p, &l, inputs, '[');
+  mlf_name func = string_at(p, attrs[FUNC_NAME]), flatten = string_at(p, attrs[FLATTEN]);
+  int flat = mlf_name_is(flatten, "1");
+  if (slots[INPUTS] != NULL) {
+    open_at(p, &l, slots[INPUTS], '[');
     while (mlf_json_more(&l, ']', &num_inputs) && read_entry_ref(p, &l, nid, &eid)) {
       put_arg(p, &l, at + num_inputs - 1, eid, flat);
     }
@@ -408,16 +424,15 @@ static void read_op(parser* p, mlf_json* j, uint32_t nid, const char* inputs, co
   }
   uint32_t num_args = num_inputs + num_outputs;
   int nop = mlf_name_is(func, "__nop"), copy = nop || mlf_name_is(func, "__copy");
-  if (func.str == NULL) graph_error(j, "operator without func_name");
-  if (num_args > MAX_INDEX) graph_error(j, "more than 65535 operator arguments");
-  if (copy && (num_inputs != 1 || num_outputs != 1)) graph_error(j, "__nop/__copy need 1 in 1 out");
+  if (func.str == NULL) graph_error(j, MLF_TEXT("operator without func_name"));
+  if (num_args > MAX_INDEX) graph_error(j, MLF_TEXT("too large for 16-bit indices"));
+  if (copy && num_args != 2) graph_error(j, MLF_TEXT("__nop/__copy need one input and one output"));
   if (failed(p)) return;
   if (nop && p->build && p->views[p->op_args[at]].storage == p->views[p->op_args[at + 1]].storage) {
     return; /* a reshape in place: the output view already aliases the input */
   }
   /* A __nop whose planner did not share storage must still move the data: a copy. */
-  uint16_t index = copy ? MLF_FUNC_COPY : p->build ? find_func(p, func) : 0;
-  if (!copy && !p->build) count_func(p, func);
+  uint16_t index = copy ? MLF_FUNC_COPY : func_index(p, func);
   if (p->build) {
     p->ops[g->num_ops] = (mlf_op){index, (uint16_t)num_args, (uint16_t)num_outputs, 0, at, nid};
   }
@@ -426,76 +441,53 @@ static void read_op(parser* p, mlf_json* j, uint32_t nid, const char* inputs, co
   if (num_args > g->max_op_args) g->max_op_args = num_args;
 }
 
-static void read_null(parser* p, mlf_json* j, uint32_t nid, mlf_name name, const char* inputs,
+static void read_null(parser* p, mlf_json* j, uint32_t nid, const char* const* slots,
                       uint32_t outputs) {
   mlf_json l;
   uint32_t n = 0;
-  if (inputs != NULL) {
-    open_at(p, &l, inputs, '[');
+  mlf_name name = string_at(p, slots[NAME]);
+  if (slots[INPUTS] != NULL) {
+    open_at(p, &l, slots[INPUTS], '[');
     mlf_json_more(&l, ']', &n); /* n becomes 1 if there is any input */
   }
   if (outputs != 1 || n != 0 || name.str == NULL) {
-    graph_error(j, "a null node has a name, one output and no inputs");
+    graph_error(j, MLF_TEXT("a null node has a name, one output and no inputs"));
   }
   for (uint32_t i = 0; p->build && i < p->g->num_args; ++i) {
     if (p->args[i].node == nid) p->args[i].name = name;
   }
 }
 
-static void read_node(parser* p, mlf_json* j, uint32_t nid, uint32_t first, uint32_t next) {
-  mlf_name op = {NULL, 0}, name = {NULL, 0}, key;
-  const char* inputs = NULL;
-  const char* attrs = NULL;
-  uint32_t n = 0;
-  mlf_json_open(j, '{');
-  while (mlf_json_more(j, '}', &n) && mlf_json_key(j, &key)) {
-    if (mlf_name_is(key, "op")) {
-      mlf_json_string(j, &op);
-    } else if (mlf_name_is(key, "name")) {
-      mlf_json_string(j, &name);
-    } else if (mlf_name_is(key, "inputs")) {
-      note_value(j, &inputs);
-    } else if (mlf_name_is(key, "attrs")) {
-      note_value(j, &attrs);
-    } else {
-      mlf_json_skip(j);
-    }
-  }
-  if (failed(p)) return;
-  if (mlf_name_is(op, "null")) {
-    read_null(p, j, nid, name, inputs, next - first);
-  } else if (mlf_name_is(op, "tvm_op")) {
-    read_op(p, j, nid, inputs, attrs, first, next);
-  } else {
-    bad(j, MLF_ERR_GRAPH, "unknown node op", op);
-  }
-}
-
 static void read_nodes(parser* p) {
   mlf_json j, rows;
   uint32_t n = 0, n_rows = 0, first = 0, next;
-  open_at(p, &j, p->section[NODES], '[');
-  open_at(p, &rows, p->section[ROW_PTR], '[');
+  open_at(p, &j, p->top[NODES], '[');
+  open_at(p, &rows, p->top[ROW_PTR], '[');
   mlf_json_more(&rows, ']', &n_rows);
   mlf_json_u32(&rows, &first);
-  while (mlf_json_more(&j, ']', &n)) {
+  while (!failed(p) && mlf_json_more(&j, ']', &n)) {
+    const char* slots[4] = {NULL, NULL, NULL, NULL};
     if (n > p->g->num_nodes || !mlf_json_more(&rows, ']', &n_rows) || !mlf_json_u32(&rows, &next)) {
-      graph_error(&j, "more nodes than node_row_ptr describes");
-      return;
+      graph_error(&j, MLF_TEXT("nodes and node_row_ptr disagree"));
+      break;
     }
-    read_node(p, &j, n - 1, first, next);
-    if (failed(p)) {
-      if (p->err->node == UINT32_MAX) p->err->node = n - 1;
-      return;
+    note_members(&j, kNodeKeys, 4, slots);
+    mlf_name op = string_at(p, slots[OP]);
+    if (mlf_name_is(op, "null")) {
+      read_null(p, &j, n - 1, slots, next - first);
+    } else if (mlf_name_is(op, "tvm_op")) {
+      read_op(p, &j, n - 1, slots, first, next);
+    } else {
+      bad(&j, MLF_ERR_GRAPH, MLF_TEXT("unknown node op"), op);
     }
+    if (failed(p) && p->err->node == UINT32_MAX) p->err->node = n - 1;
     first = next;
   }
-  if (n != p->g->num_nodes) graph_error(&j, "fewer nodes than node_row_ptr describes");
-  for (uint32_t i = 0; p->build && i < p->g->num_args; ++i) {
+  if (n != p->g->num_nodes) graph_error(&j, MLF_TEXT("nodes and node_row_ptr disagree"));
+  for (uint32_t i = 0; p->build && i < p->g->num_args && !failed(p); ++i) {
     if (p->args[i].name.str == NULL) {
-      graph_error(&j, "arg_nodes names an operator node");
+      graph_error(&j, MLF_TEXT("arg_nodes names an operator node"));
       p->err->node = p->args[i].node;
-      return;
     }
   }
 }
@@ -503,7 +495,7 @@ static void read_nodes(parser* p) {
 static void read_heads(parser* p) {
   mlf_json j;
   uint32_t n = 0, eid;
-  open_at(p, &j, p->section[HEADS], '[');
+  open_at(p, &j, p->top[HEADS], '[');
   while (mlf_json_more(&j, ']', &n) && read_entry_ref(p, &j, p->g->num_nodes, &eid)) {
     if (p->build) p->outputs[n - 1] = p->entry_view[eid];
   }
@@ -516,68 +508,63 @@ static mlf_status run_pass(parser* p, int build) {
   void (*const phases[])(parser*) = {find_sections, read_row_ptr, read_entries,
                                      read_args,     read_nodes,   read_heads};
   p->build = build;
-  memset(p->section, 0, sizeof(p->section));
   for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]) && !failed(p); ++i) phases[i](p);
   return p->err->status;
 }
 
-/* Places the graph header, its tables and last the temporary entry→view map in mem; with
- * mem == NULL only measures. */
-static uint64_t layout(parser* p, uint8_t* mem) {
+/* Places the graph header, its tables and last the temporary entry→view map in mem (when
+ * not NULL); returns the bytes needed. The text is under 256 MiB and every count is below
+ * its length, so 32-bit arithmetic cannot overflow. */
+static size_t layout(parser* p, uint8_t* mem) {
   const mlf_graph* c = &p->cap;
-  const uint64_t sizes[] = {
-      sizeof(mlf_graph),
-      (uint64_t)c->num_ops * sizeof(mlf_op),
-      (uint64_t)c->num_op_args * sizeof(uint16_t),
-      (uint64_t)c->num_funcs * sizeof(mlf_name),
-      (uint64_t)c->num_views * sizeof(mlf_view),
-      (uint64_t)c->num_shape_dims * sizeof(int64_t),
-      (uint64_t)c->num_storage * sizeof(uint32_t),
-      (uint64_t)c->num_args * sizeof(mlf_arg),
-      (uint64_t)c->num_outputs * sizeof(uint32_t),
-      (uint64_t)p->num_entries * sizeof(uint32_t),
-  };
-  uint64_t at[sizeof(sizes) / sizeof(sizes[0]) + 1] = {0};
-  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
-    at[i + 1] = at[i] + ((sizes[i] + 7) & ~(uint64_t)7);
+  const size_t sizes[] = {sizeof(mlf_graph),
+                          c->num_ops * sizeof(mlf_op),
+                          c->num_op_args * sizeof(uint16_t),
+                          c->num_funcs * sizeof(mlf_name),
+                          c->num_views * sizeof(mlf_view),
+                          c->num_shape_dims * sizeof(int64_t),
+                          c->num_storage * sizeof(uint32_t),
+                          c->num_args * sizeof(mlf_arg),
+                          c->num_outputs * sizeof(uint32_t),
+                          p->num_entries * sizeof(uint32_t)};
+  void* parts[10];
+  size_t at = 0;
+  for (int i = 0; i < 10; ++i) {
+    parts[i] = (void*)((uintptr_t)mem + at); /* integer arithmetic: mem may be NULL */
+    at += MLF_ALIGN_UP(sizes[i], 8);
   }
-  if (mem != NULL) {
-    p->g = (mlf_graph*)(void*)mem;
-    p->ops = (mlf_op*)(void*)(mem + at[1]);
-    p->op_args = (uint16_t*)(void*)(mem + at[2]);
-    p->funcs = (mlf_name*)(void*)(mem + at[3]);
-    p->views = (mlf_view*)(void*)(mem + at[4]);
-    p->shapes = (int64_t*)(void*)(mem + at[5]);
-    p->storage_bytes = (uint32_t*)(void*)(mem + at[6]);
-    p->args = (mlf_arg*)(void*)(mem + at[7]);
-    p->outputs = (uint32_t*)(void*)(mem + at[8]);
-    p->entry_view = (uint32_t*)(void*)(mem + at[9]);
-  }
-  return at[sizeof(sizes) / sizeof(sizes[0])];
+  p->g = (mlf_graph*)parts[0];
+  p->ops = (mlf_op*)parts[1];
+  p->op_args = (uint16_t*)parts[2];
+  p->funcs = (mlf_name*)parts[3];
+  p->views = (mlf_view*)parts[4];
+  p->shapes = (int64_t*)parts[5];
+  p->storage_bytes = (uint32_t*)parts[6];
+  p->args = (mlf_arg*)parts[7];
+  p->outputs = (uint32_t*)parts[8];
+  p->entry_view = (uint32_t*)parts[9];
+  return at;
 }
 
+/* The measuring pass: on success p->cap holds the counts and *bytes the memory needed. */
 static mlf_status measure(parser* p, const char* json, size_t json_len, size_t* bytes,
                           mlf_error* err) {
   memset(p, 0, sizeof(*p));
   mlf_error_clear(err);
-  if (json == NULL || json_len >= UINT32_MAX) {
-    return mlf_fail(err, MLF_ERR_ARGUMENT, "no graph text, or over 4 GiB", NULL, 0);
+  if (json == NULL || bytes == NULL || json_len >= (1u << 28)) {
+    return mlf_fail(err, MLF_ERR_ARGUMENT, MLF_TEXT("no graph text, or over 256 MiB"), NULL, 0);
   }
   p->err = err;
   mlf_json_init(&p->whole, json, json_len, err);
   p->g = &p->cap;
-  if (run_pass(p, 0) != MLF_OK) return err->status;
-  uint64_t total = layout(p, NULL);
-  if (total > SIZE_MAX) return mlf_fail(err, MLF_ERR_NO_MEMORY, "tables too large", NULL, 0);
-  *bytes = (size_t)total;
-  return MLF_OK;
+  if (run_pass(p, 0) == MLF_OK) *bytes = layout(p, NULL);
+  return err->status;
 }
 
 mlf_status mlf_graph_measure_json(const char* json, size_t json_len, size_t* bytes,
                                   mlf_error* err) {
   parser p;
   mlf_error local;
-  if (bytes == NULL) return MLF_ERR_ARGUMENT;
   return measure(&p, json, json_len, bytes, err != NULL ? err : &local);
 }
 
@@ -585,18 +572,18 @@ mlf_status mlf_graph_parse_json(const char* json, size_t json_len, void* mem, si
                                 const mlf_graph** graph, mlf_error* err) {
   parser p;
   mlf_error local;
-  size_t need;
+  size_t need = 0;
   if (err == NULL) err = &local;
   if (graph == NULL) return MLF_ERR_ARGUMENT;
   *graph = NULL;
   if (measure(&p, json, json_len, &need, err) != MLF_OK) return err->status;
   if (mem == NULL || ((uintptr_t)mem & 7u) != 0) {
-    return mlf_fail(err, MLF_ERR_ARGUMENT, "graph memory must be 8-byte aligned", NULL, 0);
+    return mlf_fail(err, MLF_ERR_ARGUMENT, MLF_TEXT("graph memory not 8-byte aligned"), NULL, 0);
   }
-  if (mem_size < need) return mlf_fail(err, MLF_ERR_NO_MEMORY, "graph memory too small", NULL, 0);
+  if (mem_size < need)
+    return mlf_fail(err, MLF_ERR_NO_MEMORY, MLF_TEXT("graph memory too small"), NULL, 0);
   memset(mem, 0, need);
   layout(&p, (uint8_t*)mem);
-  memset(p.func_cache, 0, sizeof(p.func_cache));
   if (run_pass(&p, 1) != MLF_OK) return err->status;
   mlf_graph* g = p.g;
   g->ops = p.ops;

@@ -11,6 +11,17 @@
 
 /* ---- errors ----------------------------------------------------------------------------- */
 
+/* Error descriptions (mlf_error.what). Building with -DMLF_ERROR_TEXT=0 replaces them all by
+ * "" to save flash; status, node, offset and subject still say what failed and where. */
+#ifndef MLF_ERROR_TEXT
+#define MLF_ERROR_TEXT 1
+#endif
+#if MLF_ERROR_TEXT
+#define MLF_TEXT(text) (text)
+#else
+#define MLF_TEXT(text) ""
+#endif
+
 /* Records a failure in err (which may be NULL) and returns status, so callers can write
  * `return mlf_fail(...)`. subject may be NULL. */
 mlf_status mlf_fail(mlf_error* err, mlf_status status, const char* what, const char* subject,
@@ -33,9 +44,12 @@ typedef struct {
 
 void mlf_json_init(mlf_json* j, const char* text, size_t len, mlf_error* err);
 
-/* Marks a failure at the cursor. A `what` starting with "expected" is a type error
- * (MLF_ERR_GRAPH) when the text there is a valid value of another type. Returns 0. */
+/* Marks a syntax failure (MLF_ERR_JSON) at the cursor. Returns 0. */
 int mlf_json_fail(mlf_json* j, const char* what);
+
+/* Marks "expected something else here": MLF_ERR_GRAPH when the text at the cursor is a
+ * valid value of another type, MLF_ERR_JSON when it is not a value at all. Returns 0. */
+int mlf_json_type_error(mlf_json* j, const char* what);
 
 /* Next non-blank character, or -1 at the end / after a failure. */
 int mlf_json_peek(mlf_json* j);

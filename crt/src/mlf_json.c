@@ -13,13 +13,19 @@ void mlf_json_init(mlf_json* j, const char* text, size_t len, mlf_error* err) {
   j->err = err;
 }
 
-int mlf_json_fail(mlf_json* j, const char* what) {
-  if (j->err->status != MLF_OK) return 0;
-  /* Well-formed text of the wrong type is a graph problem, not a syntax problem. */
-  int value_here = j->pos < j->end && *j->pos != '\0' && strchr("{[\"-0123456789tfn", *j->pos);
-  mlf_fail(j->err, what[0] == 'e' && value_here ? MLF_ERR_GRAPH : MLF_ERR_JSON, what, NULL, 0);
-  j->err->offset = (uint32_t)(j->pos - j->begin);
+static int fail_as(mlf_json* j, mlf_status status, const char* what) {
+  if (j->err->status == MLF_OK) {
+    mlf_fail(j->err, status, what, NULL, 0);
+    j->err->offset = (uint32_t)(j->pos - j->begin);
+  }
   return 0;
+}
+
+int mlf_json_fail(mlf_json* j, const char* what) { return fail_as(j, MLF_ERR_JSON, what); }
+
+int mlf_json_type_error(mlf_json* j, const char* what) {
+  int value_here = j->pos < j->end && *j->pos != '\0' && strchr("{[\"-0123456789tfn", *j->pos);
+  return fail_as(j, value_here ? MLF_ERR_GRAPH : MLF_ERR_JSON, what);
 }
 
 int mlf_json_peek(mlf_json* j) {
@@ -30,7 +36,8 @@ int mlf_json_peek(mlf_json* j) {
 }
 
 int mlf_json_open(mlf_json* j, char open) {
-  if (mlf_json_peek(j) != open) return mlf_json_fail(j, open == '[' ? "expected [" : "expected {");
+  if (mlf_json_peek(j) != open)
+    return mlf_json_type_error(j, open == '[' ? MLF_TEXT("expected [") : MLF_TEXT("expected {"));
   ++j->pos;
   return 1;
 }
@@ -42,22 +49,22 @@ int mlf_json_more(mlf_json* j, char close, uint32_t* count) {
     return 0;
   }
   if (*count > 0) {
-    if (c != ',') return mlf_json_fail(j, "missing , or bracket");
+    if (c != ',') return mlf_json_fail(j, MLF_TEXT("missing , or bracket"));
     ++j->pos;
   }
-  if (c < 0) return mlf_json_fail(j, "unexpected end");
+  if (c < 0) return mlf_json_fail(j, MLF_TEXT("unexpected end"));
   ++*count;
   return 1;
 }
 
 int mlf_json_string(mlf_json* j, mlf_name* out) {
-  if (mlf_json_peek(j) != '"') return mlf_json_fail(j, "expected string");
+  if (mlf_json_peek(j) != '"') return mlf_json_type_error(j, MLF_TEXT("expected string"));
   const char* start = ++j->pos;
   for (;;) {
-    if (j->pos >= j->end) return mlf_json_fail(j, "unterminated string");
+    if (j->pos >= j->end) return mlf_json_fail(j, MLF_TEXT("unterminated string"));
     unsigned char c = (unsigned char)*j->pos++;
     if (c == '"') break;
-    if (c < 0x20) return mlf_json_fail(j, "control character in string");
+    if (c < 0x20) return mlf_json_fail(j, MLF_TEXT("control character in string"));
     /* Escapes stay as written (names are raw slices); only step over the escaped char. */
     if (c == '\\' && j->pos < j->end) ++j->pos;
   }
@@ -70,7 +77,7 @@ int mlf_json_string(mlf_json* j, mlf_name* out) {
 
 int mlf_json_key(mlf_json* j, mlf_name* key) {
   if (!mlf_json_string(j, key)) return 0;
-  if (mlf_json_peek(j) != ':') return mlf_json_fail(j, "missing :");
+  if (mlf_json_peek(j) != ':') return mlf_json_fail(j, MLF_TEXT("missing :"));
   ++j->pos;
   return 1;
 }
@@ -79,14 +86,15 @@ static int is_digit(int c) { return c >= '0' && c <= '9'; }
 
 int mlf_json_u32(mlf_json* j, uint32_t* out) {
   uint64_t value = 0;
-  if (!is_digit(mlf_json_peek(j))) return mlf_json_fail(j, "expected unsigned integer");
+  if (!is_digit(mlf_json_peek(j)))
+    return mlf_json_type_error(j, MLF_TEXT("expected unsigned integer"));
   const char* start = j->pos;
   while (j->pos < j->end && is_digit(*j->pos) && value <= UINT32_MAX) {
     value = value * 10 + (unsigned)(*j->pos++ - '0');
   }
   if (value > UINT32_MAX || (j->pos < j->end && strchr(".eE", *j->pos) && *j->pos != '\0')) {
     j->pos = start; /* report the number itself: valid JSON, wrong kind of value */
-    return mlf_json_fail(j, "expected unsigned integer below 2^32");
+    return mlf_json_type_error(j, MLF_TEXT("expected unsigned integer below 2^32"));
   }
   *out = (uint32_t)value;
   return 1;
@@ -114,7 +122,8 @@ int mlf_json_skip(mlf_json* j) {
     } else if (c >= 0 && is_scalar_char((char)c)) {
       while (j->pos < j->end && is_scalar_char(*j->pos)) ++j->pos;
     } else {
-      return mlf_json_fail(j, c < 0 ? "unexpected end" : "unexpected character");
+      return mlf_json_fail(j,
+                           c < 0 ? MLF_TEXT("unexpected end") : MLF_TEXT("unexpected character"));
     }
   } while (depth > 0);
   return 1;

@@ -45,26 +45,27 @@ static const char* read_tensor(reader* r, mlf_param* out) {
   uint64_t magic, reserved;
   const uint8_t* head;
   if (!take_u64(r, &magic) || !take_u64(r, &reserved) || (head = take(r, 16)) == NULL) {
-    return "truncated tensor header";
+    return MLF_TEXT("truncated tensor header");
   }
-  if (magic != TENSOR_MAGIC) return "bad tensor magic";
-  if (read_u32(head) != kDLCPU) return "tensor not on the CPU";
+  if (magic != TENSOR_MAGIC) return MLF_TEXT("bad tensor magic");
+  if (read_u32(head) != kDLCPU) return MLF_TEXT("tensor not on the CPU");
   out->ndim = (int32_t)read_u32(head + 8);
   out->dtype.code = head[12];
   out->dtype.bits = head[13];
   out->dtype.lanes = (uint16_t)(head[14] | head[15] << 8);
-  if (out->ndim < 0 || out->dtype.bits == 0 || out->dtype.lanes == 0) return "bad ndim or dtype";
-  if ((out->shape = take(r, (uint64_t)out->ndim * 8)) == NULL) return "truncated shape";
+  if (out->ndim < 0 || out->dtype.bits == 0 || out->dtype.lanes == 0)
+    return MLF_TEXT("bad ndim or dtype");
+  if ((out->shape = take(r, (uint64_t)out->ndim * 8)) == NULL) return MLF_TEXT("truncated shape");
   /* Elements * element bytes; like graph tensors, params stay below 4 GiB (which also keeps
    * the product from overflowing without a 64-bit division). */
   uint64_t expected = mlf_dtype_bytes(out->dtype);
   for (int32_t d = 0; d < out->ndim; ++d) {
     uint64_t dim = mlf_read_u64(out->shape + 8 * d); /* negative: huge, refused */
-    if (dim > UINT32_MAX || (expected *= dim) > UINT32_MAX) return "bad shape or size";
+    if (dim > UINT32_MAX || (expected *= dim) > UINT32_MAX) return MLF_TEXT("bad shape or size");
   }
-  if (!take_u64(r, &out->nbytes)) return "truncated tensor size";
-  if (out->nbytes != expected) return "data size disagrees with shape and dtype";
-  if ((out->data = take(r, out->nbytes)) == NULL) return "truncated tensor data";
+  if (!take_u64(r, &out->nbytes)) return MLF_TEXT("truncated tensor size");
+  if (out->nbytes != expected) return MLF_TEXT("data size disagrees with shape and dtype");
+  if ((out->data = take(r, out->nbytes)) == NULL) return MLF_TEXT("truncated tensor data");
   return NULL;
 }
 
@@ -79,21 +80,24 @@ mlf_status mlf_params_open(const void* blob, size_t len, mlf_params_iter* it, ml
   const uint8_t* base = (const uint8_t*)blob;
   reader r = {base, base + len};
   uint64_t magic, reserved, count, tensor_count;
-  if (blob == NULL || it == NULL) return mlf_fail(err, MLF_ERR_ARGUMENT, "no params", NULL, 0);
+  if (blob == NULL || it == NULL)
+    return mlf_fail(err, MLF_ERR_ARGUMENT, MLF_TEXT("no params"), NULL, 0);
   if (!take_u64(&r, &magic) || !take_u64(&r, &reserved) || !take_u64(&r, &count)) {
-    return bad_params(err, &r, base, "truncated header");
+    return bad_params(err, &r, base, MLF_TEXT("truncated header"));
   }
-  if (magic != LIST_MAGIC) return bad_params(err, &r, base, "bad magic");
+  if (magic != LIST_MAGIC) return bad_params(err, &r, base, MLF_TEXT("bad magic"));
   it->names = r.pos;
   /* Each record consumes at least 8 bytes, so a huge count fails on truncation quickly. */
   for (uint64_t i = 0; i < count; ++i) {
     uint64_t name_len;
     if (!take_u64(&r, &name_len) || name_len > UINT32_MAX || take(&r, name_len) == NULL) {
-      return bad_params(err, &r, base, "truncated name");
+      return bad_params(err, &r, base, MLF_TEXT("truncated name"));
     }
   }
-  if (!take_u64(&r, &tensor_count)) return bad_params(err, &r, base, "truncated tensor count");
-  if (tensor_count != count) return bad_params(err, &r, base, "name and tensor counts differ");
+  if (!take_u64(&r, &tensor_count))
+    return bad_params(err, &r, base, MLF_TEXT("truncated tensor count"));
+  if (tensor_count != count)
+    return bad_params(err, &r, base, MLF_TEXT("name and tensor counts differ"));
   it->tensors = r.pos;
   for (uint64_t i = 0; i < count; ++i) {
     mlf_param param;

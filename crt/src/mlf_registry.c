@@ -47,7 +47,7 @@ _Static_assert(sizeof(TVMFunctionHandle) == sizeof(TVMBackendPackedCFunc),
 int TVMFuncCall(TVMFunctionHandle func, TVMValue* arg_values, int* type_codes, int num_args,
                 TVMValue* ret_val, int* ret_type_code) {
   if (func == NULL) {
-    TVMAPISetLastError("TVMFuncCall: NULL function");
+    TVMAPISetLastError(MLF_TEXT("TVMFuncCall: NULL function"));
     return -1;
   }
   /* A function handle is a TVMBackendPackedCFunc (object and function pointers have the
@@ -61,6 +61,6 @@ int TVMBackendGetFuncFromEnv(void* mod_node, const char* func_name, TVMFunctionH
   (void)mod_node;
   (void)func_name;
   if (out != NULL) *out = NULL;
-  TVMAPISetLastError("TVMBackendGetFuncFromEnv: no function environment in this runtime");
+  TVMAPISetLastError(MLF_TEXT("TVMBackendGetFuncFromEnv: no function environment in this runtime"));
   return -1;
 }

@@ -266,7 +266,7 @@ static void test_wide_operator(void) {
   for (uint32_t i = 0; i < 11; ++i) {
     float v[2] = {(float)i, (float)(100 * i)};
     char name[8];
-    snprintf(name, sizeof(name), "i%u", i);
+    snprintf(name, sizeof(name), "i%u", (unsigned)i);
     CHECK_STATUS(mlf_executor_set_input_by_name(&f.ex, name, strlen(name), v, sizeof(v)), MLF_OK,
                  NULL);
   }

@@ -371,8 +371,7 @@ static void on_set_input(mlf_device* dev, uint8_t seq, const uint8_t* payload, s
   mlf_status status = mlf_executor_input_info(model->executor, index, &info);
   DLTensor* tensor = mlf_executor_input_tensor(model->executor, index);
   if (status != MLF_OK || tensor == NULL) {
-    fail_runtime(dev, seq, request, status != MLF_OK ? status : MLF_ERR_STATE, model->executor,
-                 "");
+    fail_runtime(dev, seq, request, status != MLF_OK ? status : MLF_ERR_STATE, model->executor, "");
     return;
   }
   if (offset > info.nbytes || count > info.nbytes - offset) {
@@ -437,8 +436,7 @@ static void on_get_output(mlf_device* dev, uint8_t seq, const uint8_t* payload, 
   mlf_status status = mlf_executor_output_info(model->executor, index, &info);
   const DLTensor* tensor = mlf_executor_output_tensor(model->executor, index);
   if (status != MLF_OK || tensor == NULL) {
-    fail_runtime(dev, seq, request, status != MLF_OK ? status : MLF_ERR_STATE, model->executor,
-                 "");
+    fail_runtime(dev, seq, request, status != MLF_OK ? status : MLF_ERR_STATE, model->executor, "");
     return;
   }
   if (offset > info.nbytes) {
@@ -501,8 +499,8 @@ int mlf_device_init(mlf_device* dev, const mlf_device_config* config) {
     return -1;
   }
   /* The length field has 16 bits; a board may well state 64 KiB. */
-  dev->max_payload = config->max_payload < MLF_FRAME_MAX_PAYLOAD ? config->max_payload
-                                                                 : MLF_FRAME_MAX_PAYLOAD;
+  dev->max_payload =
+      config->max_payload < MLF_FRAME_MAX_PAYLOAD ? config->max_payload : MLF_FRAME_MAX_PAYLOAD;
   for (uint32_t i = 0; i < config->num_models; ++i) {
     if (config->models[i].name == NULL) {
       mlf_platform_log("mlf_device: a model has no name");
@@ -515,8 +513,8 @@ int mlf_device_init(mlf_device* dev, const mlf_device_config* config) {
     return -1;
   }
   uint64_t hz = mlf_platform_tick_hz();
-  dev->idle_ticks = hz >= 1000u ? hz / 1000u * config->idle_reset_ms
-                                : hz * config->idle_reset_ms / 1000u;
+  dev->idle_ticks =
+      hz >= 1000u ? hz / 1000u * config->idle_reset_ms : hz * config->idle_reset_ms / 1000u;
   return 0;
 }
 

@@ -63,23 +63,23 @@ extern "C" {
 #define MLF_DEVICE_EXIT_BAD_CONFIG 125
 
 typedef struct {
-  const char* name;          /* NUL-terminated; raw JSON string contents like every name */
-  mlf_executor* executor;    /* initialised (or not: see init_status) */
-  mlf_workspace* workspace;  /* bound around every RUN; NULL when the model needs none */
-  mlf_status init_status;    /* what mlf_executor_init() returned */
+  const char* name;         /* NUL-terminated; raw JSON string contents like every name */
+  mlf_executor* executor;   /* initialised (or not: see init_status) */
+  mlf_workspace* workspace; /* bound around every RUN; NULL when the model needs none */
+  mlf_status init_status;   /* what mlf_executor_init() returned */
 } mlf_device_model;
 
 typedef struct {
   const mlf_device_model* models;
-  uint32_t num_models;     /* 1..65535 */
-  const char* board;       /* NUL-terminated, at most 255 bytes, e.g. "host" */
+  uint32_t num_models;      /* 1..65535 */
+  const char* board;        /* NUL-terminated, at most 255 bytes, e.g. "host" */
   const char* project_type; /* NUL-terminated, at most 255 bytes, e.g. "host_driven" */
-  uint8_t* rx_buffer;      /* at least MLF_FRAME_BUFFER_BYTES(max_payload) bytes */
+  uint8_t* rx_buffer;       /* at least MLF_FRAME_BUFFER_BYTES(max_payload) bytes */
   size_t rx_buffer_size;
-  uint32_t max_payload;    /* largest request payload accepted, >= 16 (above 65535: 65535) */
-  uint32_t idle_reset_ms;  /* silence after which a half-received request is dropped (a sender
-                              never pauses inside a frame); 0 = never. 200 suits UARTs, USB
-                              serial and ptys. */
+  uint32_t max_payload;   /* largest request payload accepted, >= 16 (above 65535: 65535) */
+  uint32_t idle_reset_ms; /* silence after which a half-received request is dropped (a sender
+                             never pauses inside a frame); 0 = never. 200 suits UARTs, USB
+                             serial and ptys. */
 } mlf_device_config;
 
 #define MLF_DEVICE_TX_STAGING 64u

@@ -50,14 +50,14 @@ void mlf_frame_put_crc(uint8_t out[MLF_FRAME_CRC_BYTES], uint32_t crc);
 
 /* Encodes a whole frame into out; returns its size, or 0 when cap is too small or the
  * payload longer than MLF_FRAME_MAX_PAYLOAD. */
-size_t mlf_frame_encode(uint8_t* out, size_t cap, uint8_t type, uint8_t seq,
-                        const uint8_t* payload, size_t length);
+size_t mlf_frame_encode(uint8_t* out, size_t cap, uint8_t type, uint8_t seq, const uint8_t* payload,
+                        size_t length);
 
 typedef enum {
-  MLF_FRAME_NONE = 0,     /* need more bytes */
-  MLF_FRAME_OK = 1,       /* a good frame: type, seq, length, payload */
-  MLF_FRAME_BAD_CRC = 2,  /* a complete frame whose CRC does not match (type/seq as read) */
-  MLF_FRAME_TOO_LONG = 3  /* a header whose length exceeds max_payload (type/seq as read) */
+  MLF_FRAME_NONE = 0,    /* need more bytes */
+  MLF_FRAME_OK = 1,      /* a good frame: type, seq, length, payload */
+  MLF_FRAME_BAD_CRC = 2, /* a complete frame whose CRC does not match (type/seq as read) */
+  MLF_FRAME_TOO_LONG = 3 /* a header whose length exceeds max_payload (type/seq as read) */
 } mlf_frame_event_kind;
 
 typedef struct {

@@ -112,47 +112,42 @@ static double half_to_double(uint16_t h) {
 
 /* Element i as a double; 0 when the dtype has no such reading. */
 static int element(const uint8_t* data, DLDataType t, size_t i, double* value) {
-  if (t.lanes != 1) return 0;
-  const uint8_t* p = data + i * ((t.bits + 7u) / 8u);
-  switch (t.code) {
-    case kDLInt:
-      switch (t.bits) {
-        case 8: { int8_t v; memcpy(&v, p, 1); *value = v; return 1; }
-        case 16: { int16_t v; memcpy(&v, p, 2); *value = v; return 1; }
-        case 32: { int32_t v; memcpy(&v, p, 4); *value = v; return 1; }
-        case 64: { int64_t v; memcpy(&v, p, 8); *value = (double)v; return 1; }
-        default: return 0;
-      }
-    case kDLUInt:
-      switch (t.bits) {
-        case 1:
-        case 8: { *value = p[0]; return 1; }
-        case 16: { uint16_t v; memcpy(&v, p, 2); *value = v; return 1; }
-        case 32: { uint32_t v; memcpy(&v, p, 4); *value = v; return 1; }
-        case 64: { uint64_t v; memcpy(&v, p, 8); *value = (double)v; return 1; }
-        default: return 0;
-      }
-    case kDLFloat:
-      switch (t.bits) {
-        case 16: { uint16_t v; memcpy(&v, p, 2); *value = half_to_double(v); return 1; }
-        case 32: { float v; memcpy(&v, p, 4); *value = v; return 1; }
-        case 64: { double v; memcpy(&v, p, 8); *value = v; return 1; }
-        default: return 0;
-      }
-    case kDLBfloat:
-      if (t.bits == 16) {
-        uint16_t v;
-        memcpy(&v, p, 2);
-        uint32_t bits = (uint32_t)v << 16;
-        float f;
-        memcpy(&f, &bits, 4);
-        *value = f;
-        return 1;
-      }
-      return 0;
-    default:
-      return 0;
+  const size_t width = (t.bits + 7u) / 8u;
+  if (t.lanes != 1 || (width != 1 && width != 2 && width != 4 && width != 8)) return 0;
+  union {
+    uint8_t u8;
+    int8_t i8;
+    uint16_t u16;
+    int16_t i16;
+    uint32_t u32;
+    int32_t i32;
+    uint64_t u64;
+    int64_t i64;
+    float f32;
+    double f64;
+  } v;
+  memcpy(&v, data + i * width, width); /* the device's own byte order */
+  const int whole = t.bits == 8 * width;
+  if (t.code == kDLInt && whole) {
+    *value = width == 1 ? v.i8 : width == 2 ? v.i16 : width == 4 ? v.i32 : (double)v.i64;
+    return 1;
   }
+  if (t.code == kDLUInt && (whole || t.bits == 1)) {
+    *value = width == 1 ? v.u8 : width == 2 ? v.u16 : width == 4 ? v.u32 : (double)v.u64;
+    return 1;
+  }
+  if (t.code == kDLFloat && whole && width >= 2) {
+    *value = width == 2 ? half_to_double(v.u16) : width == 4 ? v.f32 : v.f64;
+    return 1;
+  }
+  if (t.code == kDLBfloat && t.bits == 16) {
+    uint32_t bits = (uint32_t)v.u16 << 16;
+    float f;
+    memcpy(&f, &bits, sizeof(f));
+    *value = f;
+    return 1;
+  }
+  return 0;
 }
 
 static int is_float(DLDataType t) {

@@ -108,8 +108,7 @@ mlf_status mlf_executor_input_info(const mlf_executor* ex, uint32_t index, mlf_t
   return info_of(&fake(ex)->inputs[index], info);
 }
 
-mlf_status mlf_executor_output_info(const mlf_executor* ex, uint32_t index,
-                                    mlf_tensor_info* info) {
+mlf_status mlf_executor_output_info(const mlf_executor* ex, uint32_t index, mlf_tensor_info* info) {
   if (index >= fake(ex)->num_outputs) return MLF_ERR_ARGUMENT;
   return info_of(&fake(ex)->outputs[index], info);
 }

@@ -29,10 +29,10 @@ int main(void) {
     status = mlf_executor_init(&executor, graph, TVMSystemLibEntryPoint(), NULL, 0, state,
                                sizeof(state), arena, sizeof(arena));
   }
-  if (status == MLF_OK) status = mlf_workspace_init(&workspace, workspace_memory,
-                                                    sizeof(workspace_memory));
+  if (status == MLF_OK)
+    status = mlf_workspace_init(&workspace, workspace_memory, sizeof(workspace_memory));
   const mlf_device_model models[] = {{"tiny", &executor, &workspace, status}};
-  const mlf_device_config config = {models,    1,    "host", "host_driven",
-                                    rx_buffer, sizeof(rx_buffer), 4096, 200};
+  const mlf_device_config config = {models, 1,  "host", "host_driven", rx_buffer, sizeof(rx_buffer),
+                                    4096,   200};
   mlf_platform_exit(mlf_device_serve(&config));
 }

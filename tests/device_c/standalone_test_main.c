@@ -52,7 +52,6 @@ int main(int argc, char** argv) {
       {"echo", &echo.ex, &workspace, MLF_OK, echo_samples, 1},
       {"broken", &broken.ex, NULL, MLF_ERR_MISSING_FUNCTION, NULL, 0},
   };
-  const mlf_standalone_config config = {models, broken_model ? 3u : 2u, "host", 1e-5f, 1e-6f,
-                                        64};
+  const mlf_standalone_config config = {models, broken_model ? 3u : 2u, "host", 1e-5f, 1e-6f, 64};
   mlf_platform_exit(mlf_standalone_run(&config));
 }

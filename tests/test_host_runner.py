@@ -205,3 +205,25 @@ def test_host_link_throughput(firmware: Path) -> None:
     rate = 2 * size / seconds / 1e6
     print(f"host pty round trip: {2 * size / 1e6:.1f} MB in {seconds:.3f} s = {rate:.1f} MB/s")
     assert rate >= 1.0
+
+
+def test_open_serial_keeps_what_the_device_wrote_before_the_port_was_opened() -> None:
+    import tty
+
+    from project_api.transport.link import open_serial
+
+    master, slave = os.openpty()
+    try:
+        tty.setraw(slave)
+        os.write(master, b"boot HELLO")
+        port = open_serial(os.ttyname(slave), timeout=0.5)
+        assert port.read(10) == b"boot HELLO"
+        os.write(master, b"later")
+        port.reset_input_buffer()  # explicit resets still flush
+        assert port.read(5) == b""
+        port.close()
+    finally:
+        os.close(master)
+        os.close(slave)
+    with pytest.raises(TransportClosedError, match="cannot open serial port"):
+        open_serial("/dev/nonexistent-tty")

@@ -1,0 +1,111 @@
+"""A short libFuzzer smoke run of the runtime's two parsers (graph.json and params blobs),
+seeded with the hand-written test graphs and, when present, the real corpus archives.
+
+Long runs are done by hand: build crt/tests with CC=clang -DMLF_CRT_FUZZ=ON, then
+``fuzz_graph_json -max_total_time=600 CORPUS SEEDS`` (see the crt report for results).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT, corpus_archives
+
+CRT_TESTS = REPO_ROOT / "crt" / "tests"
+SECONDS = 5
+
+
+def _libfuzzer_works(work: Path) -> bool:
+    probe = work / "probe.c"
+    probe.write_text(
+        "#include <stddef.h>\n#include <stdint.h>\n"
+        "int LLVMFuzzerTestOneInput(const uint8_t* d, size_t n) { (void)d; (void)n; return 0; }\n"
+    )
+    result = subprocess.run(
+        ["clang", "-fsanitize=fuzzer,address,undefined", str(probe), "-o", str(work / "probe")],
+        capture_output=True,
+        check=False,
+    )
+    return result.returncode == 0
+
+
+@pytest.fixture(scope="session")
+def fuzz_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("clang") is None or shutil.which("cmake") is None:
+        pytest.skip("needs clang (with libFuzzer) and cmake: apt-get install clang")
+    work = tmp_path_factory.mktemp("fuzz")
+    if not _libfuzzer_works(work):
+        pytest.skip("clang cannot link -fsanitize=fuzzer (libFuzzer missing)")
+    build = work / "build"
+    configure = [
+        "cmake",
+        "-S",
+        str(CRT_TESTS),
+        "-B",
+        str(build),
+        "-DCMAKE_C_COMPILER=clang",
+        "-DMLF_CRT_FUZZ=ON",
+        "-DMLF_CRT_TESTS=OFF",
+    ]
+    if shutil.which("ninja"):
+        configure += ["-G", "Ninja"]
+    for command in (configure, ["cmake", "--build", str(build), "--parallel"]):
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+    return build
+
+
+@pytest.fixture(scope="session")
+def seeds(fuzz_build: Path) -> Path:
+    """Seed corpora made now (never committed): the test graphs and blobs, plus the real
+    archives' graph.json and params files when the corpus is around."""
+    root = fuzz_build.parent / "seeds"
+    (root / "graph").mkdir(parents=True)
+    (root / "params").mkdir()
+    subprocess.run([str(fuzz_build / "make_seeds"), str(root)], check=True)
+    for archive in corpus_archives():
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                kind = (
+                    "graph"
+                    if member.name.endswith((".graph", "graph.json"))
+                    else "params"
+                    if member.name.endswith(".params")
+                    else None
+                )
+                data = tar.extractfile(member) if kind and member.isfile() else None
+                if kind and data is not None:
+                    name = f"{archive.stem}_{Path(member.name).name}"
+                    (root / kind / name).write_bytes(data.read())
+    return root
+
+
+@pytest.mark.parametrize(
+    ("target", "kind"), [("fuzz_graph_json", "graph"), ("fuzz_params", "params")]
+)
+def test_fuzz_smoke(fuzz_build: Path, seeds: Path, tmp_path: Path, target: str, kind: str) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    result = subprocess.run(
+        [
+            str(fuzz_build / target),
+            f"-max_total_time={SECONDS}",
+            "-max_len=65536",
+            "-print_final_stats=1",
+            f"-artifact_prefix={tmp_path}/",
+            str(corpus),
+            str(seeds / kind),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=SECONDS + 120,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert not list(tmp_path.glob("crash-*")), result.stderr[-4000:]
+    assert "stat::number_of_executed_units" in result.stderr

@@ -68,7 +68,7 @@ typedef struct {
   mlf_status status;
   uint32_t node;       /* graph node id for MLF_ERR_OPERATOR / graph errors, else UINT32_MAX */
   uint32_t offset;     /* byte offset in the JSON text or params blob, else UINT32_MAX */
-  const char* what;    /* static English description of the problem, or NULL */
+  const char* what;    /* static English description, or NULL ("" with MLF_ERROR_TEXT=0) */
   const char* subject; /* slice naming the culprit, or NULL */
   uint32_t subject_len;
 } mlf_error;
@@ -85,8 +85,9 @@ typedef struct {
   uint32_t len;
 } mlf_name;
 
-/* func index of an operator that copies its input to its output (`__copy`). `__nop`
- * operators never appear: their outputs are views of their inputs' storage. */
+/* func index of an operator that copies its input to its output (`__copy`, or a `__nop`
+ * whose output was planned in another storage). A `__nop` that shares its input's storage
+ * (the normal case) does not appear at all: its output is just another view of that pool. */
 #define MLF_FUNC_COPY 0xFFFFu
 
 /* One operator call. Its arguments are op_args[first_arg .. first_arg + num_args): view
@@ -117,6 +118,13 @@ typedef struct {
   uint32_t node;
 } mlf_arg;
 
+/*
+ * The tables. mlf_executor_init() (and the parser, on what it builds) checks them before use:
+ * every index in range, every view inside its pool (storage_bytes), copies between equal
+ * sizes, and num_funcs, num_views, num_storage, num_args and max_op_args at most 65535.
+ * The parser deduplicates views and shapes, except the one-dimensional views it makes for
+ * flatten_data="1" operators.
+ */
 typedef struct mlf_graph {
   uint32_t num_nodes;
   uint32_t num_ops;
@@ -139,10 +147,10 @@ typedef struct mlf_graph {
 } mlf_graph;
 
 /* Bytes mlf_graph_parse_json() needs for the tables of this graph (including its own
- * temporary space while parsing: 4 bytes per graph entry). Exact, except that repeated
- * function names beyond the 8 most recent distinct ones and flatten_data="1" operators are
- * counted generously. Validates as mlf_graph_parse_json() does: MLF_ERR_JSON for bad
- * text, MLF_ERR_GRAPH for a bad graph, MLF_ERR_UNSUPPORTED for a device_index other than 1.
+ * temporary space while parsing: 4 bytes per graph entry). Exact, except that __nop
+ * operators (which usually vanish) and repeated function names beyond the 8 most recent
+ * distinct ones are counted generously. Validates as mlf_graph_parse_json() does: MLF_ERR_JSON for
+ * bad text, MLF_ERR_GRAPH for a bad graph, MLF_ERR_UNSUPPORTED for a device_index other than 1.
  * Distinct views are counted by re-reading earlier entries in the text, so the cost grows
  * with the square of the number of entries (fine at start-up for graphs that fit an MCU). */
 mlf_status mlf_graph_measure_json(const char* json, size_t json_len, size_t* bytes, mlf_error* err);

@@ -152,6 +152,9 @@ static const uint8_t* in_place_data(const mlf_graph* g, uint32_t sid, const void
   return p.data;
 }
 
+/* In 64 bits: the sum of hostile pool sizes may exceed a 32-bit size_t (MLF_ALIGN_UP's mask). */
+static uint64_t align64(uint64_t offset) { return (offset + 63) & ~(uint64_t)63; }
+
 /* Lays storage out (bases may be NULL to only measure); returns the arena bytes used from
  * the first 64-byte boundary of the arena. */
 static uint64_t plan_storage(const mlf_graph* g, const void* params, size_t len, uint8_t* start,
@@ -159,14 +162,14 @@ static uint64_t plan_storage(const mlf_graph* g, const void* params, size_t len,
   uint64_t offset = 0;
   for (uint32_t sid = 0; sid < g->num_storage; ++sid) {
     const uint8_t* data = in_place_data(g, sid, params, len);
-    if (data == NULL) offset = MLF_ALIGN_UP(offset, (uint64_t)MLF_STORAGE_ALIGN);
+    if (data == NULL) offset = align64(offset);
     /* Operators never write params storage (checked above): dropping const is safe. */
     if (bases != NULL) {
       bases[sid] = data != NULL ? (uint8_t*)(uintptr_t)data : start != NULL ? start + offset : NULL;
     }
     if (data == NULL) offset += g->storage_bytes[sid];
   }
-  return MLF_ALIGN_UP(offset, (uint64_t)MLF_STORAGE_ALIGN);
+  return align64(offset);
 }
 
 mlf_status mlf_executor_arena_bytes(const mlf_graph* g, const void* params, size_t params_len,

@@ -203,9 +203,22 @@ def _describe_specs(specs: List[Dict[str, Any]]) -> str:
     return ", ".join(f"{s['name']} {list(s['shape'])} {s['dtype']}" for s in specs)
 
 
-def load_inputs(path: Optional[str], model: Mapping[str, Any]) -> Dict[str, np.ndarray]:
+def _holds_inputs_of(path: str, model: Mapping[str, Any]) -> bool:
+    if Path(path).suffix == ".npy":
+        return len(model["inputs"]) == 1
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return all(spec["name"] in data.files for spec in model["inputs"])
+    except (OSError, ValueError, zipfile.BadZipFile):
+        return True  # let load_inputs report the problem
+
+
+def load_inputs(
+    path: Optional[str], model: Mapping[str, Any], *, only_known: bool = False
+) -> Dict[str, np.ndarray]:
     """Inputs for ``model`` (project.json's description) from an .npz/.npy, checked against
-    its names, shapes and dtypes; deterministic random inputs without a path."""
+    its names, shapes and dtypes; deterministic random inputs without a path. With
+    ``only_known``, keys naming no input of the model are ignored (a file for several)."""
     from ..generate.samples import random_inputs
     from ..read.dtypes import parse_dtype
 
@@ -239,7 +252,7 @@ def load_inputs(path: Optional[str], model: Mapping[str, Any]) -> Dict[str, np.n
         raise InputError(f"input file {file}: not a readable .npz/.npy ({err})") from None
     names = [s["name"] for s in specs]
     missing = [n for n in names if n not in given]
-    unknown = [k for k in given if k not in names]
+    unknown = [] if only_known else [k for k in given if k not in names]
     if missing or unknown:
         problem = (
             f"no input {', '.join(repr(m) for m in missing)}"
@@ -274,13 +287,17 @@ def _run_host_driven(project: Any, args: argparse.Namespace, timeout: float) -> 
     per_model: List[Dict[str, Any]] = []
     inputs_by_model = []
     for model in chosen:
-        if args.input is None:
+        path = args.input
+        if path is not None and len(chosen) > 1 and not _holds_inputs_of(path, model):
+            path = None  # several models: the file feeds those whose inputs it names
+        if path is None:
+            source = "--input" if args.input is None else f"inputs in {args.input}"
             print(
-                f"mlf-project run: no --input: model {model['name']} runs on deterministic "
+                f"mlf-project run: no {source}: model {model['name']} runs on deterministic "
                 f"random inputs ({_describe_specs(model['inputs'])})",
                 file=sys.stderr,
             )
-        inputs_by_model.append(load_inputs(args.input, model))
+        inputs_by_model.append(load_inputs(path, model, only_known=len(chosen) > 1))
     with project.session(timeout=timeout, run_timeout=max(timeout, 30.0)) as session:
         for model, inputs in zip(chosen, inputs_by_model):
             outputs = session.run(inputs, model=model["name"])

@@ -1,0 +1,318 @@
+"""End to end on the ``host`` board through ``mlf-project run``: every factory model, every
+real TVM archive of the corpus, multi-model archives both ways, the standalone project type,
+the demo; and the failure modes (device killed mid-run, corrupt frames, time-outs) ending in
+a clear error with the process and pty cleaned up.
+
+Builds are shared: each model is generated and built once (two at a time) by a module
+fixture; ``mlf-project run --project-dir`` then finds the project up to date and reuses it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import pytest
+from conftest import corpus_archives, corpus_case
+
+from project_api.cli import main
+from project_api.driver import Project
+from project_api.errors import ProtocolError, TransportClosedError, TransportTimeoutError
+from project_api.modelgen import GeneratedModel, catalog, compare_outputs
+from project_api.run.base import live_children
+
+pytestmark = pytest.mark.slow
+
+CMSIS_ENV = "MLF_PROJECT_CMSIS_NN"
+CATALOG = sorted(catalog())
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def build_all(jobs: List[Tuple[Path, Path, Dict[str, Any]]]) -> Dict[Path, Any]:
+    """Generates and builds each (archive, project_dir, generate kwargs), two at a time;
+    returns project_dir -> Project, or the exception it raised."""
+
+    def one(job: Tuple[Path, Path, Dict[str, Any]]) -> Any:
+        archive, project_dir, kwargs = job
+        try:
+            project = Project.generate(archive, project_dir, **kwargs)
+            project.build()
+            return project
+        except Exception as err:  # noqa: BLE001 - reported by the test that needs it
+            return err
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip([j[1] for j in jobs], pool.map(one, jobs)))
+
+
+def run_cli(capsys: pytest.CaptureFixture, *argv: str) -> Tuple[int, str, str]:
+    status = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+# --- the factory models -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def factory(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
+    root = tmp_path_factory.mktemp("factory")
+    models: Dict[str, GeneratedModel] = {name: catalog()[name]() for name in CATALOG}
+    jobs = []
+    for name, model in models.items():
+        archive = model.write(root / f"{name}.tar")
+        kwargs = {"model": model.name} if model.companions else {}
+        jobs.append((archive, root / name, kwargs))
+    built = build_all(jobs)
+    return {"root": root, "models": models, "built": built}
+
+
+@pytest.mark.parametrize("name", CATALOG)
+def test_factory_model_runs_on_host(
+    name: str, factory: Dict[str, Any], capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    root: Path = factory["root"]
+    model: GeneratedModel = factory["models"][name]
+    built = factory["built"][root / name]
+    if isinstance(built, Exception):
+        raise built
+    inputs = model.sample_inputs()
+    np.savez(tmp_path / "in.npz", **inputs)
+    argv = ["run", root / f"{name}.tar", "--project-dir", root / name]
+    argv += ["--input", tmp_path / "in.npz", "--output", tmp_path / "out.npz", "--json"]
+    if model.companions:
+        argv += ["--model", model.name]
+    status, out, err = run_cli(capsys, *argv)
+    assert status == 0, err
+    assert "generating" not in err  # the shared build was found up to date
+    import json
+
+    document = json.loads(out)
+    assert document["board"] == "host" and document["seconds"] > 0
+    assert document["instructions"] is None
+    outputs = dict(np.load(tmp_path / "out.npz"))
+    assert compare_outputs(outputs, model.reference(inputs)) == []
+    assert sorted(document["outputs"]) == sorted(outputs)
+    assert live_children() == []
+
+
+# --- the real TVM archives ----------------------------------------------------------------------
+
+
+def _corpus_params() -> List[Any]:
+    archives = corpus_archives()
+    if not archives:
+        return [pytest.param(None, marks=pytest.mark.skip(reason="no corpus (MLF_PROJECT_CORPUS)"))]
+    params = []
+    for archive in archives:
+        marks = []
+        if "_cmsisnn" in archive.name and not os.environ.get(CMSIS_ENV):
+            marks.append(
+                pytest.mark.skip(reason=f"needs CMSIS-NN: set {CMSIS_ENV} to a CMSIS-NN checkout")
+            )
+        params.append(pytest.param(archive, id=archive.stem, marks=marks))
+    return params
+
+
+@pytest.fixture(scope="module")
+def corpus_projects(tmp_path_factory: pytest.TempPathFactory) -> Dict[Path, Any]:
+    root = tmp_path_factory.mktemp("corpus")
+    jobs = []
+    for archive in corpus_archives():
+        if "_cmsisnn" in archive.name and not os.environ.get(CMSIS_ENV):
+            continue
+        case = corpus_case(archive)
+        kwargs: Dict[str, Any] = {}
+        if "all_models" in case:
+            kwargs["model"] = case["model_name"]
+        if "_cmsisnn" in archive.name:
+            kwargs["options"] = {"cmsis_path": os.environ[CMSIS_ENV]}
+        jobs.append((archive, root / archive.stem, kwargs))
+    return build_all(jobs)
+
+
+@pytest.mark.parametrize("archive", _corpus_params())
+def test_corpus_archive_runs_on_host(
+    archive: Optional[Path],
+    corpus_projects: Dict[Path, Any],
+    capsys: pytest.CaptureFixture,
+    tmp_path: Path,
+) -> None:
+    assert archive is not None
+    case = corpus_case(archive)
+    project = next((p for d, p in corpus_projects.items() if d.name == archive.stem), None)
+    if isinstance(project, Exception):
+        raise project
+    assert project is not None
+    argv = ["run", project.dir, "--input", case["inputs_npz"], "--output", tmp_path / "o.npz"]
+    status, out, err = run_cli(capsys, *argv)
+    assert status == 0, err
+    outputs = dict(np.load(tmp_path / "o.npz"))
+    reference = dict(np.load(str(case["outputs_npz"])))
+    assert compare_outputs(outputs, reference, rtol=1e-5) == []
+    assert live_children() == []
+
+
+def test_multi_model_archive_both_ways(
+    mlf_corpus: Path, capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    case = corpus_case(mlf_corpus / "multi_module.tar")
+    reference = dict(np.load(str(case["outputs_npz"])))
+    inputs = dict(np.load(str(case["inputs_npz"])))
+    # Without --model: a clear error naming the models.
+    status, _, err = run_cli(capsys, "run", case["archive"])
+    assert status == 2 and "2 models: mlp, mnist" in err and "--model" in err
+    # Every model in one firmware, names kept apart; mnist answers with its reference.
+    project = Project.generate(case["archive"], tmp_path / "all", model="*")
+    project.build()
+    with project.session() as session:
+        assert [m.name for m in session.models] == ["mlp", "mnist"]
+        outputs = session.run(inputs, model="mnist")
+        assert compare_outputs(outputs, reference) == []
+        mlp_inputs = {s.name: np.zeros(s.shape, np.float32) for s in session.model("mlp").inputs}
+        assert session.run(mlp_inputs, model="mlp")["output0"].shape == (1, 4)
+    # The same through the CLI: the npz feeds mnist, mlp runs on random inputs.
+    status, out, err = run_cli(
+        capsys, "run", project.dir, "--model", "*", "--input", case["inputs_npz"],
+        "--output", tmp_path / "all.npz",
+    )  # fmt: skip
+    assert status == 0, err
+    assert "model mlp runs on deterministic random inputs" in err
+    both = dict(np.load(tmp_path / "all.npz"))
+    assert compare_outputs({"output0": both["mnist.output0"]}, reference) == []
+
+
+# --- standalone ----------------------------------------------------------------------------------
+
+
+def test_standalone_matches_expected_outputs(
+    factory: Dict[str, Any], capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    model: GeneratedModel = factory["models"]["cnn_int8"]
+    archive = factory["root"] / "cnn_int8.tar"
+    inputs = model.sample_inputs()
+    expected = model.reference(inputs)
+    np.savez(tmp_path / "good.npz", **inputs, **expected)
+    project = Project.generate(
+        archive,
+        tmp_path / "p",
+        project_type="standalone",
+        options={"sample_inputs": str(tmp_path / "good.npz")},
+    )
+    project.build()
+    result = project.run_standalone(timeout=30)
+    assert result.exit_status == 0 and result.status == "pass"
+    assert compare_outputs(result.outputs_of(0, 0), expected) == []
+    # A wrong expected output: the firmware says so and exits 1.
+    wrong = {k: v + 1 for k, v in expected.items()}
+    np.savez(tmp_path / "bad.npz", **inputs, **wrong)
+    status, out, err = run_cli(
+        capsys, "run", archive, "--project-type", "standalone", "--input", tmp_path / "bad.npz",
+        "--json",
+    )  # fmt: skip
+    assert status == 1, err
+    assert '"standalone": "mismatch"' in out
+    assert live_children() == []
+
+
+def test_standalone_corpus_model_with_its_reference(mlf_corpus: Path, tmp_path: Path) -> None:
+    project = Project.generate(
+        mlf_corpus / "kws_int8.tar", tmp_path / "p", project_type="standalone"
+    )
+    assert project.models[0]["samples"]["expected_outputs"] is True  # kws_int8.outputs.npz
+    project.build()
+    result = project.run_standalone(timeout=30)
+    assert result.status == "pass" and result.exit_status == 0
+
+
+# --- the demo ------------------------------------------------------------------------------------
+
+
+def test_demo(capsys: pytest.CaptureFixture) -> None:
+    status, out, err = run_cli(capsys, "demo")
+    assert status == 0, out + err
+    assert "sample 9: label 9 predicted 9" in out
+    assert "every output matches the numpy reference" in out
+    assert "configuring" in err and "linking" in err  # progress while building
+    assert live_children() == []
+
+
+# --- failures end in clear errors, never hangs, with everything cleaned up -----------------------
+
+
+@pytest.fixture()
+def mlp_project(factory: Dict[str, Any]) -> Project:
+    built = factory["built"][factory["root"] / "mlp"]
+    if isinstance(built, Exception):
+        raise built
+    return built
+
+
+def test_device_killed_mid_run(mlp_project: Project) -> None:
+    fds = open_fds()
+    inputs = catalog()["mlp"]().sample_inputs()
+    session = mlp_project.session(timeout=5)
+    pid = session.runner.pid
+    killer = threading.Timer(0.05, os.kill, args=(pid, signal.SIGKILL))
+    started = time.monotonic()
+    killer.start()
+    with pytest.raises(TransportClosedError) as caught, session:
+        for _ in range(1_000_000):
+            session.run(inputs)
+    killer.join()
+    assert time.monotonic() - started < 5
+    assert "killed by SIGKILL" in str(caught.value)
+    assert live_children() == []
+    assert open_fds() <= fds
+
+
+def test_corrupt_frames_from_the_device(mlp_project: Project) -> None:
+    fds = open_fds()
+    inputs = catalog()["mlp"]().sample_inputs()
+    with mlp_project.session(timeout=5) as session:
+        read_some = session.link.read_some
+
+        def corrupting(deadline: float, *, what: str = "data") -> bytes:
+            data = bytearray(read_some(deadline, what=what))
+            if len(data) > 8:
+                data[-1] ^= 0xFF  # the CRC of the frame no longer matches
+            return bytes(data)
+
+        session.link.read_some = corrupting  # type: ignore[method-assign]
+        with pytest.raises(ProtocolError, match="corrupt frame"):
+            session.run(inputs)
+    assert live_children() == []
+    assert open_fds() <= fds
+
+
+def test_silent_device_times_out(mlp_project: Project) -> None:
+    fds = open_fds()
+    inputs = catalog()["mlp"]().sample_inputs()
+    with mlp_project.session(timeout=1.0) as session:
+        os.kill(session.runner.pid, signal.SIGSTOP)  # alive, but never answers
+        started = time.monotonic()
+        with pytest.raises(TransportTimeoutError, match="no reply"):
+            session.run(inputs)
+        assert time.monotonic() - started < 3
+    assert live_children() == []  # a stopped process is killed and reaped too
+    assert open_fds() <= fds
+
+
+def test_missing_firmware_says_build_first(factory: Dict[str, Any], tmp_path: Path) -> None:
+    from project_api.errors import FlashError
+
+    project = Project.generate(factory["root"] / "mlp.tar", tmp_path / "p")
+    with pytest.raises(FlashError, match="build the project first"):
+        project.flash()
+    with pytest.raises(FlashError, match="build"):
+        project.session()
+    assert live_children() == []

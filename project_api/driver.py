@@ -38,6 +38,7 @@ class Project:
         self.board: Board = load_board(str(info["board"]))
         self.project_type: str = str(info["project_type"])
         self.last_build: Any = None
+        self.temporary = False  # a scratch project its creator deletes after use
 
     def __repr__(self) -> str:
         return f"Project({str(self.dir)!r}, board={self.board.name!r}, {self.project_type})"

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -87,15 +87,24 @@ class RunCommand(Command):
                 raise GenerateError(
                     f"--icount only applies to QEMU boards, not {project.board.name}"
                 )
+            planned = None
+            if project.project_type == "host_driven":
+                planned = _plan_inputs(project, args)  # before building: fail fast
+            elif args.input and target.is_dir():
+                raise InputError(
+                    f"{project.dir} is a standalone project: its inputs were embedded when it "
+                    "was generated",
+                    hint="pass the archive with --input, or regenerate with -o sample_inputs=FILE",
+                )
             try:
                 project.build(progress=progress)
             finally:
                 progress.done()
             timeout = args.timeout or DEFAULT_TIMEOUTS[_kind(project.board)]
-            if project.project_type == "standalone":
+            if planned is None:
                 result = _run_standalone(project, timeout)
             else:
-                result = _run_host_driven(project, args, timeout)
+                result = _run_host_driven(project, planned, timeout)
             _report(project, result, args)
             status = result.get("status", EXIT_OK)
         return int(status)
@@ -184,7 +193,7 @@ def _project_for_archive(
     if not archive.exists():
         raise GenerateError(f"{archive}: no such archive or project directory")
     progress(f"generating a project for {archive.name} on {board}")
-    return Project.generate(
+    project = Project.generate(
         archive,
         project_dir,
         board=board,
@@ -194,6 +203,8 @@ def _project_for_archive(
         progress=None,
         force=True,
     )
+    project.temporary = not args.project_dir
+    return project
 
 
 # --- inputs ------------------------------------------------------------------------------------
@@ -278,14 +289,14 @@ def load_inputs(
 # --- running ------------------------------------------------------------------------------------
 
 
-def _run_host_driven(project: Any, args: argparse.Namespace, timeout: float) -> Dict[str, Any]:
+def _plan_inputs(project: Any, args: argparse.Namespace) -> List[Tuple[str, Dict[str, Any]]]:
+    """(model name, inputs) of every model to run."""
     models = project.models
     chosen = [m for m in models if args.model in (None, "*", m["name"])] or models
     if len(chosen) > 1 and args.model != "*":
         names = ", ".join(m["name"] for m in models)
         raise InputError(f"the firmware holds models {names}: choose one with --model NAME")
-    per_model: List[Dict[str, Any]] = []
-    inputs_by_model = []
+    planned = []
     for model in chosen:
         path = args.input
         if path is not None and len(chosen) > 1 and not _holds_inputs_of(path, model):
@@ -297,12 +308,18 @@ def _run_host_driven(project: Any, args: argparse.Namespace, timeout: float) -> 
                 f"random inputs ({_describe_specs(model['inputs'])})",
                 file=sys.stderr,
             )
-        inputs_by_model.append(load_inputs(path, model, only_known=len(chosen) > 1))
+        planned.append((model["name"], load_inputs(path, model, only_known=len(chosen) > 1)))
+    return planned
+
+
+def _run_host_driven(
+    project: Any, planned: List[Tuple[str, Dict[str, Any]]], timeout: float
+) -> Dict[str, Any]:
+    per_model: List[Dict[str, Any]] = []
     with project.session(timeout=timeout, run_timeout=max(timeout, 30.0)) as session:
-        for model, inputs in zip(chosen, inputs_by_model):
-            outputs = session.run(inputs, model=model["name"])
-            stats = session.last_stats
-            per_model.append({"model": model["name"], "outputs": outputs, "stats": stats})
+        for name, inputs in planned:
+            outputs = session.run(inputs, model=name)
+            per_model.append({"model": name, "outputs": outputs, "stats": session.last_stats})
     return {"runs": per_model}
 
 
@@ -373,7 +390,7 @@ def _json_of(project: Any, run: Mapping[str, Any]) -> Dict[str, Any]:
         "instructions": instructions,
         "workspace_bytes": getattr(stats, "workspace_bytes", None),
         "host_seconds": getattr(stats, "host_seconds", None),
-        "project_dir": str(project.dir),
+        "project_dir": None if getattr(project, "temporary", False) else str(project.dir),
     }
 
 

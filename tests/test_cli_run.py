@@ -1,0 +1,190 @@
+"""The CLI commands generate, build, flash and run: arguments, inputs, outputs, JSON, and one
+clear error (exit status 2) per kind of bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Tuple
+
+import numpy as np
+import pytest
+
+from project_api.cli import main
+from project_api.modelgen import catalog, compare_outputs
+from project_api.run.base import live_children
+
+pytestmark = pytest.mark.slow
+
+
+def cli(capsys: pytest.CaptureFixture, *argv: object) -> Tuple[int, str, str]:
+    status = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def scalar_built(tmp_path_factory: pytest.TempPathFactory) -> Tuple[Path, Path]:
+    """The 'scalar' factory model (inputs x [8] and scale []) generated and built once."""
+    root = tmp_path_factory.mktemp("cli")
+    archive = catalog()["scalar"]().write(root / "scalar.tar")
+    assert main(["generate", str(archive), str(root / "p")]) == 0
+    assert main(["build", str(root / "p")]) == 0
+    return archive, root / "p"
+
+
+def test_generate_build_flash_run(
+    scalar_built: Tuple[Path, Path], capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    archive, project = scalar_built
+    status, out, err = cli(capsys, "flash", project)
+    assert status == 0 and "nothing to flash" in out
+    model = catalog()["scalar"]()
+    inputs = model.sample_inputs()
+    np.savez(tmp_path / "in.npz", **inputs)
+    status, out, err = cli(
+        capsys, "run", project, "--input", tmp_path / "in.npz", "--output", tmp_path / "o.npz"
+    )
+    assert status == 0, err
+    assert "model scalar on host:" in out and "output0 float32[]" in out
+    assert compare_outputs(dict(np.load(tmp_path / "o.npz")), model.reference(inputs)) == []
+    assert live_children() == []
+
+
+def test_json_document(scalar_built: Tuple[Path, Path], capsys: pytest.CaptureFixture) -> None:
+    status, out, err = cli(capsys, "run", scalar_built[1], "--json")
+    assert status == 0, err
+    document = json.loads(out)
+    assert document["outputs"] == {
+        "output0": {"shape": [], "dtype": "float32"},
+        "output1": {"shape": [], "dtype": "float32"},
+    }
+    assert document["seconds"] > 0 and document["ticks"] > 0
+    assert document["instructions"] is None and document["board"] == "host"
+    assert "runs on deterministic random inputs (x [8] float32, scale [] float32)" in err
+
+
+def test_npy_input_for_a_one_input_model(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    model = catalog()["mlp"]()
+    archive = model.write(tmp_path / "mlp.tar")
+    inputs = model.sample_inputs()
+    np.save(tmp_path / "x.npy", inputs["x"])
+    status, out, err = cli(
+        capsys, "run", archive, "--input", tmp_path / "x.npy", "--output", tmp_path / "o.npz",
+        "--json",
+    )  # fmt: skip
+    assert status == 0, err
+    assert json.loads(out)["project_dir"] is None  # a temporary project, already removed
+    assert compare_outputs(dict(np.load(tmp_path / "o.npz")), model.reference(inputs)) == []
+
+
+def test_generate_twice_needs_force(
+    scalar_built: Tuple[Path, Path], capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    archive = scalar_built[0]
+    assert cli(capsys, "generate", archive, tmp_path / "p")[0] == 0
+    status, _, err = cli(capsys, "generate", archive, tmp_path / "p")
+    assert status == 2 and "--force" in err
+    assert cli(capsys, "generate", archive, tmp_path / "p", "--force")[0] == 0
+
+
+# --- bad input: exit status 2 and a message that says what is wrong ----------------------------
+
+
+def test_missing_input_lists_the_expected_inputs(
+    scalar_built: Tuple[Path, Path], capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    np.savez(tmp_path / "in.npz", x=np.zeros(8, np.float32))
+    status, _, err = cli(capsys, "run", scalar_built[1], "--input", tmp_path / "in.npz")
+    assert status == 2
+    assert "no input 'scale'" in err and "x [8] float32, scale [] float32" in err
+
+
+def test_unknown_input_name(
+    scalar_built: Tuple[Path, Path], capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    np.savez(tmp_path / "in.npz", x=np.zeros(8, np.float32), scale=np.float32(1), y=np.zeros(1))
+    status, _, err = cli(capsys, "run", scalar_built[1], "--input", tmp_path / "in.npz")
+    assert status == 2 and "unknown input 'y'" in err
+
+
+def test_wrong_shape_or_dtype(
+    scalar_built: Tuple[Path, Path], capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    np.savez(tmp_path / "in.npz", x=np.zeros(8, np.float64), scale=np.float32(1))
+    status, _, err = cli(capsys, "run", scalar_built[1], "--input", tmp_path / "in.npz")
+    assert status == 2 and "input 'x' is float64 [8]" in err
+
+
+def test_npy_for_a_two_input_model(
+    scalar_built: Tuple[Path, Path], capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    np.save(tmp_path / "x.npy", np.zeros(8, np.float32))
+    status, _, err = cli(capsys, "run", scalar_built[1], "--input", tmp_path / "x.npy")
+    assert status == 2 and "takes 2 inputs" in err
+
+
+def test_unreadable_input_file(
+    scalar_built: Tuple[Path, Path], capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    (tmp_path / "in.npz").write_text("not a zip")
+    status, _, err = cli(capsys, "run", scalar_built[1], "--input", tmp_path / "in.npz")
+    assert status == 2 and "not a readable .npz/.npy" in err
+    status, _, err = cli(capsys, "run", scalar_built[1], "--input", tmp_path / "absent.npz")
+    assert status == 2 and "no such file" in err
+
+
+def test_board_of_a_project_cannot_change(
+    scalar_built: Tuple[Path, Path], capsys: pytest.CaptureFixture
+) -> None:
+    status, _, err = cli(capsys, "run", scalar_built[1], "--board", "qemu-mps2-an385")
+    assert status == 2 and "generated for board host, not qemu-mps2-an385" in err
+
+
+def test_generation_option_on_a_generated_project(
+    scalar_built: Tuple[Path, Path], capsys: pytest.CaptureFixture
+) -> None:
+    status, _, err = cli(capsys, "run", scalar_built[1], "-o", "graph_format=json")
+    assert status == 2 and "option graph_format changes generation" in err
+
+
+def test_icount_is_for_qemu(scalar_built: Tuple[Path, Path], capsys: pytest.CaptureFixture) -> None:
+    status, _, err = cli(capsys, "run", scalar_built[1], "--icount")
+    assert status == 2 and "--icount only applies to QEMU boards" in err
+
+
+def test_no_such_target(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    status, _, err = cli(capsys, "run", tmp_path / "nothing.tar")
+    assert status == 2 and "nothing.tar" in err
+
+
+def test_bad_option_syntax(
+    scalar_built: Tuple[Path, Path], capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    status, _, err = cli(capsys, "generate", scalar_built[0], tmp_path / "p", "-o", "novalue")
+    assert status == 2 and "expected KEY=VALUE" in err
+
+
+def test_build_and_flash_need_a_project(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    status, _, err = cli(capsys, "build", tmp_path)
+    assert status == 2 and "not a generated project" in err
+    status, _, err = cli(capsys, "flash", tmp_path)
+    assert status == 2 and "not a generated project" in err
+
+
+def test_flash_before_build(
+    scalar_built: Tuple[Path, Path], capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    assert cli(capsys, "generate", scalar_built[0], tmp_path / "p")[0] == 0
+    status, _, err = cli(capsys, "flash", tmp_path / "p")
+    assert status == 2 and "build the project first" in err
+
+
+def test_standalone_project_takes_no_input(
+    scalar_built: Tuple[Path, Path], capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    args = ("generate", scalar_built[0], tmp_path / "p", "--project-type", "standalone")
+    assert cli(capsys, *args)[0] == 0
+    np.savez(tmp_path / "in.npz", x=np.zeros(8, np.float32), scale=np.float32(1))
+    status, _, err = cli(capsys, "run", tmp_path / "p", "--input", tmp_path / "in.npz")
+    assert status == 2 and "embedded when it was generated" in err

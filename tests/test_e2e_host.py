@@ -316,3 +316,28 @@ def test_missing_firmware_says_build_first(factory: Dict[str, Any], tmp_path: Pa
     with pytest.raises(FlashError, match="build"):
         project.session()
     assert live_children() == []
+
+
+def test_function_missing_from_the_registry_is_linked_directly(tmp_path: Path) -> None:
+    """As with TVM's CMSIS-NN partitions: the graph calls a function the system library does
+    not register; the generator links it by name and the model runs."""
+    from mlf_builders import write_tar
+
+    model = catalog()["mlp"]()
+    members = model.members()
+    lib0 = next(k for k in members if k.endswith("lib0.c"))
+    text = members[lib0].decode()
+    text = text.replace("    (TVMBackendPackedCFunc)tvmgen_mlp_fused_nn_softmax,\n", "")
+    text = text.replace('"\\003\\000', '"\\002\\000').replace(
+        "\\000tvmgen_mlp_fused_nn_softmax\\000", "\\000"
+    )
+    assert "softmax" not in text.split("_tvm_func_array")[1]
+    members[lib0] = text.encode()
+    archive = write_tar(tmp_path / "unregistered.tar", members)
+    project = Project.generate(archive, tmp_path / "p")
+    assert project.models[0]["functions_outside_registry"] == ["tvmgen_mlp_fused_nn_softmax"]
+    project.build()
+    inputs = model.sample_inputs()
+    with project.session() as session:
+        outputs = session.run(inputs)
+    assert compare_outputs(outputs, model.reference(inputs)) == []

@@ -413,3 +413,31 @@ def test_samples_split_on_leading_dimension() -> None:
 def test_project_json_is_json(archives: Dict[str, Path], tmp_path: Path) -> None:
     generate(archives["mlp"], tmp_path / "p", board=load_board("host").name)
     json.loads((tmp_path / "p/project.json").read_text())
+
+
+def test_registry_parsing(tmp_path: Path) -> None:
+    from project_api.generate.registry import (
+        defined_functions,
+        registered_functions,
+        render_registry,
+        unregistered_functions,
+    )
+
+    lib0 = tmp_path / "lib0.c"
+    lib0.write_text(
+        "static TVMBackendPackedCFunc _tvm_func_array[] = {\n"
+        "    (TVMBackendPackedCFunc)f_a,\n};\n"
+        'static const TVMFuncRegistry _tvm_func_registry = {"\\001\\000f_a\\000", x};\n'
+    )
+    lib2 = tmp_path / "lib2.c"
+    lib2.write_text(
+        "TVM_DLL int32_t f_b(void* args, int32_t* ids, int32_t n, void* r, int32_t* t, void* h) {\n"
+        "  return 0;\n}\n"
+        "static int32_t f_c(void* args) {\n  return 0;\n}\n"
+    )
+    sources = [lib0, lib2]
+    assert registered_functions(sources) == {"f_a"}
+    assert defined_functions(sources) == {"f_b"}
+    assert unregistered_functions(["f_a", "f_b", "f_c", "f_d"], sources) == ["f_b"]
+    text = render_registry("lib", ["f_a", "f_b", "f_d"], sources)
+    assert '"\\002\\000f_a\\000f_b\\000"' in text and "f_d" not in text

@@ -43,6 +43,7 @@ from ..resources import crt_dir, template_dir
 from . import samples as samples_mod
 from .options import GRAPH_FORMATS, PROJECT_TYPES, normalize_options
 from .params_blob import aligned_params
+from .registry import render_registry, unregistered_functions
 from .sizes import FitReport, WorkspaceEstimate, estimate_workspace, fit_report
 from .tables import (
     GraphTables,
@@ -101,6 +102,7 @@ class ModelPlan:
     tables_flash_bytes: int = 0
     samples: Optional[samples_mod.SampleSet] = None
     samples_blob: bytes = b""
+    direct_functions: List[str] = field(default_factory=list)
     sources: List[str] = field(default_factory=list)
     objects: List[str] = field(default_factory=list)
     include_dirs: List[str] = field(default_factory=list)
@@ -136,6 +138,7 @@ class ModelPlan:
                 "samples_bytes": len(self.samples_blob),
             },
             "samples": None if self.samples is None else self.samples.describe(),
+            "functions_outside_registry": list(self.direct_functions),
         }
 
 
@@ -302,6 +305,7 @@ def _plan_models(
             state_bytes=state_bytes(tables, ptr),
             graph_format=graph_format,
         )
+        plan.direct_functions = unregistered_functions(tables.funcs, the_model.sources)
         if graph_format == "json":
             assert the_model.graph_member is not None
             plan.graph_json = (the_model.root / the_model.graph_member).read_bytes()
@@ -659,7 +663,15 @@ def _write_blobs(env: Any, src: Path, plan: ModelPlan) -> List[Dict[str, str]]:
 
 def _model_context(plan: ModelPlan) -> Dict[str, Any]:
     symbol = f"mlf_graph_{plan.c_name}"
+    library = f"mlf_{plan.c_name}_functions"
+    registry = (
+        render_registry(library, plan.tables.funcs, plan.model.sources)
+        if plan.direct_functions
+        else ""
+    )
     return {
+        "registry_c": registry,
+        "library": f"&{library}" if registry else f"{plan.entry_point}()",
         "name": plan.name,
         "c_name": plan.c_name,
         "c_name_literal": c_string(json_raw(plan.name)),

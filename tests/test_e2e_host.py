@@ -341,3 +341,26 @@ def test_function_missing_from_the_registry_is_linked_directly(tmp_path: Path) -
     with project.session() as session:
         outputs = session.run(inputs)
     assert compare_outputs(outputs, model.reference(inputs)) == []
+
+
+def test_all_models_with_a_shared_global_function(tmp_path: Path) -> None:
+    """Two models defining the same global function (TVM's __tvm_main__ is not prefixed)
+    still link into one firmware: each model's copy gets its own name."""
+    from mlf_builders import write_tar
+
+    combined = catalog()["multi_model"]()
+    members = combined.members()
+    for key in [k for k in members if k.endswith("lib1.c")]:
+        members[key] += b"\nTVM_DLL int32_t __tvm_main__(void* args) { return 0; }\n"
+    archive = write_tar(tmp_path / "shared.tar", members)
+    project = Project.generate(archive, tmp_path / "p", model="*")
+    renamed = {m["name"]: m["renamed_symbols"] for m in project.models}
+    assert renamed == {
+        "mlp": {"__tvm_main__": "mlf_mlp_tvm_main__"},
+        "cnn_nchw": {"__tvm_main__": "mlf_cnn_nchw_tvm_main__"},
+    }
+    project.build()
+    inputs = combined.sample_inputs()
+    with project.session() as session:
+        outputs = session.run(inputs, model="mlp")
+    assert compare_outputs(outputs, combined.reference(inputs)) == []

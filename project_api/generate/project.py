@@ -43,7 +43,7 @@ from ..resources import crt_dir, template_dir
 from . import samples as samples_mod
 from .options import GRAPH_FORMATS, PROJECT_TYPES, normalize_options
 from .params_blob import aligned_params
-from .registry import render_registry, unregistered_functions
+from .registry import defined_functions, render_registry, unregistered_functions
 from .sizes import FitReport, WorkspaceEstimate, estimate_workspace, fit_report
 from .tables import (
     GraphTables,
@@ -103,6 +103,7 @@ class ModelPlan:
     samples: Optional[samples_mod.SampleSet] = None
     samples_blob: bytes = b""
     direct_functions: List[str] = field(default_factory=list)
+    renames: Dict[str, str] = field(default_factory=dict)
     sources: List[str] = field(default_factory=list)
     objects: List[str] = field(default_factory=list)
     include_dirs: List[str] = field(default_factory=list)
@@ -139,6 +140,7 @@ class ModelPlan:
             },
             "samples": None if self.samples is None else self.samples.describe(),
             "functions_outside_registry": list(self.direct_functions),
+            "renamed_symbols": dict(self.renames),
         }
 
 
@@ -316,7 +318,27 @@ def _plan_models(
             plan.samples = samples_mod.choose_samples(the_model, opts["sample_inputs"], archive)
             plan.samples_blob = plan.samples.to_blob()
         plans.append(plan)
+    _rename_shared_symbols(plans)
     return plans
+
+
+def _rename_shared_symbols(plans: Sequence[ModelPlan]) -> None:
+    """Functions that several models of one firmware define (TVM names most of them
+    ``tvmgen_<mod>_...``, but not all, e.g. ``__tvm_main__``) get a per-model name through a
+    -D on that model's code, so the firmware links."""
+    if len(plans) < 2:
+        return
+    defined = [defined_functions(plan.model.sources) for plan in plans]
+    counts: Dict[str, int] = {}
+    for names in defined:
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+    for plan, names in zip(plans, defined):
+        plan.renames = {
+            name: f"mlf_{plan.c_name}_{name.lstrip('_')}"
+            for name in sorted(names)
+            if counts[name] > 1
+        }
 
 
 def memory_fit(plans: Sequence[ModelPlan], board: Board, stack_bytes: int) -> FitReport:
@@ -665,7 +687,7 @@ def _model_context(plan: ModelPlan) -> Dict[str, Any]:
     symbol = f"mlf_graph_{plan.c_name}"
     library = f"mlf_{plan.c_name}_functions"
     registry = (
-        render_registry(library, plan.tables.funcs, plan.model.sources)
+        render_registry(library, plan.tables.funcs, plan.model.sources, plan.renames)
         if plan.direct_functions
         else ""
     )
@@ -676,6 +698,7 @@ def _model_context(plan: ModelPlan) -> Dict[str, Any]:
         "c_name": plan.c_name,
         "c_name_literal": c_string(json_raw(plan.name)),
         "entry_point": plan.entry_point,
+        "renames": [f"{old}={new}" for old, new in plan.renames.items()],
         "graph_format": plan.graph_format,
         "tables_c": _tables_body(render_c(plan.tables, symbol), symbol)
         if plan.graph_format == "tables"

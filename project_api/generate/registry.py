@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Iterable, List, Sequence, Set
+from typing import Iterable, List, Mapping, Optional, Sequence, Set
 
 from .tables import c_string, json_raw
 
@@ -67,9 +67,16 @@ def unregistered_functions(graph_funcs: Sequence[str], sources: Sequence[Path]) 
     return [name for name in missing if name in defined]
 
 
-def render_registry(symbol: str, graph_funcs: Sequence[str], sources: Sequence[Path]) -> str:
+def render_registry(
+    symbol: str,
+    graph_funcs: Sequence[str],
+    sources: Sequence[Path],
+    renames: Optional[Mapping[str, str]] = None,
+) -> str:
     """C defining ``static const TVMModule <symbol>``: every graph function that the sources
-    define, by name (the others stay out, so the runtime reports them as missing)."""
+    define, by name (the others stay out, so the runtime reports them as missing).
+    ``renames`` maps a function to the C symbol it was given at compile time."""
+    c_symbol = dict(renames or {})
     defined = defined_functions(sources) | registered_functions(sources)
     names = [n for n in dict.fromkeys(graph_funcs) if n in defined and n.isidentifier()]
     lines = [
@@ -77,9 +84,11 @@ def render_registry(symbol: str, graph_funcs: Sequence[str], sources: Sequence[P
         " * library's registry (external codegens such as CMSIS-NN register nothing there). */",
     ]
     for name in names:
-        lines.append(f"int {name}(TVMValue*, int*, int, TVMValue*, int*, void*);")
+        lines.append(
+            f"int {c_symbol.get(name, name)}(TVMValue*, int*, int, TVMValue*, int*, void*);"
+        )
     lines.append(f"static const TVMBackendPackedCFunc {symbol}_funcs[] = {{")
-    lines.extend(f"    {name}," for name in names)
+    lines.extend(f"    {c_symbol.get(name, name)}," for name in names)
     if not names:
         lines.append("    NULL,")
     lines.append("};")

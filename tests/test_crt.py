@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import tarfile
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 import pytest
@@ -47,8 +47,19 @@ def _c_compiler() -> str:
     return ""
 
 
+CMSIS_ENV = "MLF_PROJECT_CMSIS_NN"
+
+
 def _needs_cmsis_nn(case: Dict[str, object]) -> bool:
     return bool(case.get("cmsis_nn"))
+
+
+def _cmsis_nn() -> Optional[Path]:
+    """A CMSIS-NN checkout (Include/, Source/) named by $MLF_PROJECT_CMSIS_NN, if usable."""
+    root = os.environ.get(CMSIS_ENV)
+    if root and (Path(root) / "Include" / "arm_nnfunctions.h").is_file():
+        return Path(root)
+    return None
 
 
 def _model_sources(root: Path, case: Dict[str, object]) -> List[Path]:
@@ -80,6 +91,29 @@ def _params_path(root: Path, model: str) -> Path:
     raise FileNotFoundError(f"no params for {model} under {root}")
 
 
+def _registry_source(graph: Path) -> str:
+    """C for a registry of every function the graph calls (for archives whose CMSIS-NN
+    partitions are missing from TVM's registry, as the project generator also does)."""
+    nodes = json.loads(graph.read_text())["nodes"]
+    names = sorted(
+        {n["attrs"]["func_name"] for n in nodes if n["op"] == "tvm_op"} - {"__nop", "__copy"}
+    )
+    blob = "".join(f"\\{b:03o}" for b in len(names).to_bytes(2, "little"))
+    blob += "".join(f"{name}\\000" for name in names)
+    decls = "".join(
+        f"TVM_DLL int32_t {name}(TVMValue*, int*, int, TVMValue*, int*, void*);\n" for name in names
+    )
+    funcs = ", ".join(f"(TVMBackendPackedCFunc){name}" for name in names)
+    return (
+        "#include <tvm/runtime/crt/module.h>\n"
+        f"{decls}"
+        f"static const TVMBackendPackedCFunc funcs[] = {{{funcs}}};\n"
+        f'static const TVMFuncRegistry registry = {{"{blob}", funcs}};\n'
+        "static const TVMModule lib = {&registry};\n"
+        "const TVMModule* mlf_test_registry(void) { return &lib; }\n"
+    )
+
+
 @pytest.fixture(scope="session")
 def crt_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """crt/tests configured and built (with a run_model_<archive> per usable corpus archive)."""
@@ -90,9 +124,10 @@ def crt_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("no C compiler found (apt-get install gcc)")
     work = tmp_path_factory.mktemp("crt")
     models = []
+    cmsis = _cmsis_nn()
     for archive in corpus_archives():
         case = corpus_case(archive)
-        if _needs_cmsis_nn(case):
+        if _needs_cmsis_nn(case) and cmsis is None:
             continue
         root = work / "archives" / archive.stem
         root.mkdir(parents=True)
@@ -102,6 +137,11 @@ def crt_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
         model_dir.mkdir(parents=True)
         for source in _model_sources(root, case):
             shutil.copy(source, model_dir / source.name)
+        if _needs_cmsis_nn(case) and cmsis is not None:
+            for index, source in enumerate(sorted(cmsis.glob("Source/**/*.c"))):
+                shutil.copy(source, model_dir / f"cmsis_nn_{index}_{source.name}")
+            graph = _graph_path(root, str(case["model_name"]))
+            (model_dir / "zz_registry.c").write_text(_registry_source(graph))
         models.append(f"{archive.stem}={model_dir}")
     build = work / "build"
     configure = [
@@ -112,6 +152,7 @@ def crt_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
         str(build),
         f"-DCMAKE_C_COMPILER={compiler}",
         f"-DMLF_MODELS={';'.join(models)}",
+        f"-DMLF_MODEL_INCLUDES={cmsis / 'Include' if cmsis else ''}",
     ]
     if shutil.which("ninja"):
         configure += ["-G", "Ninja"]
@@ -148,8 +189,8 @@ def test_real_archive(
 ) -> None:
     archive = mlf_corpus / f"{stem}.tar"
     case = corpus_case(archive)
-    if _needs_cmsis_nn(case):
-        pytest.skip(f"{stem} calls CMSIS-NN kernels: needs CMSIS-NN sources (arm_nnfunctions.h)")
+    if _needs_cmsis_nn(case) and _cmsis_nn() is None:
+        pytest.skip(f"{stem} calls CMSIS-NN kernels: set {CMSIS_ENV} to a CMSIS-NN checkout")
     runner = crt_build / f"run_model_{stem}"
     assert runner.is_file(), f"run_model_{stem} was not built"
     root = crt_build.parent / "archives" / stem
@@ -190,7 +231,7 @@ def test_real_archive(
 
 def test_run_model_reports_sizes(mlf_corpus: Path, crt_build: Path) -> None:
     """The runner's summary line: the figures a firmware would size its buffers with."""
-    stems = [p.stem for p in corpus_archives() if not corpus_case(p).get("cmsis_nn")]
+    stems = [p.stem for p in corpus_archives() if not _needs_cmsis_nn(corpus_case(p))]
     if not stems:
         pytest.skip("no corpus archive runs without CMSIS-NN")
     stem = stems[0]

@@ -280,7 +280,10 @@ const mlf_error* mlf_executor_error(const mlf_executor* ex);
 size_t mlf_dtype_bytes(DLDataType dtype);
 
 /* Looks a function up in a system library's registry by name (a slice, not necessarily
- * NUL-terminated). MLF_ERR_MISSING_FUNCTION when absent. */
+ * NUL-terminated). MLF_ERR_MISSING_FUNCTION when absent. The names blob's count is a uint16
+ * (little-endian) unless its byte 1 is a letter or '_' — then it is TVM <= 0.8's single
+ * count byte followed by the first name (a uint16 count's high byte stays below 'A' for
+ * fewer than 16640 functions). The walk also stops at the blob's terminating empty name. */
 mlf_status mlf_module_lookup(const TVMModule* lib, const char* name, size_t name_len,
                              TVMBackendPackedCFunc* fn);
 

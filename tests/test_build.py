@@ -153,3 +153,17 @@ def test_cross_build_reports_memory_use(mlp_archive: Path, tmp_path: Path) -> No
     memory = project.last_build.memory
     assert memory is not None and memory["RAM"]["used"] > 0
     assert np.isclose(memory["RAM"]["size"], 4 << 20)
+
+
+def test_makefiles_when_ninja_is_missing(
+    mlp_archive: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import project_api.build.cmake as cmake_module
+
+    monkeypatch.setattr(cmake_module, "find_ninja", lambda: None)
+    project = Project.generate(mlp_archive, tmp_path / "p")
+    seen: List[str] = []
+    project.build(progress=seen.append)
+    assert (tmp_path / "p/build/Makefile").is_file()
+    assert any(s.startswith("compiling ") and s.endswith("%") for s in seen)
+    run_once(project)

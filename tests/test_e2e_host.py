@@ -364,3 +364,27 @@ def test_all_models_with_a_shared_global_function(tmp_path: Path) -> None:
     with project.session() as session:
         outputs = session.run(inputs, model="mlp")
     assert compare_outputs(outputs, combined.reference(inputs)) == []
+
+
+def test_json_graph_format_on_host(mlf_corpus: Path, tmp_path: Path) -> None:
+    case = corpus_case(mlf_corpus / "mnist8.tar")
+    project = Project.generate(case["archive"], tmp_path / "p", options={"graph_format": "json"})
+    project.build()
+    with project.session() as session:
+        outputs = session.run(dict(np.load(str(case["inputs_npz"]))))
+    assert compare_outputs(outputs, dict(np.load(str(case["outputs_npz"])))) == []
+
+
+def test_garbage_sent_to_the_device_is_survived(mlp_project: Project) -> None:
+    """Bytes that are no frame, and a frame with a bad CRC, do not derail the device."""
+    from project_api.transport.frames import encode_frame
+
+    model = catalog()["mlp"]()
+    inputs = model.sample_inputs()
+    with mlp_project.session(timeout=5) as session:
+        bad = bytearray(encode_frame(0x04, 77, b"\x00\x00"))
+        bad[-1] ^= 0xFF
+        session.link.write_all(b"\x00garbage\xa5 more" + bytes(bad))
+        outputs = session.run(inputs)
+    assert compare_outputs(outputs, model.reference(inputs)) == []
+    assert live_children() == []

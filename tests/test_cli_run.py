@@ -188,3 +188,10 @@ def test_standalone_project_takes_no_input(
     np.savez(tmp_path / "in.npz", x=np.zeros(8, np.float32), scale=np.float32(1))
     status, _, err = cli(capsys, "run", tmp_path / "p", "--input", tmp_path / "in.npz")
     assert status == 2 and "embedded when it was generated" in err
+
+
+def test_project_type_of_a_project_cannot_change(
+    scalar_built: Tuple[Path, Path], capsys: pytest.CaptureFixture
+) -> None:
+    status, _, err = cli(capsys, "run", scalar_built[1], "--project-type", "standalone")
+    assert status == 2 and "is a host_driven project, not standalone" in err

@@ -55,7 +55,6 @@ class RunCommand(Command):
         parser.add_argument(
             "--project-type",
             choices=["host_driven", "standalone"],
-            default="host_driven",
             help="host_driven (default) or standalone (the inputs are embedded, run once)",
         )
         parser.add_argument(
@@ -118,6 +117,11 @@ def _kind(board: Any) -> str:
 
 
 def _check_same(project: Any, args: argparse.Namespace, options: Mapping[str, str]) -> None:
+    if args.project_type and args.project_type != project.project_type:
+        raise GenerateError(
+            f"{project.dir} is a {project.project_type} project, not {args.project_type}",
+            hint="pass the archive to generate the other kind",
+        )
     if args.board and args.board != project.board.name:
         raise GenerateError(
             f"{project.dir} was generated for board {project.board.name}, not {args.board}",
@@ -165,6 +169,7 @@ def _project_for_archive(
     from ..generate import is_generated_project
 
     board = args.board or "host"
+    args.project_type = args.project_type or "host_driven"
     if args.input and args.project_type == "standalone":
         options = dict(options, sample_inputs=str(Path(args.input).resolve()))
     if args.project_dir:

@@ -441,3 +441,21 @@ def test_registry_parsing(tmp_path: Path) -> None:
     assert unregistered_functions(["f_a", "f_b", "f_c", "f_d"], sources) == ["f_b"]
     text = render_registry("lib", ["f_a", "f_b", "f_d"], sources)
     assert '"\\002\\000f_a\\000f_b\\000"' in text and "f_d" not in text
+
+
+def test_aot_model_is_refused_with_the_export_hint(tmp_path: Path) -> None:
+    from mlf_builders import aot_files
+
+    archive = write_tar(tmp_path / "aot.tar", aot_files())
+    with pytest.raises(UnsupportedModelError, match="AOT model") as caught:
+        generate(archive, tmp_path / "p")
+    assert 'Executor("graph")' in str(caught.value)
+    assert not (tmp_path / "p").exists()
+
+
+def test_missing_archive(tmp_path: Path) -> None:
+    from project_api.errors import ArchiveError
+
+    with pytest.raises(ArchiveError, match="no such file"):
+        generate(tmp_path / "absent.tar", tmp_path / "p")
+    assert not (tmp_path / "p").exists()

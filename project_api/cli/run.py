@@ -393,7 +393,11 @@ def _json_of(project: Any, run: Mapping[str, Any]) -> Dict[str, Any]:
         "ticks": ticks,
         "tick_hz": tick_hz,
         "instructions": instructions,
-        "workspace_bytes": getattr(stats, "workspace_bytes", None),
+        "workspace_bytes": getattr(stats, "workspace_bytes", None),  # measured high-water
+        "workspace_reserved_bytes": next(
+            (m["sizes"]["workspace_bytes"] for m in project.models if m["name"] == run["model"]),
+            None,
+        ),
         "host_seconds": getattr(stats, "host_seconds", None),
         "project_dir": None if getattr(project, "temporary", False) else str(project.dir),
     }

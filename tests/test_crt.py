@@ -19,7 +19,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import pytest
 
-from tests.conftest import REPO_ROOT, corpus_archives, corpus_case, requires_arm
+from conftest import REPO_ROOT, corpus_archives, corpus_case, requires_arm
 
 CRT_DIR = REPO_ROOT / "crt"
 CTEST_NAMES = ["test_graph_json", "test_executor", "test_params", "test_misc", "ram_chain"]

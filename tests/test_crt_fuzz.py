@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, corpus_archives
+from conftest import REPO_ROOT, corpus_archives
 
 CRT_TESTS = REPO_ROOT / "crt" / "tests"
 SECONDS = 5

@@ -18,7 +18,6 @@ from typing import Dict, List, Optional
 
 import numpy as np
 import pytest
-
 from conftest import REPO_ROOT, corpus_archives, corpus_case, requires_arm
 
 CRT_DIR = REPO_ROOT / "crt"

@@ -13,7 +13,6 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO_ROOT, corpus_archives
 
 CRT_TESTS = REPO_ROOT / "crt" / "tests"

@@ -9,6 +9,7 @@ within its time-out and no QEMU process left behind.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -357,6 +358,7 @@ INTERPRETER_EXIT_SCRIPT = textwrap.dedent(
     runner = QemuRunner(load_board("qemu-mps2-an385"), {firmware!r})
     runner.start(10)
     print(runner.pid, flush=True)
+    sys.stdin.readline()       # the test has seen QEMU alive
     if {how!r} == "exit":
         sys.exit(0)            # atexit reaps QEMU
     if {how!r} == "exception":
@@ -376,14 +378,19 @@ def test_interpreter_exit_takes_qemu_down(how, firmware_builder, tmp_path):
         INTERPRETER_EXIT_SCRIPT.format(repo=str(REPO_ROOT), firmware=str(firmware), how=how)
     )
     child = subprocess.Popen(
-        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, str(script)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
-        assert child.stdout is not None
+        assert child.stdout is not None and child.stdin is not None
         line = child.stdout.readline()
         assert line.strip().isdigit(), child.stderr.read() if child.stderr else line
         qemu_pid = int(line)
         assert process_alive(qemu_pid)
+        child.stdin.write(b"go\n")
+        child.stdin.flush()
         if how == "sigkill":
             child.send_signal(signal.SIGKILL)
         child.wait(timeout=TIMEOUT)
@@ -391,9 +398,10 @@ def test_interpreter_exit_takes_qemu_down(how, firmware_builder, tmp_path):
         if child.poll() is None:
             child.kill()
             child.wait()
-        for stream in (child.stdout, child.stderr):
+        for stream in (child.stdin, child.stdout, child.stderr):
             if stream is not None:
-                stream.close()
+                with contextlib.suppress(OSError):
+                    stream.close()
     assert wait_gone(qemu_pid, 5.0), f"QEMU {qemu_pid} survived the interpreter ({how})"
 
 

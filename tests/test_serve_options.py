@@ -128,8 +128,9 @@ def test_board_choices_fall_back_when_listing_fails(
 
     (tmp_path / "zeta.toml").write_text("")
     (tmp_path / "alpha.toml").write_text("")
-    monkeypatch.setattr(options_module.importlib, "import_module", broken)
+    # resources first: monkeypatch resolves string targets with importlib.import_module
     monkeypatch.setattr("project_api.resources.boards_dir", lambda: tmp_path)
+    monkeypatch.setattr(options_module.importlib, "import_module", broken)
     assert options_module.board_names() == ["alpha", "zeta"]
 
 
@@ -139,8 +140,8 @@ def test_board_choices_none_when_nothing_is_known(
     def missing(name: str, *args: Any) -> Any:
         raise ModuleNotFoundError("no", name="project_api.boards")
 
-    monkeypatch.setattr(options_module.importlib, "import_module", missing)
     monkeypatch.setattr("project_api.resources.boards_dir", lambda: tmp_path)
+    monkeypatch.setattr(options_module.importlib, "import_module", missing)
     assert options_module.board_names() is None
 
 

@@ -61,6 +61,8 @@ class HostRunner(Runner):
         if not os.access(self.executable, os.X_OK):
             raise FlashError(f"{self.executable} is not executable")
         master, slave = os.openpty()
+        # Named now: once a short-lived child has exited, ttyname() on the hung-up pty fails.
+        slave_path = os.ttyname(slave)
         try:
             tty.setraw(slave)
             if self.log_path is None:
@@ -85,7 +87,7 @@ class HostRunner(Runner):
         self._slave_fd = slave
         try:
             self.port = open_serial(
-                os.ttyname(slave),
+                slave_path,
                 baudrate=self.baudrate,
                 write_timeout=max(timeout, 1.0),
             )

@@ -172,9 +172,16 @@ class Session:
         self.retries = retries
         self.chunk_size = chunk_size
         self.runner = runner
-        self.link = (
-            link if isinstance(link, Link) else Link(link, write_timeout=max(self.timeout, 1.0))
-        )
+        if isinstance(link, Link):
+            self.link = link
+        else:
+            why = self._why_closed if runner is not None else None
+            try:
+                self.link = Link(link, write_timeout=max(self.timeout, 1.0), on_closed=why)
+            except TransportError:
+                if runner is not None:  # the session owns the runner from here on
+                    runner.stop()
+                raise
         if self.link.on_closed is None and runner is not None:
             self.link.on_closed = self._why_closed
         self.last_stats: Optional[RunStats] = None

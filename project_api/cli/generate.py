@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any, Dict
 
+from ..errors import GenerateError
 from .command import EXIT_OK, Command
 
 
@@ -25,6 +28,79 @@ def add_generate_arguments(parser: argparse.ArgumentParser, *, board_default: st
         help="a project option (graph_format, workspace_size_bytes, compile_definitions, "
         "cmsis_path, sample_inputs, ...); repeatable",
     )
+    deps = parser.add_argument_group(
+        "external dependencies",
+        "add or override the archive's external_dependencies without editing it. A project "
+        "regenerated in place (--force) reuses the pins of its own dependencies.lock.json for "
+        "every dependency declared as before and resolves changed ones afresh.",
+    )
+    deps.add_argument(
+        "--dependency",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="a dependency that replaces the archive's entry of the same short_name or adds "
+        "one: 'short_name=NAME,url=URL,url_type=git|url|path|mlf_path,version_spec=REF' "
+        "(also sha256=, recipe=, sources=a;b, include_dirs=, defines=), or a JSON object or "
+        "list; repeatable",
+    )
+    deps.add_argument(
+        "--cmsis-path",
+        metavar="DIR",
+        help="a CMSIS-NN (or CMSIS_5) checkout for models calling arm_* kernels "
+        "(TVM's cmsis_path option)",
+    )
+    deps.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="dependency cache (default: $MLF_PROJECT_CACHE, else the user cache directory)",
+    )
+    deps.add_argument(
+        "--offline",
+        action="store_true",
+        help="use only what the cache holds; fail listing every dependency missing from it",
+    )
+    deps.add_argument(
+        "--lock",
+        metavar="FILE",
+        help="regenerate the dependencies exactly as this dependencies.lock.json pins them",
+    )
+    deps.add_argument(
+        "--refresh-dependencies",
+        action="store_true",
+        help="fetch git/url dependencies again (e.g. a moved branch) instead of reusing the "
+        "cache and the project's own lock file",
+    )
+
+
+def dependency_options(args: argparse.Namespace, options: Dict[str, Any]) -> Dict[str, Any]:
+    """``options`` with the dependency flags added (paths made absolute: they are relative to
+    the current directory, not to the archive)."""
+    options = dict(options)
+    given = list(getattr(args, "dependency", None) or [])
+    if given:
+        if "dependencies" in options:
+            raise GenerateError(
+                "give dependencies either with --dependency or with -o dependencies=..., not both"
+            )
+        options["dependencies"] = given
+    for flag, name in (
+        ("cmsis_path", "cmsis_path"),
+        ("cache_dir", "cache_dir"),
+        ("lock", "lock_file"),
+    ):
+        value = getattr(args, flag, None)
+        if value:
+            if name in options:
+                raise GenerateError(
+                    f"option {name} given twice (--{flag.replace('_', '-')} and -o)"
+                )
+            options[name] = str(Path(value).expanduser().resolve())
+    if getattr(args, "offline", False):
+        options["offline"] = "true"
+    if getattr(args, "refresh_dependencies", False):
+        options["refresh_dependencies"] = "true"
+    return options
 
 
 class GenerateCommand(Command):
@@ -63,7 +139,7 @@ class GenerateCommand(Command):
             board=args.board,
             project_type=args.project_type,
             model=args.model,
-            options=parse_option_assignments(args.option),
+            options=dependency_options(args, parse_option_assignments(args.option)),
             progress=ProgressPrinter(),
             force=args.force,
         )

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import GenerateError, InputError
 from .command import EXIT_FAILURE, EXIT_OK, Command
-from .generate import add_generate_arguments
+from .generate import add_generate_arguments, dependency_options
 
 DEFAULT_TIMEOUTS = {"host": 10.0, "qemu": 60.0, "real": 30.0}
 
@@ -72,7 +72,7 @@ class RunCommand(Command):
         from .build import ProgressPrinter
 
         target = Path(args.target)
-        options = parse_option_assignments(args.option)
+        options: Dict[str, Any] = dependency_options(args, parse_option_assignments(args.option))
         if args.icount:
             options["qemu_icount"] = "true"
         progress = ProgressPrinter(prefix="")

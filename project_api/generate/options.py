@@ -27,7 +27,19 @@ OPTIONS: Dict[str, tuple] = {
     "cmsis_path": ("str", None, "CMSIS-NN (or CMSIS_5) checkout for arm_* kernels"),
     "cache_dir": ("str", None, "cache directory for external dependencies"),
     "offline": ("bool", False, "resolve dependencies from the cache only"),
-    "dependencies": ("json", None, "extra or overriding external dependencies (JSON)"),
+    "dependencies": (
+        "deps",
+        None,
+        "extra or overriding external dependencies: JSON (an object or a list) or the "
+        "--dependency form short_name=...,url=...,url_type=...,version_spec=...",
+    ),
+    "lock_file": ("str", None, "a dependencies.lock.json to regenerate the dependencies from"),
+    "refresh_dependencies": (
+        "bool",
+        False,
+        "fetch git/url dependencies again (moving branches) instead of reusing the cache "
+        "and the project's own lock file",
+    ),
     "sample_inputs": ("str", None, "standalone: .npz of sample inputs (and expected outputs)"),
     "stack_bytes": ("int", None, "main stack of Cortex-M boards (default: the board's)"),
     "qemu_icount": ("bool", False, "QEMU boards: -icount shift=0 (exact instruction counts)"),
@@ -114,6 +126,8 @@ def _coerce(name: str, kind: str, value: Any) -> Any:
             raise GenerateError(f"option {name}: want a number, got {value!r}") from None
     if kind == "defs":
         return _definitions(value)
+    if kind == "deps":
+        return _dependencies(value)
     if kind == "json":
         if isinstance(value, (list, dict)):
             return value
@@ -122,6 +136,39 @@ def _coerce(name: str, kind: str, value: Any) -> Any:
         except ValueError as err:
             raise GenerateError(f"option {name}: not valid JSON: {err}") from None
     raise AssertionError(kind)
+
+
+def _dependencies(value: Any) -> List[Any]:
+    """A list of dependency overrides: objects, or strings in the --dependency form (parsed
+    later by the resolver, which names the offending one)."""
+    if isinstance(value, dict):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        items: List[Any] = []
+        for item in value:
+            if isinstance(item, str) and item.strip().startswith("["):
+                items += _dependencies(item)
+            elif isinstance(item, (str, dict)):
+                items.append(item)
+            else:
+                raise GenerateError(
+                    f"option dependencies: want objects or strings, got {item!r}",
+                    hint="e.g. short_name=foo,url=https://host/foo.git,url_type=git,"
+                    "version_spec=v1.0",
+                )
+        return items
+    if not isinstance(value, str):
+        raise GenerateError(f"option dependencies: want JSON or a string, got {value!r}")
+    text = value.strip()
+    if not text.startswith(("[", "{")):
+        return [text]  # the --dependency form
+    try:
+        parsed = json.loads(text)
+    except ValueError as err:
+        raise GenerateError(f"option dependencies: not valid JSON: {err}") from None
+    if not isinstance(parsed, (list, dict)):
+        raise GenerateError("option dependencies: want a JSON object or list")
+    return _dependencies(parsed)
 
 
 def _definitions(value: Any) -> List[str]:

@@ -595,14 +595,26 @@ def _install_dependencies(
     *,
     previous: Path,
 ) -> Optional[List[Dict[str, Any]]]:
+    """Resolve, place and pin the external dependencies; ``deps.cmake`` builds them.
+
+    Lock files: ``lock_file`` regenerates exactly what it pins (every dependency must be in
+    it; it supplies those only it lists). Otherwise a project regenerated in place reuses its
+    own ``dependencies.lock.json`` for every dependency declared as before (same commit or
+    archive digest, even for a moving branch) and resolves changed or new ones afresh;
+    ``refresh_dependencies`` ignores it and fetches git/url dependencies again.
+    """
     from ..resolve import (
         LOCK_FILE_NAME,
+        assumed_features,
+        cmsis_nn_build,
         collect_dependencies,
         detect_cmsis_nn,
         install_dependencies,
         read_lock,
         require_cmsis_nn,
         resolve_dependencies,
+        reusable_lock,
+        specs_from_lock,
     )
 
     sources = [p for plan in plans for p in plan.model.sources]
@@ -618,13 +630,26 @@ def _install_dependencies(
         cmsis_path=cmsis_path,
         model_names=[plan.name for plan in plans],
     )
+    lock = None
+    partial = False
+    if opts["lock_file"]:
+        lock = read_lock(Path(opts["lock_file"]).expanduser())
+        user = collect_dependencies([], overrides=overrides, cmsis_path=cmsis_path)
+        specs = specs_from_lock(specs, lock, user_names=[spec.short_name for spec in user])
+        say(f"dependencies as pinned by {lock.path}")
     require_cmsis_nn(sources, specs, cmsis_path=cmsis_path)
     if not specs:
         return None
-    lock_path = previous / LOCK_FILE_NAME
-    lock = read_lock(lock_path) if lock_path.is_file() else None
+    own_lock = previous / LOCK_FILE_NAME
+    if lock is None and own_lock.is_file() and not opts["refresh_dependencies"]:
+        lock, fresh = reusable_lock(specs, read_lock(own_lock))
+        partial = True
+        if lock.entries:
+            say(f"reusing the pins of {own_lock} for {', '.join(lock.entries)}")
+        for spec in fresh:
+            say(f"{spec.short_name}: not pinned as declared in {own_lock}; resolving it afresh")
     say(f"resolving {len(specs)} external dependenc{'y' if len(specs) == 1 else 'ies'}")
-    cache_dir = Path(opts["cache_dir"]) if opts["cache_dir"] else None
+    cache_dir = Path(opts["cache_dir"]).expanduser() if opts["cache_dir"] else None
     resolved = resolve_dependencies(
         specs,
         archive_root=archive.root,
@@ -632,20 +657,43 @@ def _install_dependencies(
         cache_dir=cache_dir,
         offline=bool(opts["offline"]),
         lock=lock,
+        partial_lock=partial,
+        refresh=bool(opts["refresh_dependencies"]),
         progress=say,
         notify=say,
     )
+    cmsis = None
+    if any(dep.recipe.kind == "cmsis-nn" and not dep.skipped for dep in resolved):
+        assumed = [
+            (plan.name, assumed_features(plan.model.targets))
+            for plan in plans
+            if detect_cmsis_nn(plan.model.sources)
+        ]
+        cmsis = cmsis_nn_build(assumed, board.cpu, board.name)
+        if cmsis.reason:
+            say(cmsis.reason)
     targets = ["firmware"] + [f"mlf_model_{plan.c_name}" for plan in plans]
-    placed = install_dependencies(resolved, root, cpu=None, target_name=targets, lock=lock)
-    return [
-        {
+    placed = install_dependencies(
+        resolved,
+        root,
+        cpu=None,
+        target_name=targets,
+        lock=lock,
+        cmsis_nn_flags=cmsis.flags if cmsis else (),
+    )
+    described = []
+    for dep in placed:
+        entry: Dict[str, Any] = {
             "short_name": dep.short_name,
             "placed": dep.placed,
             "resolved": dep.resolved,
             "compiled": not dep.skipped,
         }
-        for dep in placed
-    ]
+        if cmsis is not None and dep.recipe.kind == "cmsis-nn" and not dep.skipped:
+            entry["cpu_features"] = cmsis.name
+            entry["cpu_features_note"] = cmsis.reason
+        described.append(entry)
+    return described
 
 
 def _write_blobs(env: Any, src: Path, plan: ModelPlan) -> List[Dict[str, str]]:

@@ -15,7 +15,9 @@ Typical use by the project generator::
                                     base_dir=archive_path.parent, lock=lock,
                                     offline=options.get("offline", False),
                                     progress=log, notify=warn)
-    install_dependencies(resolved, project, cpu=board.cpu, target_name="firmware", lock=lock)
+    cmsis = cmsis_nn_build([(model.name, assumed_features(model.targets))], board.cpu)
+    install_dependencies(resolved, project, cpu=board.cpu, target_name="firmware", lock=lock,
+                         cmsis_nn_flags=cmsis.flags)
     # CMakeLists.txt: add_executable(firmware …) then include(${CMAKE_CURRENT_LIST_DIR}/deps.cmake)
 """
 
@@ -24,7 +26,17 @@ from __future__ import annotations
 from .cache import ENV_CACHE, Cache, CacheEntry, cache_key, default_cache_dir
 from .detect import detect_cmsis_nn, find_cmsis_nn_uses, require_cmsis_nn
 from .extract import safe_extract
-from .lock import LOCK_FILE_NAME, LockEntry, LockFile, lock_from, read_lock, write_lock
+from .features import CmsisNnBuild, CpuFeatures, assumed_features, cmsis_nn_build, parse_target
+from .lock import (
+    LOCK_FILE_NAME,
+    LockEntry,
+    LockFile,
+    lock_from,
+    read_lock,
+    reusable_lock,
+    specs_from_lock,
+    write_lock,
+)
 from .place import (
     DEPS_DIR,
     FRAGMENT_NAME,
@@ -59,12 +71,16 @@ __all__ = [
     "BuildPlan",
     "Cache",
     "CacheEntry",
+    "CmsisNnBuild",
+    "CpuFeatures",
     "DependencySpec",
     "LockEntry",
     "LockFile",
     "Recipe",
     "ResolvedDependency",
+    "assumed_features",
     "cache_key",
+    "cmsis_nn_build",
     "cmake_fragment",
     "cmsis_path_dependency",
     "collect_dependencies",
@@ -76,12 +92,15 @@ __all__ = [
     "lock_from",
     "parse_dependency",
     "parse_dependency_string",
+    "parse_target",
     "place_dependencies",
     "plan_build",
     "read_lock",
     "require_cmsis_nn",
     "resolve_dependencies",
+    "reusable_lock",
     "safe_extract",
+    "specs_from_lock",
     "tree_digest",
     "write_lock",
 ]

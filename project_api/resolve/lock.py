@@ -36,9 +36,9 @@ import json
 import os
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DependencyError
 from .resolved import ResolvedDependency
@@ -185,3 +185,61 @@ def read_lock(path: Path) -> LockFile:
             raise _bad(path, where, f"'{spec.short_name}' is listed twice")
         lock.entries[spec.short_name] = LockEntry(spec, resolved, placed, tree)
     return lock
+
+
+def specs_from_lock(
+    specs: Sequence[DependencySpec],
+    lock: LockFile,
+    *,
+    user_names: Sequence[str] = (),
+) -> List[DependencySpec]:
+    """The dependencies to regenerate *exactly* as ``lock`` pins them (``--lock FILE``).
+
+    ``specs`` are the archive's dependencies with the user's overrides applied;
+    ``user_names`` the short_names the user gave (``--dependency``, ``cmsis_path``). Every
+    dependency in ``specs`` must be in the lock; one the archive declares differently is
+    taken from the lock (it was overridden when the lock was written), one the user gives
+    differently is an error; dependencies only the lock lists (overrides at the time) are
+    added. Order: the lock's.
+    """
+    where = f" {lock.path}" if lock.path else ""
+    problems = []
+    for spec in specs:
+        entry = lock.get(spec.short_name)
+        if entry is None:
+            problems.append(f"{spec.describe()} is not in it")
+        elif spec.short_name in user_names and entry.differs_from(spec):
+            problems.append(
+                f"{spec.describe()} differs from the locked {entry.spec.describe()} "
+                f"({', '.join(entry.differs_from(spec))})"
+            )
+    if problems:
+        raise DependencyError(
+            f"the lock file{where} cannot be used: " + "; ".join(problems),
+            hint="regenerate without the lock file (or without the conflicting --dependency)",
+        )
+    origin = f"lock file{where}"
+    return [replace(entry.spec, origin=origin) for entry in lock.entries.values()]
+
+
+def reusable_lock(
+    specs: Sequence[DependencySpec], lock: LockFile
+) -> Tuple[LockFile, List[DependencySpec]]:
+    """The part of a project's own lock that still applies when it is regenerated.
+
+    Entries whose dependency is declared as before are kept (the same commit / archive
+    digest is used again, a moving branch stays where it was); a ``path``/``mlf_path``
+    entry keeps no tree digest (a local directory is used as it is now). Returns that lock
+    and the dependencies that changed or are new (resolved afresh).
+    """
+    kept = LockFile(path=lock.path)
+    fresh: List[DependencySpec] = []
+    for spec in specs:
+        entry = lock.get(spec.short_name)
+        if entry is None or entry.differs_from(spec):
+            fresh.append(spec)
+            continue
+        if spec.url_type in ("path", "mlf_path"):
+            entry = replace(entry, tree_sha256=None)
+        kept.entries[spec.short_name] = entry
+    return kept, fresh

@@ -158,13 +158,20 @@ def install_dependencies(
     cpu: Any = None,
     target_name: Union[str, Sequence[str]] = "firmware",
     lock: Optional[LockFile] = None,
+    cmsis_nn_flags: Sequence[str] = (),
 ) -> List[ResolvedDependency]:
     """Place the dependencies, write ``deps.cmake`` and ``dependencies.lock.json`` in
     ``project_dir``; return the placed dependencies. The project's CMakeLists.txt then does
     ``include(${CMAKE_CURRENT_LIST_DIR}/deps.cmake)`` after defining ``target_name``."""
     project_dir = Path(project_dir)
     placed = place_dependencies(resolved, project_dir, lock=lock)
-    text = cmake_fragment(placed, project_dir=project_dir, cpu=cpu, target_name=target_name)
+    text = cmake_fragment(
+        placed,
+        project_dir=project_dir,
+        cpu=cpu,
+        target_name=target_name,
+        cmsis_nn_flags=cmsis_nn_flags,
+    )
     (project_dir / FRAGMENT_NAME).write_text(text, encoding="utf-8")
     write_lock(project_dir / LOCK_FILE_NAME, placed)
     return placed

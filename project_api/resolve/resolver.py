@@ -23,12 +23,15 @@ TVM_CRT_NOTE = (
 )
 
 
-def _check_against_lock(specs: Sequence[DependencySpec], lock: LockFile) -> None:
+def _check_against_lock(
+    specs: Sequence[DependencySpec], lock: LockFile, *, partial: bool = False
+) -> None:
     problems = []
     for spec in specs:
         entry = lock.get(spec.short_name)
         if entry is None:
-            problems.append(f"{spec.short_name} is not in the lock file")
+            if not partial:
+                problems.append(f"{spec.short_name} is not in the lock file")
             continue
         differing = entry.differs_from(spec)
         if differing:
@@ -57,6 +60,7 @@ def resolve_dependencies(
     cache_dir: Optional[Path] = None,
     offline: bool = False,
     lock: Optional[LockFile] = None,
+    partial_lock: bool = False,
     refresh: bool = False,
     progress: Optional[Callback] = None,
     notify: Optional[Callback] = None,
@@ -69,14 +73,16 @@ def resolve_dependencies(
     - ``offline``: never fetch; a :class:`DependencyError` lists every dependency missing
       from the cache.
     - ``lock``: fetch exactly what it records (git commit, archive sha256); a dependency that
-      is not in it, or differs from it, is an error.
+      is not in it, or differs from it, is an error; with ``partial_lock`` one that is not in
+      it is resolved afresh (a project's own lock after a dependency changed, see
+      :func:`~.lock.reusable_lock`).
     - ``refresh``: fetch git/url dependencies again even when cached (moving branches).
     - ``progress(msg)``: one line per step; ``notify(msg)``: things the user should read
       (e.g. that TVM's bundled runtime is not compiled), each said once.
     """
     cache = Cache(cache_dir)
     if lock is not None:
-        _check_against_lock(specs, lock)
+        _check_against_lock(specs, lock, partial=partial_lock)
 
     def say(message: str) -> None:
         if progress:

@@ -161,7 +161,9 @@ def archive_members(
             model.lowered,
             version,
             export_datetime=model.export_datetime,
-            external_dependencies=external_dependencies,
+            external_dependencies=external_dependencies
+            if external_dependencies is not None
+            else model.network.external_dependencies,
         )
     if version >= 7:
         document: Dict[str, object] = {"modules": modules, "version": version}

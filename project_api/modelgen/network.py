@@ -14,7 +14,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+    cast,
+)
 
 import numpy as np
 
@@ -95,6 +107,8 @@ class Network:
         self.inputs: List[Value] = []
         self.ops: List[OpNode] = []
         self.outputs: List[Value] = []
+        # metadata.json's external_dependencies (written unless write() is given others)
+        self.external_dependencies: List[Dict[str, Any]] = []
 
     # --- graph construction ---------------------------------------------------------------
 
@@ -261,6 +275,40 @@ class Network:
     def copy(self, x: Value) -> Value:
         """A ``__copy`` node: the executor copies the tensor."""
         return self.apply(ops.Copy(), x)[0]
+
+    def extern_call(
+        self,
+        inputs: Union[Operand, Sequence[Operand]],
+        symbol: str,
+        *,
+        reference: Callable[..., np.ndarray],
+        shape: Optional[Sequence[int]] = None,
+        dtype: Optional[str] = None,
+        dependency: Optional[Mapping[str, Any]] = None,
+    ) -> Value:
+        """An operator that calls the external C function ``symbol`` (see ops.ExternCall):
+        ``int32_t symbol(const T0* in0, ..., T* out, int32_t out_elements)``, non-zero =
+        failure. ``reference(*arrays)`` is its numpy model; the output has ``shape``/``dtype``
+        (default: the first input's). ``dependency`` (an external_dependencies entry, e.g.
+        ``{"short_name": "mylib", "url": ..., "url_type": "git", "version_spec": "v1.0.0"}``)
+        is listed in the archive's metadata."""
+        operands: List[Operand] = (
+            list(inputs) if isinstance(inputs, (list, tuple)) else [cast(Operand, inputs)]
+        )
+        if not operands:
+            raise ValueError(f"extern call {symbol} needs at least one input")
+        operands = [self.as_value(operand) for operand in operands]
+        first = cast(Value, operands[0]).type
+        out_type = None
+        if shape is not None or dtype is not None:
+            out_shape = tuple(int(d) for d in shape) if shape is not None else first.shape
+            out_dtype = dtype or first.dtype
+            _check_dtype(out_dtype)
+            out_type = TensorType(out_shape, out_dtype)
+        op = ops.ExternCall(symbol, out_type, reference)
+        if dependency is not None and dict(dependency) not in self.external_dependencies:
+            self.external_dependencies.append(dict(dependency))
+        return self.apply(op, *operands)[0]
 
     def fail_if(self, x: Value, flag: Value) -> Value:
         """Identity on x that fails (returns -1) when the int32 scalar ``flag`` is non-zero."""

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .cgen import Body, Buffer, float_literal, index
+from .cgen import C_TYPES, Body, Buffer, c_type, float_literal, index
 
 Shape = Tuple[int, ...]
 F32 = np.float32
@@ -1133,3 +1134,64 @@ class Copy(Op):
 
     def reference(self, arrays: Sequence[np.ndarray]) -> List[np.ndarray]:
         return [arrays[0].copy()]
+
+
+@dataclass(frozen=True)
+class ExternCall(Op):
+    """An operator whose work is an external C function, e.g. from an external dependency.
+
+    The function is declared (block scope, so each operator stays self-contained) and
+    called as ``int32_t symbol(const T0* in0, ..., T* out, int32_t out_elements)`` on the
+    tensors' data; a non-zero return makes the operator return -1. ``reference_fn(*arrays)``
+    is the caller's numpy model of what the function computes.
+    """
+
+    symbol: str
+    out_type: Optional[TensorType] = None  # None: the first input's shape and dtype
+    reference_fn: Optional[Callable[..., np.ndarray]] = field(
+        default=None, compare=False, hash=False
+    )
+
+    def __post_init__(self) -> None:
+        require(
+            bool(re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", self.symbol)),
+            f"extern symbol {self.symbol!r} is not a C identifier",
+        )
+        require(
+            not self.symbol.startswith(("tvmgen_", "TVM", "__tvm")),
+            f"extern symbol {self.symbol!r} would collide with TVM's generated names",
+        )
+
+    def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
+        require(len(types) >= 1, f"extern call {self.symbol} needs at least one input")
+        out = self.out_type or types[0]
+        for t in [*types, out]:
+            require_dtype(t, tuple(C_TYPES), f"extern call {self.symbol} operand")
+        require(out.size < 2**31, f"extern call {self.symbol}: output too large for int32_t")
+        return [out]
+
+    def name_parts(self) -> List[str]:
+        return ["extern", self.symbol]
+
+    def output_names(self) -> List[str]:
+        return ["T_extern"]
+
+    def emit(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
+        out = outs[0]
+        params = [f"const {c_type(b.dtype)}*" for b in ins] + [f"{c_type(out.dtype)}*", "int32_t"]
+        args = [f"(const {c_type(b.dtype)}*){b.var}" for b in ins]
+        args += [f"({c_type(out.dtype)}*){out.var}", str(out.size)]
+        body.line(f"extern int32_t {self.symbol}({', '.join(params)});")
+        with body.block(f"if ({self.symbol}({', '.join(args)}) != 0)"):
+            body.line("return -1;")
+
+    def reference(self, arrays: Sequence[np.ndarray]) -> List[np.ndarray]:
+        if self.reference_fn is None:
+            raise ValueError(f"extern call {self.symbol} has no numpy reference")
+        want = self.infer([TensorType(a.shape, str(a.dtype)) for a in arrays])[0]
+        result = np.asarray(self.reference_fn(*arrays))
+        require(
+            result.shape == want.shape,
+            f"reference of {self.symbol} gave shape {result.shape}, want {want.shape}",
+        )
+        return [np.ascontiguousarray(result.astype(want.dtype, copy=False))]

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 # TVM 0.14 src/target/parsers/mprofile.cc (facts, not code).
 _DSP_CPUS = ("cortex-m4", "cortex-m7", "cortex-m33", "cortex-m35p", "cortex-m55", "cortex-m85")
@@ -112,15 +112,14 @@ def parse_target(target: str) -> CpuFeatures:
     return CpuFeatures(level, mcpu, mattr, str(target).strip())
 
 
-def assumed_features(targets: Sequence[Any]) -> CpuFeatures:
+def assumed_features(targets: Union[Sequence[Any], Mapping[str, Any]]) -> CpuFeatures:
     """What a model's code was generated for: the ``cmsis-nn`` target's CPU if it names one,
     else the first target that names a ``-mcpu``, else no DSP/MVE (TVM's default).
 
     ``targets`` is ``Model.targets`` (strings; a v5 ``{"1": "c ..."}`` dict's values work).
     """
-    if isinstance(targets, dict):
-        targets = list(targets.values())
-    parsed = [parse_target(str(t)) for t in targets if str(t).strip()]
+    values = list(targets.values()) if isinstance(targets, Mapping) else list(targets)
+    parsed = [parse_target(str(t)) for t in values if str(t).strip()]
     cmsis = [p for p in parsed if p.target.split(" ", 1)[0] in ("cmsis-nn", "cmsisnn")]
     for candidate in cmsis + parsed:
         if candidate.mcpu:

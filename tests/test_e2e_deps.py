@@ -304,6 +304,32 @@ def test_offline_uses_a_warm_cache_and_names_what_a_cold_one_lacks(
     assert not cold.exists() or tree(cold) == []
 
 
+def test_project_api_options_override_and_cache(
+    world: Dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TVM's client sends every option as a string: dependencies (JSON), cache_dir, offline."""
+    from project_api.resources import template_dir
+    from project_api.serve.handler import ProjectApiHandler
+
+    monkeypatch.delenv("CMSIS_PATH", raising=False)
+    repo = world["repo"]
+    assert isinstance(repo, Path)
+    entry = {"short_name": "mylib", "url": repo.as_uri(), "url_type": "git"}
+    handler = ProjectApiHandler(template_dir())
+    options = {
+        "board": "host",
+        "project_type": "host_driven",
+        "dependencies": json.dumps([dict(entry, version_spec="v2.0.0")]),
+        "cache_dir": str(world["cache"]),
+        "offline": "false",
+        "cmsis_path": "",
+    }
+    handler.generate_project(str(world["archive"]), "", str(tmp_path / "p"), options)
+    assert locked(tmp_path / "p")["mylib"]["resolved"] == {"commit": world["commits"]["v2.0.0"]}  # type: ignore[index]
+    info = json.loads((tmp_path / "p" / "project.json").read_text())
+    assert info["options"]["cache_dir"] == str(world["cache"])
+
+
 # --- url and path ------------------------------------------------------------------------
 
 

@@ -1,0 +1,223 @@
+"""Benchmark 1: the runtime's code size on Cortex-M3 at -Os, against an empty firmware.
+
+Three firmwares for qemu-mps2-an385 (Cortex-M3), every C file at -Os (-DMLF_OPT_FLAGS=-Os),
+linked with --gc-sections, measured with ``arm-none-eabi-size`` and split with the linker
+map:
+
+- ``baseline``: the board seam and the device-protocol loop with no model — the generated
+  main.c without the model, and the runtime functions the loop calls replaced by one-line
+  stubs (their bytes are subtracted), so nothing of the runtime is linked;
+- ``tables``: a one-operator integer model with a param (its code needs nothing from libc),
+  with the generator's const graph tables (executor, params loader, workspace allocator,
+  registry lookup, error texts);
+- ``json``: the same model with graph.json parsed on the device (+ the JSON parser).
+
+"runtime" is the bytes of the runtime's objects in the linked image (``.text + .rodata``, as
+``size``'s text column counts them); "runtime + libc delta" adds what the runtime pulls out
+of libc/libgcc beyond what the empty firmware already links — together, what adding the
+runtime to the baseline costs.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any, Dict, List, Set
+
+from .common import QEMU_BOARD, Context, PartResult, configure, generate, require_arm, size_berkeley
+
+TARGET_TEXT = 6 * 1024
+MODEL = "codesize_int32"
+_CODE = (".text", ".rodata")
+
+BASELINE_MAIN = """/* bench/codesize.py: the empty firmware (board seam + device loop, no model). */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mlf_device.h"
+#include "mlf_models.h"
+#include "mlf_platform.h"
+
+static uint8_t rx_buffer[MLF_FRAME_BUFFER_BYTES(MLF_MAX_PAYLOAD)];
+
+int main(void) {
+  static mlf_device_model device_models[1];
+  mlf_platform_init();
+  device_models[0].name = "none";
+  device_models[0].init_status = MLF_ERR_STATE;
+  const mlf_device_config config = {
+      .models = device_models,
+      .num_models = 1u,
+      .board = MLF_BOARD_NAME,
+      .project_type = MLF_PROJECT_TYPE,
+      .rx_buffer = rx_buffer,
+      .rx_buffer_size = sizeof(rx_buffer),
+      .max_payload = MLF_MAX_PAYLOAD,
+      .idle_reset_ms = 200u,
+  };
+  mlf_platform_exit(mlf_device_serve(&config));
+}
+"""
+
+
+def model_archive(directory: Path) -> Path:
+    """The smallest model that exercises params: an int32 ``add`` of the input and a param.
+    Integer-only, so its code pulls nothing out of libc/libgcc (any libc delta is the
+    runtime's)."""
+    import numpy as np
+
+    from project_api.modelgen import Network
+
+    path = directory / f"{MODEL}.tar"
+    if not path.is_file():
+        directory.mkdir(parents=True, exist_ok=True)
+        net = Network(MODEL)
+        x = net.input("x", (1, 16), "int32")
+        net.output(net.add(x, np.arange(16, dtype=np.int32).reshape(1, 16)))
+        net.build(description="code-size benchmark: int32 add of a param").write(path)
+    return path
+
+
+def _nm(obj: Path, *flags: str) -> Set[str]:
+    out = subprocess.run(
+        ["arm-none-eabi-nm", *flags, str(obj)], capture_output=True, text=True, check=True
+    ).stdout
+    names = set()
+    for line in out.splitlines():
+        fields = line.split()
+        if fields:
+            names.add(fields[-1])
+    return names
+
+
+def _loop_runtime_symbols(build_dir: Path) -> List[str]:
+    """Runtime functions the device loop calls: undefined in the loop's objects, defined by
+    the runtime's."""
+    objects = list((build_dir / "CMakeFiles" / "mlf_runtime.dir").rglob("*.obj"))
+    loop = [o for o in objects if o.name.split(".")[0] in ("mlf_device", "mlf_frame")]
+    runtime = [o for o in objects if "/runtime/src/" in o.as_posix()]
+    wanted: Set[str] = set()
+    for obj in loop:
+        wanted |= _nm(obj, "-u")
+    defined: Set[str] = set()
+    for obj in runtime:
+        defined |= _nm(obj, "--defined-only", "-g")
+    return sorted(wanted & defined)
+
+
+def _stubs(symbols: List[str]) -> str:
+    lines = [
+        "/* bench/codesize.py: stand-ins for the runtime functions the device loop calls, so",
+        " * the empty firmware links without the runtime. Never called. */",
+    ]
+    for name in symbols:
+        if not re.match(r"^[A-Za-z_]\w*$", name):
+            raise RuntimeError(f"unexpected symbol {name!r}")
+        lines.append(f"int {name}(void);")
+        lines.append(f"int {name}(void) {{ return 11; }}")
+    return "\n".join(lines) + "\n"
+
+
+def _measure(project: Any, name: str) -> Dict[str, Any]:
+    from project_api.footprint import classify, map_objects, parse_linker_map
+
+    build_dir = Path(project.build_dir)
+    elf = Path(project.firmware)
+    text = (build_dir / "firmware.map").read_text(errors="replace")
+    split, _ = parse_linker_map(text)
+    code = {
+        cat: sum(split.get(b, {}).get(cat, 0) for b in _CODE)
+        for cat in ("runtime", "model", "params", "graph", "firmware", "board", "libc", "other")
+    }
+    runtime_objects: Dict[str, int] = {}
+    for obj, row in map_objects(text).items():
+        if classify(obj, ".text") == "runtime":
+            member = re.search(r"\(([^)]*)\)$", obj)
+            key = (member.group(1) if member else Path(obj).name).replace(".obj", "")
+            runtime_objects[key] = runtime_objects.get(key, 0) + sum(row.get(b, 0) for b in _CODE)
+    return {
+        "variant": name,
+        "size": size_berkeley(elf),
+        "code": code,
+        "runtime_objects": dict(sorted(runtime_objects.items())),
+    }
+
+
+def _build(ctx: Context, variant: str, archive: Path) -> Any:
+    fmt = "json" if variant == "json" else "tables"
+    project = generate(
+        archive,
+        ctx.work / f"codesize_{variant}",
+        board=QEMU_BOARD,
+        options={"graph_format": fmt},
+    )
+    configure(project, {"MLF_OPT_FLAGS": "-Os"})
+    return project
+
+
+def run(ctx: Context, result: PartResult) -> None:
+    require_arm()
+    archive = model_archive(ctx.work / "archives")
+    measured: Dict[str, Dict[str, Any]] = {}
+
+    tables = _build(ctx, "tables", archive)
+    tables.build()
+    measured["tables"] = _measure(tables, "tables")
+
+    json_project = _build(ctx, "json", archive)
+    json_project.build()
+    measured["json"] = _measure(json_project, "json")
+
+    baseline = _build(ctx, "baseline", archive)
+    symbols = _loop_runtime_symbols(Path(tables.build_dir))
+    (Path(baseline.dir) / "src" / "main.c").write_text(BASELINE_MAIN)
+    (c_name,) = [m["c_name"] for m in baseline.models]
+    (Path(baseline.dir) / "src" / f"model_{c_name}.c").write_text(_stubs(symbols))
+    baseline.build()
+    measured["baseline"] = _measure(baseline, "baseline")
+    stub_obj = next(Path(baseline.build_dir).rglob(f"model_{c_name}.c.obj"))
+    stub_bytes = size_berkeley(stub_obj)["text"]
+    if measured["baseline"]["code"]["runtime"]:
+        raise RuntimeError("the empty firmware still links runtime code")
+
+    base_text = measured["baseline"]["size"]["text"] - stub_bytes
+    base_libc = measured["baseline"]["code"]["libc"]
+    for variant in ("baseline", "tables", "json"):
+        m = measured[variant]
+        row: Dict[str, Any] = {
+            "variant": variant,
+            "model": "-" if variant == "baseline" else MODEL,
+            "text": m["size"]["text"],
+            "data": m["size"]["data"],
+            "bss": m["size"]["bss"],
+            **{f"{k}_code": v for k, v in m["code"].items()},
+            "runtime_objects": m["runtime_objects"],
+        }
+        if variant == "baseline":
+            row["stub_bytes"] = stub_bytes
+            row["text_without_stubs"] = base_text
+        else:
+            libc_delta = m["code"]["libc"] - base_libc
+            row["libc_delta"] = libc_delta
+            row["runtime_plus_libc_delta"] = m["code"]["runtime"] + libc_delta
+            row["text_delta"] = m["size"]["text"] - base_text
+        result.rows.append(row)
+    t, j = result.rows[1], result.rows[2]
+    result.summary = {
+        "board": QEMU_BOARD,
+        "flags": "-Os -mthumb -mcpu=cortex-m3 -ffunction-sections -fdata-sections, --gc-sections",
+        "baseline_text": base_text,
+        "runtime_text_tables": t["runtime_code"],
+        "runtime_text_json": j["runtime_code"],
+        "runtime_plus_libc_delta_tables": t["runtime_plus_libc_delta"],
+        "runtime_plus_libc_delta_json": j["runtime_plus_libc_delta"],
+        "json_parser_text": j["runtime_code"] - t["runtime_code"],
+        "target_text": TARGET_TEXT,
+        "target_met_tables": t["runtime_code"] <= TARGET_TEXT,
+        "target_met_json": j["runtime_code"] <= TARGET_TEXT,
+    }
+    ctx.log(
+        f"code size: runtime {t['runtime_code']} B (tables), {j['runtime_code']} B (json); "
+        f"baseline {base_text} B"
+    )

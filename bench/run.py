@@ -1,0 +1,263 @@
+"""Run the benchmark suite: ``python bench/run.py [--smoke] [--json OUT] [--only PART,...]``.
+
+Prints a table per benchmark and the issue-9 targets, and writes everything as JSON
+(default ``bench/results/latest.json``; ``bench/results/`` is not committed). ``--smoke``
+runs the same code on the smallest inputs (seconds; CI runs it). Exit status 1 when a
+benchmark failed (a skipped one — missing tool or corpus — is not a failure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+if __package__ in (None, ""):  # run as a script: make `bench` and `project_api` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import buildtime, codesize, dispatch, params, ram, streaming  # noqa: E402
+from bench.common import REPO_ROOT, Context, PartResult, Skip  # noqa: E402
+
+PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
+    ("codesize", "1. runtime code size, Cortex-M3 -Os (arm-none-eabi-size)", codesize.run),
+    ("ram", "2. runtime RAM beyond tensors, chains of add operators", ram.run),
+    ("dispatch", "3. dispatch overhead vs straight-line calls (QEMU -icount)", dispatch.run),
+    ("buildtime", "4. generate + build time on the host", buildtime.run),
+    ("streaming", "5. streaming throughput over the pty", streaming.run),
+    ("params", "6. params bound in place vs copied", params.run),
+]
+DEFAULT_JSON = REPO_ROOT / "bench" / "results" / "latest.json"
+
+COLUMNS: Dict[str, List[str]] = {
+    "codesize": ["variant", "model", "text", "data", "bss", "runtime_code", "model_code",
+                 "graph_code", "params_code", "firmware_code", "board_code", "libc_code",
+                 "runtime_plus_libc_delta"],
+    "ram": ["model", "graph_format", "ops", "state_bytes", "graph_ram_bytes",
+            "graph_measure_bytes", "structs_bytes", "runtime_globals_bytes",
+            "runtime_ram_bytes", "graph_flash_bytes", "tensor_bytes"],
+    "dispatch": ["model", "source", "ops", "executor_instructions", "direct_instructions",
+                 "overhead_instructions", "overhead_percent", "overhead_per_op", "reps"],
+    "buildtime": ["model", "params_bytes", "generate_seconds", "build_seconds",
+                  "total_seconds", "fit_residual_seconds"],
+    "streaming": ["board", "tensor_bytes", "upload_mb_s", "upload_median_mb_s",
+                  "download_mb_s", "download_median_mb_s"],
+    "params": ["model", "params_blob_bytes", "arena_in_place_bytes", "arena_copied_bytes",
+               "params_ram_in_place", "params_ram_copied", "copy_path_matches"],
+}  # fmt: skip
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 100 else f"{value:,.1f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def table(rows: Sequence[Dict[str, Any]], columns: Sequence[str]) -> str:
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(columns, widths))]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in cells]
+    return "\n".join(lines)
+
+
+def targets(results: Dict[str, PartResult]) -> List[Dict[str, Any]]:
+    """The issue's targets and where each stands."""
+
+    def summary(name: str) -> Dict[str, Any]:
+        part = results.get(name)
+        return part.summary if part is not None and part.status == "ok" else {}
+
+    def verdict(value: Any, ok: Optional[bool], part: str = "") -> str:
+        if value is None:
+            found = results.get(part)
+            if found is None:
+                return "not run"
+            return "not measured" if found.status == "ok" else found.status
+        return "met" if ok else "NOT met"
+
+    rows = []
+    c = summary("codesize")
+    rows.append(
+        {
+            "target": "runtime .text (+.rodata) <= 6 KB on Cortex-M3 -Os",
+            "figure": None
+            if not c
+            else f"{c['runtime_text_tables']} B tables, {c['runtime_text_json']} B with JSON "
+            f"parser (+libc: {c['runtime_plus_libc_delta_tables']} / "
+            f"{c['runtime_plus_libc_delta_json']} B)",
+            "status": verdict(c or None, c.get("target_met_tables"), "codesize"),
+        }
+    )
+    r = summary("ram")
+    rows.append(
+        {
+            "target": f"runtime RAM beyond tensors <= 16 KB ({r.get('chain', 'chain_add_400')})",
+            "figure": None
+            if not r
+            else f"{r.get('runtime_ram_tables')} B tables, {r.get('runtime_ram_json')} B JSON "
+            f"({r.get('board')})",
+            "status": verdict(r or None, r.get("target_met"), "ram"),
+        }
+    )
+    d = summary("dispatch")
+    rows.append(
+        {
+            "target": "dispatch overhead <= 1 % of instructions (kws_int8)",
+            "figure": None
+            if not d or d.get("kws_percent") is None
+            else f"{d['kws_percent']:.3f} % ({d.get('kws_executor_instructions'):,.0f} "
+            f"instructions per inference); worst {d['worst_model']} {d['worst_percent']:.3f} %",
+            "status": verdict(d.get("kws_percent"), d.get("target_met"), "dispatch"),
+        }
+    )
+    p = summary("params")
+    rows.append(
+        {
+            "target": "params RAM = 0 (bound in place)",
+            "figure": None
+            if not p
+            else f"{p['params_ram_in_place']} B in place vs {p['params_ram_copied']} B copied "
+            f"({p['model']})",
+            "status": verdict(p or None, p.get("target_met"), "params"),
+        }
+    )
+    b = summary("buildtime")
+    rows.append(
+        {
+            "target": "generate + build of kws_int8 on host <= 5 s",
+            "figure": None
+            if b.get("kws_seconds") is None
+            else f"{b['kws_median_seconds']:.2f} s median ({b['kws_seconds']:.2f} s best); params "
+            f"slope {b['slope_seconds_per_mib']:.3f} s/MiB (r² {b['r2']:.3f})",
+            "status": verdict(b.get("kws_seconds"), b.get("target_met"), "buildtime"),
+        }
+    )
+    s = summary("streaming")
+    figure = None
+    if s:
+        figure = ", ".join(
+            f"{k}: up {s[f'{k}_upload_mb_s']} / down {s[f'{k}_download_mb_s']} MB/s"
+            for k in ("host", "qemu")
+            if f"{k}_upload_mb_s" in s
+        )
+    rows.append(
+        {
+            "target": "streaming >= 1 MB/s over the pty",
+            "figure": figure,
+            "status": verdict(s or None, s.get("target_met"), "streaming"),
+        }
+    )
+    return rows
+
+
+def environment() -> Dict[str, Any]:
+    def version(argv: List[str]) -> Optional[str]:
+        if shutil.which(argv[0]) is None:
+            return None
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=20).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.splitlines()[0].strip() if out else None
+
+    commit = version(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"])
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "commit": commit,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "cc": version(["cc", "--version"]),
+        "arm_gcc": version(["arm-none-eabi-gcc", "--version"]),
+        "qemu": version(["qemu-system-arm", "--version"]),
+    }
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench/run.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="smallest inputs, seconds")
+    parser.add_argument("--json", type=Path, help=f"write results here (default {DEFAULT_JSON})")
+    parser.add_argument("--only", help="comma-separated parts: " + ",".join(p[0] for p in PARTS))
+    parser.add_argument("--work", type=Path, help="scratch directory (kept; default: a temp dir)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    args = parser.parse_args(argv)
+    chosen = [p for p in PARTS if not args.only or p[0] in args.only.split(",")]
+    if args.only and len(chosen) != len(set(args.only.split(","))):
+        parser.error(f"unknown part in --only {args.only}")
+
+    def log(message: str) -> None:
+        if not args.quiet:
+            print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+    if args.work is not None:
+        args.work.mkdir(parents=True, exist_ok=True)
+        work = args.work.resolve()
+        cleanup = None
+    else:
+        cleanup = tempfile.TemporaryDirectory(prefix="mlf-bench-")
+        work = Path(cleanup.name)
+    ctx = Context(smoke=args.smoke, work=work, log=log)
+    results: Dict[str, PartResult] = {}
+    began = time.perf_counter()
+    try:
+        for name, title, func in chosen:
+            result = PartResult(name=name, title=title)
+            started = time.perf_counter()
+            log(f"{title} ...")
+            try:
+                func(ctx, result)
+            except Skip as why:
+                result.status, result.reason = "skipped", str(why)
+            except Exception as err:  # a benchmark's failure is reported, the others go on
+                result.status, result.reason = "failed", f"{type(err).__name__}: {err}"
+                log(traceback.format_exc())
+            result.seconds = time.perf_counter() - started
+            results[name] = result
+    finally:
+        if cleanup is not None:
+            cleanup.cleanup()
+    document = {
+        "smoke": args.smoke,
+        "seconds": round(time.perf_counter() - began, 2),
+        "environment": environment(),
+        "parts": {name: r.to_json() for name, r in results.items()},
+        "targets": targets(results),
+    }
+    for name, result in results.items():
+        print(f"\n== {result.title} [{result.status}, {result.seconds:.1f} s]")
+        if result.reason:
+            print(f"   {result.reason}")
+        if result.rows:
+            print(table(result.rows, COLUMNS[name]))
+        for skipped in result.skipped:
+            print(f"   skipped: {skipped}")
+        shown = {k: v for k, v in result.summary.items() if not isinstance(v, (dict, list))}
+        if shown:
+            print("   " + ", ".join(f"{k}={_cell(v)}" for k, v in shown.items()))
+    print("\n== targets")
+    print(table(document["targets"], ["target", "figure", "status"]))
+    out = args.json or DEFAULT_JSON
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"\nwrote {out} ({document['seconds']:.1f} s)")
+    return 1 if any(r.status == "failed" for r in results.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -102,7 +102,8 @@ typedef struct {
 } mlf_op;
 
 /* A tensor as operators see it: a storage pool viewed with one shape and dtype. Entries of
- * graph.json with the same storage, shape and dtype share one view. */
+ * graph.json with the same storage, shape and dtype share one view. Views may share
+ * dimensions in mlf_graph.shapes (the generator's tables do; the JSON parser does not). */
 typedef struct {
   uint32_t storage; /* storage id */
   uint32_t shape;   /* index of the first dimension in mlf_graph.shapes */
@@ -122,8 +123,9 @@ typedef struct {
  * The tables. mlf_executor_init() (and the parser, on what it builds) checks them before use:
  * every index in range, every view inside its pool (storage_bytes), copies between equal
  * sizes, and num_funcs, num_views, num_storage, num_args and max_op_args at most 65535.
- * The parser deduplicates views and shapes, except the one-dimensional views it makes for
- * flatten_data="1" operators.
+ * The parser deduplicates views (one per distinct storage, dtype and shape of the graph's
+ * entries), except the one-dimensional views it makes for flatten_data="1" operators; every
+ * view it makes has dimensions of its own in `shapes`.
  */
 typedef struct mlf_graph {
   uint32_t num_nodes;
@@ -148,11 +150,15 @@ typedef struct mlf_graph {
 
 /* Bytes mlf_graph_parse_json() needs for the tables of this graph (including its own
  * temporary space while parsing: 4 bytes per graph entry). Exact, except that __nop
- * operators (which usually vanish) and repeated function names beyond the 8 most recent
- * distinct ones are counted generously. Validates as mlf_graph_parse_json() does: MLF_ERR_JSON for
- * bad text, MLF_ERR_GRAPH for a bad graph, MLF_ERR_UNSUPPORTED for a device_index other than 1.
- * Distinct views are counted by re-reading earlier entries in the text, so the cost grows
- * with the square of the number of entries (fine at start-up for graphs that fit an MCU). */
+ * operators (which usually vanish) and function names are counted generously: a name is
+ * counted again unless the previous operator calls it too. Validates the text and its
+ * structure as mlf_graph_parse_json() does (MLF_ERR_JSON for bad text, MLF_ERR_GRAPH for a
+ * bad graph, MLF_ERR_UNSUPPORTED for a device_index other than 1); what only the built tables
+ * show (views larger than their pools, arg_nodes naming operators, the 65535 limits) is
+ * refused by the parse. Distinct views are counted by re-reading earlier entries in the text
+ * and references are resolved by re-reading node_row_ptr, so the cost grows with the square
+ * of the graph's size (fine at start-up for graphs that fit an MCU). Numbers in the graph
+ * must be JSON integers (no leading zeros). */
 mlf_status mlf_graph_measure_json(const char* json, size_t json_len, size_t* bytes, mlf_error* err);
 
 /* Parses graph.json in place. The text must outlive the graph (names are slices of it).
@@ -261,7 +267,8 @@ mlf_status mlf_executor_input_index(const mlf_executor* ex, const char* name, si
 DLTensor* mlf_executor_input_tensor(mlf_executor* ex, uint32_t index);
 const DLTensor* mlf_executor_output_tensor(const mlf_executor* ex, uint32_t index);
 
-/* nbytes must equal the tensor's size. */
+/* nbytes must equal the tensor's size. data may be the tensor's own memory (then nothing is
+ * copied) but must not otherwise overlap it. */
 mlf_status mlf_executor_set_input(mlf_executor* ex, uint32_t index, const void* data,
                                   size_t nbytes);
 mlf_status mlf_executor_set_input_by_name(mlf_executor* ex, const char* name, size_t name_len,

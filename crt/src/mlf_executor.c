@@ -6,6 +6,7 @@
  * its pool, storage is laid out and a DLTensor is built per view. mlf_executor_run() is then
  * a loop of "point the argument handles at the views' DLTensors, make one indirect call".
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "mlf_internal.h"
@@ -24,12 +25,33 @@ static uint64_t view_bytes(const mlf_graph* g, const mlf_view* v) {
   return bytes;
 }
 
-static int present(const void* table, uint32_t count) { return count == 0 || table != NULL; }
+/* The state holds per-func, per-view, per-storage, per-arg and per-argument-slot arrays:
+ * these limits keep its size far from overflowing a 32-bit size_t. */
+static int too_large(const mlf_graph* g) {
+  return (g->num_funcs | g->num_views | g->num_storage | g->num_args | g->max_op_args) > 0xFFFF;
+}
 
-static mlf_status bad_tables(mlf_error* err, const char* what, uint32_t node) {
-  mlf_fail(err, MLF_ERR_GRAPH, what, NULL, 0);
-  err->node = node;
-  return MLF_ERR_GRAPH;
+/* Every (count, table) pair of mlf_graph: a table may only be NULL when its count is 0. */
+static const uint8_t kTables[][2] = {
+    {offsetof(mlf_graph, num_ops), offsetof(mlf_graph, ops)},
+    {offsetof(mlf_graph, num_op_args), offsetof(mlf_graph, op_args)},
+    {offsetof(mlf_graph, num_funcs), offsetof(mlf_graph, funcs)},
+    {offsetof(mlf_graph, num_views), offsetof(mlf_graph, views)},
+    {offsetof(mlf_graph, num_shape_dims), offsetof(mlf_graph, shapes)},
+    {offsetof(mlf_graph, num_storage), offsetof(mlf_graph, storage_bytes)},
+    {offsetof(mlf_graph, num_args), offsetof(mlf_graph, args)},
+    {offsetof(mlf_graph, num_outputs), offsetof(mlf_graph, outputs)},
+};
+
+static int tables_present(const mlf_graph* g) {
+  for (size_t i = 0; i < sizeof(kTables) / sizeof(kTables[0]); ++i) {
+    uint32_t count;
+    const void* table;
+    memcpy(&count, (const uint8_t*)g + kTables[i][0], sizeof(count));
+    memcpy(&table, (const uint8_t*)g + kTables[i][1], sizeof(table));
+    if (count != 0 && table == NULL) return 0;
+  }
+  return 1;
 }
 
 static int view_ok(const mlf_graph* g, const mlf_view* v) {
@@ -56,54 +78,67 @@ static int op_ok(const mlf_graph* g, const mlf_op* op) {
 
 /* Tables may come from the generator, the JSON parser or a hand: trust none of them. */
 mlf_status mlf_graph_check(const mlf_graph* g, mlf_error* err) {
-  /* The state holds per-view, per-storage, per-arg and per-argument-slot arrays: these
-   * limits keep its size far from overflowing a 32-bit size_t. */
-  if ((g->num_funcs | g->num_views | g->num_storage | g->num_args | g->max_op_args) > 0xFFFF ||
-      !present(g->ops, g->num_ops) || !present(g->op_args, g->num_op_args) ||
-      !present(g->funcs, g->num_funcs) || !present(g->views, g->num_views) ||
-      !present(g->shapes, g->num_shape_dims) || !present(g->storage_bytes, g->num_storage) ||
-      !present(g->args, g->num_args) || !present(g->outputs, g->num_outputs)) {
-    return bad_tables(err, MLF_TEXT("table missing or too large"), UINT32_MAX);
+  const char* what = MLF_TEXT("table missing or too large");
+  uint32_t node = UINT32_MAX, i;
+  if (too_large(g) || !tables_present(g)) goto bad;
+  what = MLF_TEXT("view outside its storage");
+  for (i = 0; i < g->num_views; ++i) {
+    if (!view_ok(g, &g->views[i])) goto bad;
   }
-  for (uint32_t i = 0; i < g->num_views; ++i) {
-    if (!view_ok(g, &g->views[i]))
-      return bad_tables(err, MLF_TEXT("view outside its storage"), UINT32_MAX);
+  what = MLF_TEXT("bad operator");
+  for (i = 0; i < g->num_ops; ++i) {
+    node = g->ops[i].node;
+    if (!op_ok(g, &g->ops[i])) goto bad;
   }
-  for (uint32_t i = 0; i < g->num_ops; ++i) {
-    if (!op_ok(g, &g->ops[i])) return bad_tables(err, MLF_TEXT("bad operator"), g->ops[i].node);
+  what = MLF_TEXT("bad arg or output view");
+  for (i = 0; i < g->num_args; ++i) {
+    node = g->args[i].node;
+    if (g->args[i].view >= g->num_views) goto bad;
   }
-  for (uint32_t i = 0; i < g->num_args; ++i) {
-    if (g->args[i].view >= g->num_views)
-      return bad_tables(err, MLF_TEXT("bad arg"), g->args[i].node);
-  }
-  for (uint32_t i = 0; i < g->num_outputs; ++i) {
-    if (g->outputs[i] >= g->num_views) return bad_tables(err, MLF_TEXT("bad output"), UINT32_MAX);
+  node = UINT32_MAX;
+  for (i = 0; i < g->num_outputs; ++i) {
+    if (g->outputs[i] >= g->num_views) goto bad;
   }
   return MLF_OK;
+bad:
+  mlf_fail(err, MLF_ERR_GRAPH, what, NULL, 0);
+  err->node = node;
+  return MLF_ERR_GRAPH;
+}
+
+/* ---- state -------------------------------------------------------------------------------- */
+
+static void* carve(uintptr_t* at, size_t bytes) {
+  void* block = (void*)*at;
+  *at += MLF_ALIGN_UP(bytes, 8);
+  return block;
+}
+
+/* Lays the state out from `at` (the figures of MLF_EXECUTOR_STATE_BYTES); returns its end. */
+static uintptr_t carve_state(mlf_executor* ex, uintptr_t at) {
+  const mlf_graph* g = ex->graph;
+  ex->funcs = (TVMBackendPackedCFunc*)carve(&at, g->num_funcs * sizeof(TVMBackendPackedCFunc));
+  ex->tensors = (DLTensor*)carve(&at, g->num_views * sizeof(DLTensor));
+  ex->storage = (uint8_t**)carve(&at, g->num_storage * sizeof(uint8_t*));
+  ex->values = (TVMValue*)carve(&at, g->max_op_args * sizeof(TVMValue));
+  ex->type_codes = (int*)carve(&at, g->max_op_args * sizeof(int));
+  ex->arg_flags = (uint8_t*)carve(&at, g->num_args);
+  ex->input_args = (const uint32_t*)carve(&at, g->num_args * sizeof(uint32_t));
+  return at;
 }
 
 size_t mlf_executor_state_bytes(const mlf_graph* g) {
+  mlf_executor sizing;
   if (g == NULL) return 0;
-  if ((g->num_funcs | g->num_views | g->num_storage | g->num_args | g->max_op_args) > 0xFFFF) {
-    return SIZE_MAX; /* refused by mlf_graph_check() anyway */
-  }
-  return MLF_EXECUTOR_STATE_BYTES(g->num_funcs, g->num_views, g->num_storage, g->max_op_args,
-                                  g->num_args);
+  if (too_large(g)) return SIZE_MAX; /* refused by mlf_graph_check() anyway */
+  sizing.graph = g;
+  return carve_state(&sizing, 0);
 }
 
 /* ---- params ------------------------------------------------------------------------------ */
 
 static int same_name(mlf_name a, mlf_name b) {
   return a.len == b.len && (a.len == 0 || memcmp(a.str, b.str, a.len) == 0);
-}
-
-static int find_param(const void* params, size_t len, mlf_name name, mlf_param* out) {
-  mlf_params_iter it;
-  if (params == NULL || mlf_params_open(params, len, &it, NULL) != MLF_OK) return 0;
-  while (mlf_params_next(&it, out)) {
-    if (same_name(out->name, name)) return 1;
-  }
-  return 0;
 }
 
 static int param_fits(const mlf_graph* g, const mlf_view* v, const mlf_param* p) {
@@ -117,6 +152,7 @@ static int param_fits(const mlf_graph* g, const mlf_view* v, const mlf_param* p)
   return 1;
 }
 
+/* 1 when some operator (__copy included) writes storage sid. */
 static int storage_written(const mlf_graph* g, uint32_t sid) {
   for (uint32_t i = 0; i < g->num_ops; ++i) {
     const mlf_op* op = &g->ops[i];
@@ -132,42 +168,49 @@ static int storage_written(const mlf_graph* g, uint32_t sid) {
  * the generator, see mlf_executor_arena_bytes in the header): exactly one graph arg uses the
  * storage, no operator writes it, a param of that arg's name exists (the first one in the
  * blob), matches its shape and dtype, covers the whole pool and starts 64-byte aligned.
+ * The blob was validated by the caller.
  */
 static const uint8_t* in_place_data(const mlf_graph* g, uint32_t sid, const void* params,
                                     size_t len) {
-  uint32_t owner = UINT32_MAX;
+  const mlf_arg* owner = NULL;
+  mlf_params_iter it;
   mlf_param p;
   if (params == NULL) return NULL;
   for (uint32_t a = 0; a < g->num_args; ++a) {
     if (g->views[g->args[a].view].storage != sid) continue;
-    if (owner != UINT32_MAX) return NULL;
-    owner = a;
+    if (owner != NULL) return NULL;
+    owner = &g->args[a];
   }
-  if (owner == UINT32_MAX || storage_written(g, sid)) return NULL;
-  if (!find_param(params, len, g->args[owner].name, &p)) return NULL;
-  if (!param_fits(g, &g->views[g->args[owner].view], &p) || p.nbytes < g->storage_bytes[sid] ||
-      ((uintptr_t)p.data & (MLF_STORAGE_ALIGN - 1)) != 0) {
-    return NULL;
+  if (owner == NULL || storage_written(g, sid)) return NULL;
+  mlf_params_open(params, len, &it, NULL);
+  while (mlf_params_next(&it, &p)) {
+    if (!same_name(p.name, owner->name)) continue;
+    if (!param_fits(g, &g->views[owner->view], &p) || p.nbytes < g->storage_bytes[sid] ||
+        ((uintptr_t)p.data & (MLF_STORAGE_ALIGN - 1)) != 0) {
+      return NULL;
+    }
+    return p.data;
   }
-  return p.data;
+  return NULL;
 }
 
 /* In 64 bits: the sum of hostile pool sizes may exceed a 32-bit size_t (MLF_ALIGN_UP's mask). */
 static uint64_t align64(uint64_t offset) { return (offset + 63) & ~(uint64_t)63; }
 
-/* Lays storage out (bases may be NULL to only measure); returns the arena bytes used from
- * the first 64-byte boundary of the arena. */
+/* Lays storage out (bases NULL: only measures); returns the arena bytes used from the first
+ * 64-byte boundary of the arena, `start`. */
 static uint64_t plan_storage(const mlf_graph* g, const void* params, size_t len, uint8_t* start,
                              uint8_t** bases) {
   uint64_t offset = 0;
   for (uint32_t sid = 0; sid < g->num_storage; ++sid) {
-    const uint8_t* data = in_place_data(g, sid, params, len);
-    if (data == NULL) offset = align64(offset);
-    /* Operators never write params storage (checked above): dropping const is safe. */
-    if (bases != NULL) {
-      bases[sid] = data != NULL ? (uint8_t*)(uintptr_t)data : start != NULL ? start + offset : NULL;
+    /* Operators never write params storage (see in_place_data): dropping const is safe. */
+    uint8_t* data = (uint8_t*)(uintptr_t)in_place_data(g, sid, params, len);
+    if (data == NULL) {
+      offset = align64(offset);
+      if (bases != NULL) data = start + offset; /* within the arena: checked by the caller */
+      offset += g->storage_bytes[sid];
     }
-    if (data == NULL) offset += g->storage_bytes[sid];
+    if (bases != NULL) bases[sid] = data;
   }
   return align64(offset);
 }
@@ -178,8 +221,8 @@ mlf_status mlf_executor_arena_bytes(const mlf_graph* g, const void* params, size
   mlf_params_iter it;
   mlf_error_clear(&err);
   if (g == NULL || bytes == NULL) return MLF_ERR_ARGUMENT;
-  if (mlf_graph_check(g, &err) != MLF_OK) return err.status;
-  if (params != NULL && mlf_params_open(params, params_len, &it, &err) != MLF_OK) {
+  if (mlf_graph_check(g, &err) != MLF_OK ||
+      (params != NULL && mlf_params_open(params, params_len, &it, &err) != MLF_OK)) {
     return err.status;
   }
   uint64_t total = plan_storage(g, params, params_len, NULL, NULL) + (arena_aligned ? 0 : 63);
@@ -188,146 +231,108 @@ mlf_status mlf_executor_arena_bytes(const mlf_graph* g, const void* params, size
   return MLF_OK;
 }
 
-/* Copies (or, at init, recognises as bound in place) every param that names a graph arg. */
+/* Copies (or, at init, recognises as bound in place) every param that names a graph arg;
+ * then lists the args still left as inputs. */
 static mlf_status bind_params(mlf_executor* ex, const void* params, size_t len, int loading) {
   const mlf_graph* g = ex->graph;
   mlf_params_iter it;
   mlf_param p;
-  if (mlf_params_open(params, len, &it, &ex->error) != MLF_OK) return ex->error.status;
-  while (mlf_params_next(&it, &p)) {
-    for (uint32_t a = 0; a < g->num_args; ++a) {
+  mlf_status status = MLF_OK;
+  it.remaining = 0;
+  if (params != NULL || loading) status = mlf_params_open(params, len, &it, &ex->error);
+  while (status == MLF_OK && mlf_params_next(&it, &p)) {
+    for (uint32_t a = 0; a < g->num_args && status == MLF_OK; ++a) {
       const mlf_view* v = &g->views[g->args[a].view];
+      uint8_t* data = ex->storage[v->storage];
       if (!same_name(g->args[a].name, p.name)) continue;
       if (!param_fits(g, v, &p)) {
-        return mlf_fail(&ex->error, MLF_ERR_MISMATCH,
-                        MLF_TEXT("param shape or dtype differs from graph"), p.name.str,
-                        p.name.len);
+        status =
+            mlf_fail(&ex->error, MLF_ERR_MISMATCH,
+                     MLF_TEXT("param shape or dtype differs from graph"), p.name.str, p.name.len);
+      } else if (data == p.data || ex->arg_flags[a] == ARG_IN_PLACE) {
+        ex->arg_flags[a] = ARG_IN_PLACE; /* bound where it lies; later duplicates ignored */
+        if (loading) {
+          status =
+              mlf_fail(&ex->error, MLF_ERR_UNSUPPORTED,
+                       MLF_TEXT("param is bound in place (read-only)"), p.name.str, p.name.len);
+        }
+      } else {
+        memcpy(data, p.data, (size_t)p.nbytes);
+        ex->arg_flags[a] = ARG_COPIED;
       }
-      if (ex->storage[v->storage] == p.data) ex->arg_flags[a] = ARG_IN_PLACE;
-      if (ex->arg_flags[a] == ARG_IN_PLACE) {
-        if (!loading) continue; /* bound where it lies; later duplicates are ignored */
-        return mlf_fail(&ex->error, MLF_ERR_UNSUPPORTED,
-                        MLF_TEXT("param is bound in place (read-only)"), p.name.str, p.name.len);
-      }
-      memcpy(ex->storage[v->storage], p.data, (size_t)p.nbytes);
-      ex->arg_flags[a] = ARG_COPIED;
     }
   }
-  return MLF_OK;
-}
-
-static void list_inputs(mlf_executor* ex) {
   uint32_t* inputs = (uint32_t*)(uintptr_t)ex->input_args;
   ex->num_inputs = 0;
-  for (uint32_t a = 0; a < ex->graph->num_args; ++a) {
+  for (uint32_t a = 0; a < g->num_args; ++a) {
     if (ex->arg_flags[a] == ARG_INPUT) inputs[ex->num_inputs++] = a;
   }
+  return status;
 }
 
 /* ---- init ---------------------------------------------------------------------------------- */
 
-static void* carve(uint8_t** at, size_t bytes) {
-  void* block = *at;
-  *at += MLF_ALIGN_UP(bytes, 8);
-  return block;
-}
-
-static void carve_state(mlf_executor* ex, void* state) {
-  const mlf_graph* g = ex->graph;
-  uint8_t* at = (uint8_t*)state;
-  ex->funcs = (TVMBackendPackedCFunc*)carve(&at, g->num_funcs * sizeof(TVMBackendPackedCFunc));
-  ex->tensors = (DLTensor*)carve(&at, g->num_views * sizeof(DLTensor));
-  ex->storage = (uint8_t**)carve(&at, g->num_storage * sizeof(uint8_t*));
-  ex->values = (TVMValue*)carve(&at, g->max_op_args * sizeof(TVMValue));
-  ex->type_codes = (int*)carve(&at, g->max_op_args * sizeof(int));
-  ex->arg_flags = (uint8_t*)carve(&at, g->num_args);
-  ex->input_args = (const uint32_t*)carve(&at, g->num_args * sizeof(uint32_t));
-}
-
-static mlf_status resolve_funcs(mlf_executor* ex, const TVMModule* lib) {
-  const mlf_graph* g = ex->graph;
-  for (uint32_t i = 0; i < g->num_funcs; ++i) {
-    const mlf_name* name = &g->funcs[i];
-    if (mlf_module_lookup(lib, name->str, name->len, &ex->funcs[i]) != MLF_OK) {
-      return mlf_fail(&ex->error, MLF_ERR_MISSING_FUNCTION,
-                      MLF_TEXT("function not in the system library"), name->str, name->len);
-    }
-  }
-  return MLF_OK;
-}
-
-static void build_tensors(mlf_executor* ex) {
-  const mlf_graph* g = ex->graph;
-  for (uint32_t i = 0; i < g->num_views; ++i) {
-    const mlf_view* v = &g->views[i];
-    DLTensor* t = &ex->tensors[i];
-    t->data = ex->storage[v->storage];
-    t->device.device_type = kDLCPU;
-    t->device.device_id = 0;
-    t->ndim = v->ndim;
-    t->dtype = v->dtype;
-    /* Operators take int64_t* shapes but never write them: the tables may live in flash. */
-    t->shape = (int64_t*)(uintptr_t)(g->shapes + v->shape);
-    t->strides = NULL;
-    t->byte_offset = 0;
-  }
-  /* TVM's graph executor passes NDArray handles, whose pointee starts with a DLTensor. */
-  for (uint32_t k = 0; k < g->max_op_args; ++k) ex->type_codes[k] = kTVMNDArrayHandle;
-}
-
-static mlf_status init_checked(mlf_executor* ex, const TVMModule* lib, const void* params,
-                               size_t params_len, void* state, size_t state_size, void* arena,
-                               size_t arena_size) {
-  const mlf_graph* g = ex->graph;
+mlf_status mlf_executor_init(mlf_executor* ex, const mlf_graph* g, const TVMModule* lib,
+                             const void* params, size_t params_len, void* state, size_t state_size,
+                             void* arena, size_t arena_size) {
   mlf_params_iter it;
-  if (mlf_graph_check(g, &ex->error) != MLF_OK) return ex->error.status;
-  if (state_size < mlf_executor_state_bytes(g)) {
-    return mlf_fail(&ex->error, MLF_ERR_NO_MEMORY, MLF_TEXT("executor state too small"), NULL, 0);
+  if (ex == NULL) return MLF_ERR_ARGUMENT;
+  memset(ex, 0, sizeof(*ex));
+  mlf_error_clear(&ex->error);
+  mlf_error* err = &ex->error;
+  if (g == NULL || lib == NULL || state == NULL || ((uintptr_t)state & 7u) != 0 ||
+      (arena == NULL && arena_size != 0)) {
+    return mlf_fail(err, MLF_ERR_ARGUMENT,
+                    MLF_TEXT("graph, library and 8-byte aligned state needed"), NULL, 0);
   }
-  if (params != NULL && mlf_params_open(params, params_len, &it, &ex->error) != MLF_OK) {
-    return ex->error.status;
+  ex->graph = g;
+  if (mlf_graph_check(g, err) != MLF_OK ||
+      (params != NULL && mlf_params_open(params, params_len, &it, err) != MLF_OK)) {
+    return err->status;
+  }
+  if (state_size < mlf_executor_state_bytes(g)) {
+    return mlf_fail(err, MLF_ERR_NO_MEMORY, MLF_TEXT("executor state too small"), NULL, 0);
   }
   size_t skip = (size_t)(-(uintptr_t)arena & (MLF_STORAGE_ALIGN - 1));
   uint64_t need = plan_storage(g, params, params_len, NULL, NULL);
   if (arena_size < skip || need > arena_size - skip) {
-    return mlf_fail(&ex->error, MLF_ERR_NO_MEMORY, MLF_TEXT("arena too small"), NULL, 0);
+    return mlf_fail(err, MLF_ERR_NO_MEMORY, MLF_TEXT("arena too small"), NULL, 0);
   }
-  carve_state(ex, state);
-  memset(ex->arg_flags, ARG_INPUT, g->num_args);
-  if (resolve_funcs(ex, lib) != MLF_OK) return ex->error.status;
+  carve_state(ex, (uintptr_t)state);
+  for (uint32_t i = 0; i < g->num_funcs; ++i) {
+    const mlf_name* name = &g->funcs[i];
+    if (mlf_module_lookup(lib, name->str, name->len, &ex->funcs[i]) != MLF_OK) {
+      return mlf_fail(err, MLF_ERR_MISSING_FUNCTION, MLF_TEXT("function not in the system library"),
+                      name->str, name->len);
+    }
+  }
   ex->arena = (uint8_t*)arena;
   ex->arena_size = arena_size;
   plan_storage(g, params, params_len, arena != NULL ? (uint8_t*)arena + skip : NULL, ex->storage);
-  build_tensors(ex);
-  if (params != NULL && bind_params(ex, params, params_len, 0) != MLF_OK) return ex->error.status;
-  list_inputs(ex);
-  return MLF_OK;
-}
-
-mlf_status mlf_executor_init(mlf_executor* ex, const mlf_graph* g, const TVMModule* lib,
-                             const void* params, size_t params_len, void* state, size_t state_size,
-                             void* arena, size_t arena_size) {
-  if (ex == NULL) return MLF_ERR_ARGUMENT;
-  memset(ex, 0, sizeof(*ex));
-  mlf_error_clear(&ex->error);
-  if (g == NULL || lib == NULL || state == NULL || ((uintptr_t)state & 7u) != 0 ||
-      (arena == NULL && arena_size != 0)) {
-    return mlf_fail(&ex->error, MLF_ERR_ARGUMENT,
-                    MLF_TEXT("graph, library and 8-byte aligned state needed"), NULL, 0);
+  for (uint32_t i = 0; i < g->num_views; ++i) {
+    const mlf_view* v = &g->views[i];
+    /* Operators take int64_t* shapes but never write them: the tables may live in flash. */
+    DLTensor t = {ex->storage[v->storage],
+                  {kDLCPU, 0},
+                  v->ndim,
+                  v->dtype,
+                  (int64_t*)(uintptr_t)(g->shapes + v->shape),
+                  NULL,
+                  0};
+    ex->tensors[i] = t;
   }
-  ex->graph = g;
-  mlf_status status =
-      init_checked(ex, lib, params, params_len, state, state_size, arena, arena_size);
-  ex->ready = status == MLF_OK;
-  return status;
+  /* TVM's graph executor passes NDArray handles, whose pointee starts with a DLTensor. */
+  for (uint32_t k = 0; k < g->max_op_args; ++k) ex->type_codes[k] = kTVMNDArrayHandle;
+  memset(ex->arg_flags, ARG_INPUT, g->num_args);
+  if (bind_params(ex, params, params_len, 0) != MLF_OK) return err->status;
+  ex->ready = 1;
+  return MLF_OK;
 }
 
 mlf_status mlf_executor_load_params(mlf_executor* ex, const void* params, size_t params_len) {
   if (ex == NULL || !ex->ready) return MLF_ERR_STATE;
   mlf_error_clear(&ex->error);
-  mlf_status status = bind_params(ex, params, params_len, 1);
-  list_inputs(ex);
-  return status;
+  return bind_params(ex, params, params_len, 1);
 }
 
 /* ---- run ------------------------------------------------------------------------------------ */
@@ -346,8 +351,10 @@ mlf_status mlf_executor_run(mlf_executor* ex) {
   for (; op != end; ++op) {
     const uint16_t* args = g->op_args + op->first_arg;
     if (op->func == MLF_FUNC_COPY) {
-      size_t bytes = (size_t)view_bytes(g, &g->views[args[0]]);
-      memmove(tensors[args[1]].data, tensors[args[0]].data, bytes);
+      /* Views of one pool share its base; views of different pools never overlap. */
+      void* to = tensors[args[1]].data;
+      const void* from = tensors[args[0]].data;
+      if (to != from) memcpy(to, from, (size_t)view_bytes(g, &g->views[args[0]]));
       continue;
     }
     for (uint32_t k = 0; k < op->num_args; ++k) values[k].v_handle = &tensors[args[k]];
@@ -374,42 +381,36 @@ uint32_t mlf_executor_num_outputs(const mlf_executor* ex) {
   return ex != NULL && ex->ready ? ex->graph->num_outputs : 0;
 }
 
-static const mlf_view* input_view(const mlf_executor* ex, uint32_t index) {
-  if (ex == NULL || !ex->ready || index >= ex->num_inputs) return NULL;
-  return &ex->graph->views[ex->graph->args[ex->input_args[index]].view];
+/* The view index of input or output `index`, or UINT32_MAX (also before a successful init). */
+static uint32_t io_view(const mlf_executor* ex, uint32_t index, int output) {
+  if (ex == NULL || !ex->ready) return UINT32_MAX;
+  const mlf_graph* g = ex->graph;
+  if (output) return index < g->num_outputs ? g->outputs[index] : UINT32_MAX;
+  return index < ex->num_inputs ? g->args[ex->input_args[index]].view : UINT32_MAX;
 }
 
-static const mlf_view* output_view(const mlf_executor* ex, uint32_t index) {
-  if (ex == NULL || !ex->ready || index >= ex->graph->num_outputs) return NULL;
-  return &ex->graph->views[ex->graph->outputs[index]];
-}
-
-static mlf_status describe(const mlf_executor* ex, const mlf_view* v, mlf_tensor_info* info) {
-  if (v == NULL || info == NULL) return MLF_ERR_ARGUMENT;
-  info->ndim = v->ndim;
-  info->shape = ex->graph->shapes + v->shape;
-  info->dtype = v->dtype;
-  info->nbytes = (size_t)view_bytes(ex->graph, v);
+static mlf_status describe(const mlf_executor* ex, uint32_t index, int output,
+                           mlf_tensor_info* info) {
+  uint32_t v = io_view(ex, index, output);
+  if (v == UINT32_MAX || info == NULL) return MLF_ERR_ARGUMENT;
+  const mlf_graph* g = ex->graph;
+  const mlf_view* view = &g->views[v];
+  const mlf_name* name = output ? NULL : &g->args[ex->input_args[index]].name;
+  info->name = name != NULL ? name->str : NULL;
+  info->name_len = name != NULL ? name->len : 0;
+  info->ndim = view->ndim;
+  info->shape = g->shapes + view->shape;
+  info->dtype = view->dtype;
+  info->nbytes = (size_t)view_bytes(g, view);
   return MLF_OK;
 }
 
 mlf_status mlf_executor_input_info(const mlf_executor* ex, uint32_t index, mlf_tensor_info* info) {
-  mlf_status status = describe(ex, input_view(ex, index), info);
-  if (status == MLF_OK) {
-    const mlf_arg* arg = &ex->graph->args[ex->input_args[index]];
-    info->name = arg->name.str;
-    info->name_len = arg->name.len;
-  }
-  return status;
+  return describe(ex, index, 0, info);
 }
 
 mlf_status mlf_executor_output_info(const mlf_executor* ex, uint32_t index, mlf_tensor_info* info) {
-  mlf_status status = describe(ex, output_view(ex, index), info);
-  if (status == MLF_OK) {
-    info->name = NULL;
-    info->name_len = 0;
-  }
-  return status;
+  return describe(ex, index, 1, info);
 }
 
 mlf_status mlf_executor_input_index(const mlf_executor* ex, const char* name, size_t name_len,
@@ -428,22 +429,32 @@ mlf_status mlf_executor_input_index(const mlf_executor* ex, const char* name, si
 }
 
 DLTensor* mlf_executor_input_tensor(mlf_executor* ex, uint32_t index) {
-  const mlf_view* v = input_view(ex, index);
-  return v != NULL ? &ex->tensors[v - ex->graph->views] : NULL;
+  uint32_t v = io_view(ex, index, 0);
+  return v != UINT32_MAX ? &ex->tensors[v] : NULL;
 }
 
 const DLTensor* mlf_executor_output_tensor(const mlf_executor* ex, uint32_t index) {
-  const mlf_view* v = output_view(ex, index);
-  return v != NULL ? &ex->tensors[v - ex->graph->views] : NULL;
+  uint32_t v = io_view(ex, index, 1);
+  return v != UINT32_MAX ? &ex->tensors[v] : NULL;
+}
+
+/* Copies between the caller's buffer and an input (output == 0) or output tensor. */
+static mlf_status copy_io(const mlf_executor* ex, uint32_t index, int output, void* data,
+                          size_t nbytes) {
+  uint32_t v = io_view(ex, index, output);
+  if (v == UINT32_MAX) return ex != NULL && ex->ready ? MLF_ERR_ARGUMENT : MLF_ERR_STATE;
+  if (data == NULL || nbytes != view_bytes(ex->graph, &ex->graph->views[v])) {
+    return MLF_ERR_ARGUMENT;
+  }
+  void* tensor = ex->tensors[v].data;
+  /* The caller's buffer may be the tensor itself (zero-copy), never a part-overlap of it. */
+  if (tensor != data) memcpy(output ? data : tensor, output ? tensor : data, nbytes);
+  return MLF_OK;
 }
 
 mlf_status mlf_executor_set_input(mlf_executor* ex, uint32_t index, const void* data,
                                   size_t nbytes) {
-  const mlf_view* v = input_view(ex, index);
-  if (v == NULL) return ex != NULL && ex->ready ? MLF_ERR_ARGUMENT : MLF_ERR_STATE;
-  if (data == NULL || nbytes != view_bytes(ex->graph, v)) return MLF_ERR_ARGUMENT;
-  memmove(ex->tensors[v - ex->graph->views].data, data, nbytes);
-  return MLF_OK;
+  return copy_io(ex, index, 0, (void*)(uintptr_t)data, nbytes);
 }
 
 mlf_status mlf_executor_set_input_by_name(mlf_executor* ex, const char* name, size_t name_len,
@@ -455,11 +466,7 @@ mlf_status mlf_executor_set_input_by_name(mlf_executor* ex, const char* name, si
 
 mlf_status mlf_executor_get_output(const mlf_executor* ex, uint32_t index, void* data,
                                    size_t nbytes) {
-  const mlf_view* v = output_view(ex, index);
-  if (v == NULL) return ex != NULL && ex->ready ? MLF_ERR_ARGUMENT : MLF_ERR_STATE;
-  if (data == NULL || nbytes != view_bytes(ex->graph, v)) return MLF_ERR_ARGUMENT;
-  memmove(data, ex->tensors[v - ex->graph->views].data, nbytes);
-  return MLF_OK;
+  return copy_io(ex, index, 1, data, nbytes);
 }
 
 const mlf_error* mlf_executor_error(const mlf_executor* ex) { return ex ? &ex->error : NULL; }

@@ -44,17 +44,17 @@ typedef struct {
 
 void mlf_json_init(mlf_json* j, const char* text, size_t len, mlf_error* err);
 
-/* Marks a syntax failure (MLF_ERR_JSON) at the cursor. Returns 0. */
-int mlf_json_fail(mlf_json* j, const char* what);
+/* Records a failure of kind `status` at the cursor (the first failure only). Returns 0. */
+int mlf_json_fail_as(mlf_json* j, mlf_status status, const char* what, mlf_name subject);
 
-/* Marks "expected something else here": MLF_ERR_GRAPH when the text at the cursor is a
- * valid value of another type, MLF_ERR_JSON when it is not a value at all. Returns 0. */
-int mlf_json_type_error(mlf_json* j, const char* what);
+/* A syntax failure (MLF_ERR_JSON) at the cursor. Returns 0. */
+int mlf_json_fail(mlf_json* j, const char* what);
 
 /* Next non-blank character, or -1 at the end / after a failure. */
 int mlf_json_peek(mlf_json* j);
 
-/* Consumes `open` ('[' or '{'). */
+/* Consumes `open` ('[' or '{'). Where another value stands, the failure is MLF_ERR_GRAPH
+ * (valid JSON, wrong type), as for every typed read below; MLF_ERR_JSON where none does. */
 int mlf_json_open(mlf_json* j, char open);
 
 /* Container iteration: returns 1 when another member follows (consuming the ',' between
@@ -64,10 +64,8 @@ int mlf_json_more(mlf_json* j, char close, uint32_t* count);
 /* A string's raw contents (escapes left as written). */
 int mlf_json_string(mlf_json* j, mlf_name* out);
 
-/* An object key followed by ':'. */
-int mlf_json_key(mlf_json* j, mlf_name* key);
-
-/* A non-negative JSON integer that fits uint32_t (no sign, fraction or exponent). */
+/* A non-negative JSON integer that fits uint32_t (no sign, fraction, exponent or leading
+ * zero, so equal numbers are equal text). */
 int mlf_json_u32(mlf_json* j, uint32_t* out);
 
 /* Any value, at any depth, without recursion. Brackets are counted, not matched by kind, and
@@ -76,9 +74,6 @@ int mlf_json_skip(mlf_json* j);
 
 /* 1 when the name's raw bytes equal the NUL-terminated literal. */
 int mlf_name_is(mlf_name name, const char* literal);
-
-/* Decimal digits only (an attribute like "3"), fitting uint32_t. */
-int mlf_name_to_u32(mlf_name name, uint32_t* out);
 
 /* ---- params blob (mlf_params.c) ---------------------------------------------------------- */
 

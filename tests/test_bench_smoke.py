@@ -1,0 +1,96 @@
+"""The benchmark suite's smoke run (bench/run.py --smoke): every benchmark function on the
+smallest inputs, so the suite never rots. Figures are checked for sense, never for speed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any, Dict
+
+import pytest
+from conftest import REPO_ROOT, have_tool
+
+sys.path.insert(0, str(REPO_ROOT))
+from bench.common import PartResult, fit_line  # noqa: E402
+from bench.run import PARTS, table, targets  # noqa: E402
+
+ARM_QEMU = have_tool("arm-none-eabi-gcc") and have_tool("qemu-system-arm")
+HOST_CC = any(have_tool(cc) for cc in ("cc", "gcc", "clang"))
+
+
+def test_fit_line_is_exact_on_a_line() -> None:
+    fit = fit_line([0.0, 1.0, 4.0], [2.0, 2.5, 4.0])
+    assert fit["slope"] == pytest.approx(0.5)
+    assert fit["intercept"] == pytest.approx(2.0)
+    assert fit["r2"] == pytest.approx(1.0)
+
+
+def test_table_and_targets_without_results() -> None:
+    text = table([{"a": 1234, "b": 0.5, "c": None, "d": True}], ["a", "b", "c", "d"])
+    assert text.splitlines()[1].split() == ["1,234", "0.500", "-", "yes"]
+    rows = targets({})
+    assert len(rows) == 6 and {r["status"] for r in rows} == {"not run"}
+    skipped = PartResult("dispatch", "t", status="skipped", reason="needs qemu-system-arm")
+    assert targets({"dispatch": skipped})[2]["status"] == "skipped"
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
+    out = tmp_path_factory.mktemp("bench") / "smoke.json"
+    done = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "bench" / "run.py"), "--smoke", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=str(REPO_ROOT),
+        check=False,
+    )
+    print(done.stdout[-6000:])
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    document: Dict[str, Any] = json.loads(out.read_text())
+    return document
+
+
+def test_every_part_ran_or_says_why(smoke: Dict[str, Any]) -> None:
+    assert smoke["smoke"] is True
+    assert list(smoke["parts"]) == [name for name, _, _ in PARTS]
+    for name, part in smoke["parts"].items():
+        assert part["status"] in ("ok", "skipped"), (name, part["reason"])
+        if part["status"] == "skipped":
+            assert part["reason"], name
+    assert len(smoke["targets"]) == 6
+
+
+@pytest.mark.skipif(not ARM_QEMU, reason="needs arm-none-eabi-gcc and qemu-system-arm")
+def test_device_parts(smoke: Dict[str, Any]) -> None:
+    parts = smoke["parts"]
+    for name in ("codesize", "ram", "dispatch", "params"):
+        assert parts[name]["status"] == "ok", (name, parts[name]["reason"])
+    code = parts["codesize"]["summary"]
+    # The JSON parser only adds code; the empty firmware holds none of the runtime.
+    assert 0 < code["runtime_text_tables"] < code["runtime_text_json"]
+    assert parts["codesize"]["rows"][0]["runtime_code"] == 0
+    ram_rows = {r["graph_format"]: r for r in parts["ram"]["rows"]}
+    assert ram_rows["tables"]["graph_ram_bytes"] == 0
+    assert ram_rows["json"]["graph_ram_bytes"] >= ram_rows["json"]["graph_measure_bytes"] > 0
+    assert ram_rows["tables"]["pointer_bytes"] == 4
+    (dispatch,) = parts["dispatch"]["rows"]
+    assert dispatch["outputs_match"] and dispatch["quantum_instructions"] < 1.0
+    assert dispatch["executor_instructions"] > dispatch["direct_instructions"] > 0
+    (params,) = parts["params"]["rows"]
+    assert params["params_ram_in_place"] == 0 < params["params_ram_copied"]
+    assert params["copy_path_matches"]
+
+
+@pytest.mark.skipif(not HOST_CC, reason="needs a host C compiler")
+def test_host_parts(smoke: Dict[str, Any]) -> None:
+    parts = smoke["parts"]
+    assert parts["buildtime"]["status"] == "ok"
+    sizes = [r["params_bytes"] for r in parts["buildtime"]["rows"]]
+    assert sizes == sorted(sizes) and len(sizes) >= 2
+    assert "slope_seconds_per_mib" in parts["buildtime"]["summary"]
+    boards = [r["board"] for r in parts["streaming"]["rows"]]
+    assert "host" in boards
+    for row in parts["streaming"]["rows"]:
+        assert row["upload_mb_s"] > 0 and row["download_mb_s"] > 0

@@ -1,7 +1,9 @@
 """The firmware side of the device protocol in C (template_project/firmware/): raw frames
-against the host_driven loop (every protocol error code, one reply per request, idle
-reset, exit), the standalone runner's text and exit status, portability builds, and a
-short libFuzzer run of the decoder + dispatcher."""
+against the host_driven loop (every protocol error code, one reply per request, requests
+hidden behind garbage or a truncated frame found after a silence, frames inside payloads
+never answered, exit), a Session over the C loop recovering from a truncated frame, the
+standalone runner's text and exit status, portability builds, and a short libFuzzer run of
+the decoder + dispatcher."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import struct
 import subprocess
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Iterator, List, Optional, Sequence
 
 import numpy as np
 import pytest
@@ -91,7 +93,7 @@ class RawDevice:
 
 
 @pytest.fixture
-def device(firmware: Path):  # type: ignore[no-untyped-def]
+def device(firmware: Path) -> Iterator[RawDevice]:
     dev = RawDevice(firmware, "--max-payload", "64", "--echo-bytes", "100")
     (boot,) = dev.replies(1)
     assert boot.type == T.HELLO | msg.REPLY and boot.seq == 0
@@ -143,6 +145,9 @@ def _error(frame: Frame) -> msg.ErrorReply:
         (T.GET_OUTPUT, struct.pack("<HHII", 0, 2, 0, 10), E.BAD_INDEX),
         (T.GET_OUTPUT, struct.pack("<HHII", 0, 0, 25, 10), E.OUT_OF_RANGE),
         (T.EXIT, bytes(2), E.BAD_PAYLOAD),
+        (T.RUN, bytes(3), E.TOO_LONG),  # longer than RUN's fixed payload
+        (T.HELLO, bytes(65), E.TOO_LONG),
+        (0x33, bytes(65), E.TOO_LONG),  # unknown types carry at most 64 bytes
     ],
 )
 def test_every_bad_request_gets_one_error_reply(
@@ -224,13 +229,17 @@ def test_exit_answers_then_ends_with_the_status(firmware: Path) -> None:
     dev.close()
 
 
-def test_idle_gap_drops_a_half_received_request(firmware: Path) -> None:
+def test_a_silence_settles_a_half_received_request(firmware: Path) -> None:
     stuck = encode_frame(T.SET_INPUT, 1, bytes(60))[:20]
     dev = RawDevice(firmware, "--idle-ms", "100")
     dev.replies(1)
     dev.send(stuck)
     time.sleep(0.3)
-    assert dev.request(T.HELLO, 2).type == T.HELLO | msg.REPLY
+    dev.send(encode_frame(T.HELLO, 2))
+    cut, hello = dev.replies(2)
+    assert (cut.seq, _error(cut).code, _error(cut).request) == (1, E.BAD_CRC, T.SET_INPUT)
+    assert "cut short" in _error(cut).message
+    assert (hello.type, hello.seq) == (T.HELLO | msg.REPLY, 2)
     dev.close()
     dev = RawDevice(firmware, "--idle-ms", "0")  # without it, HELLO is taken for payload
     dev.replies(1)
@@ -239,6 +248,86 @@ def test_idle_gap_drops_a_half_received_request(firmware: Path) -> None:
     dev.send(encode_frame(T.HELLO, 3))
     assert dev.replies(1, timeout=0.3) == []
     dev.close()
+
+
+def test_a_request_right_behind_a_truncated_one_is_answered_after_a_silence(
+    firmware: Path,
+) -> None:
+    # No pause between them: the request is payload of the truncated one until the line is
+    # silent and a byte arrives (the host's wake-up byte); then it is found and answered.
+    dev = RawDevice(firmware, "--idle-ms", "100")
+    dev.replies(1)
+    dev.send(encode_frame(T.SET_INPUT, 1, bytes(3000))[:40] + encode_frame(T.RUN, 2, b"\0\0"))
+    assert dev.replies(1, timeout=0.3) == []
+    dev.send(b"\x00")
+    cut, run = dev.replies(2)
+    assert (cut.seq, _error(cut).code) == (1, E.BAD_CRC)
+    assert (run.type, run.seq) == (T.RUN | msg.REPLY, 2)
+    assert dev.replies(1, timeout=0.2) == []  # answered once
+    dev.close()
+
+
+def test_garbage_with_fake_markers_hides_no_request(firmware: Path) -> None:
+    requests = [
+        encode_frame(T.HELLO, 0x61),
+        encode_frame(T.SET_INPUT, 0x62, struct.pack("<HHI", 0, 1, 0) + bytes([1, 2, 3, 4])),
+        encode_frame(T.RUN, 0x63, b"\0\0"),
+        encode_frame(T.GET_OUTPUT, 0x64, struct.pack("<HHII", 0, 1, 0, 4)),
+    ]
+    garbage = (
+        b"boot \xa5\x5a\x03\x10\x00\x01"  # SET_INPUT claiming 256: covers every request
+        + b"\xa5\x5a\x04\x11\x02\x00"  # RUN claiming 2: completed by the next bytes
+        + b"\xa5\x5a\x01\x12\x60\xea"  # HELLO claiming 60000: refused at once
+    )
+    dev = RawDevice(firmware, "--idle-ms", "100", "--max-payload", "1024")
+    dev.replies(1)
+    dev.send(garbage + b"".join(requests))
+    time.sleep(0.3)
+    dev.send(b"\x00")
+    replies = dev.replies(7)
+    assert dev.replies(1, timeout=0.2) == []
+    answered = [r for r in replies if r.seq in (0x61, 0x62, 0x63, 0x64)]
+    assert [(r.type, r.seq) for r in answered] == [
+        (0x81, 0x61),
+        (0x83, 0x62),
+        (0x84, 0x63),
+        (0x85, 0x64),
+    ]
+    assert np.frombuffer(answered[3].payload, "<i4").tolist() == [10]  # 1 + 2 + 3 + 4
+    rejected = {(r.seq, _error(r).code) for r in replies if r.type == T.ERROR}
+    assert rejected == {(0x10, E.BAD_CRC), (0x11, E.BAD_CRC), (0x12, E.TOO_LONG)}
+    dev.close()
+
+
+def test_a_frame_inside_a_payload_is_never_answered(firmware: Path) -> None:
+    dev = RawDevice(firmware, "--idle-ms", "100", "--echo-bytes", "40")
+    dev.replies(1)
+    inner = encode_frame(T.EXIT, 0x71, struct.pack("<i", 9)) + encode_frame(T.HELLO, 0x72)
+    data = inner + bytes(40 - len(inner))
+    reply = dev.request(T.SET_INPUT, 0x70, struct.pack("<HHI", 1, 0, 0) + data)
+    assert reply.type == T.SET_INPUT | msg.REPLY
+    time.sleep(0.3)
+    dev.send(b"\x00")  # a silence and a byte: nothing held to settle
+    assert dev.replies(1, timeout=0.3) == []
+    assert dev.request(T.RUN, 0x73, b"\x01\x00").type == T.RUN | msg.REPLY
+    out = dev.request(T.GET_OUTPUT, 0x74, struct.pack("<HHII", 1, 0, 0, 40)).payload
+    assert out == bytes(b ^ 0x5A for b in data)
+    assert dev.proc.poll() is None  # the EXIT inside the data did not end it
+    dev.close()
+
+
+def test_session_recovers_from_a_truncated_frame_with_the_c_loop(firmware: Path) -> None:
+    from project_api.run.host import HostRunner
+    from project_api.transport.session import Session
+
+    runner = HostRunner(firmware, ["--idle-ms", "100"])
+    with Session(runner.start(timeout=5), runner=runner, timeout=5.0) as s:
+        s.link.write_all(encode_frame(T.SET_INPUT, 0x99, bytes(3000))[:40])
+        started = time.monotonic()
+        out = s.run({"x": np.ones((2, 3), np.float32), "y\u00e9": np.ones(4, np.int8)})
+        assert time.monotonic() - started < 3.0  # a silence and a wake-up, not the time-out
+        np.testing.assert_array_equal(out["output0"], np.full((2, 3), 3, np.float32))
+        assert s.counters.wake_ups >= 1
 
 
 def test_the_decoder_never_sees_bad_frames_from_the_device(device: RawDevice) -> None:
@@ -348,7 +437,13 @@ def _seed_inputs() -> Sequence[bytes]:
         encode_frame(T.GET_OUTPUT, 5, struct.pack("<HHII", 1, 0, 0, 50)),
         encode_frame(T.EXIT, 6, struct.pack("<i", 0)),
     ]
-    return [bytes([1, 7]) + b"".join(frames), bytes([0, 0]) + frames[0] + frames[2]]
+    cut = encode_frame(T.SET_INPUT, 7, bytes(100))[:30]
+    return [
+        bytes([1, 7]) + b"".join(frames),
+        bytes([0, 0]) + frames[0] + frames[2],
+        bytes([0x13, 3]) + cut + frames[0],  # garbage, then the known requests (bit 4)
+        bytes([0x3B, 5]) + cut + frames[3] + cut,  # records, silences, recovery by silence
+    ]
 
 
 def test_fuzz_smoke(cache: Path, tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """Session against the pure-Python device (project_api.transport.emulator) on a pty: the
 protocol's happy path, input validation, and every error path (time-outs, closed links,
-corrupt frames, device errors, restarts) — each must give a clear error, never a hang."""
+corrupt, truncated and hidden frames in both directions, device errors, restarts) — each
+must recover or give a clear error, never a hang."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from project_api.errors import (
 from project_api.read.dtypes import BFLOAT16
 from project_api.transport import messages as msg
 from project_api.transport.emulator import DeviceEmulator, EmulatedModel, Faults
+from project_api.transport.frames import encode_frame
 from project_api.transport.session import RunStats, Session
 
 
@@ -220,8 +222,6 @@ def test_protocol_version_and_magic_are_checked() -> None:
             frame = super()._hello(seq)
             payload = bytearray(frame[6:-4])
             payload[4:6] = struct.pack("<H", 9)
-            from project_api.transport.frames import encode_frame
-
             return encode_frame(0x81, seq, bytes(payload))
 
     port = Future([adder()]).serve_on_pty()
@@ -260,13 +260,84 @@ def test_a_lost_reply_times_out() -> None:
         assert time.monotonic() - started < 1.5
 
 
-def test_a_truncated_reply_times_out_and_does_not_swallow_the_next() -> None:
+def test_a_truncated_reply_is_asked_for_again() -> None:
+    # Half a reply, then silence: the host settles it as cut short and resends the request.
     emulator = DeviceEmulator([adder()])
-    with connected(emulator, timeout=0.4) as s:
+    with connected(emulator, timeout=5.0) as s:
+        s.run([X, Y])
         emulator.faults.truncate_replies = 1
-        with pytest.raises(TransportTimeoutError, match="bytes of an unfinished frame held"):
+        started = time.monotonic()
+        np.testing.assert_array_equal(s.get_output(0), X * 2 + 1)
+        assert time.monotonic() - started < 2.0  # the idle gap, not the 5 s time-out
+        assert s.counters.retries == 1 and s.counters.bad_frames == 1
+        assert s.run([X, Y])["output1"].tolist() == [2]  # nothing left behind
+
+
+def test_truncated_replies_every_time_end_in_a_clear_error() -> None:
+    emulator = DeviceEmulator([adder()])
+    with connected(emulator, timeout=5.0) as s:
+        emulator.faults.truncate_replies = 100
+        with pytest.raises(ProtocolError, match="corrupt frame .*cut short, type 0x85"):
             s.get_output(0)
+
+
+def test_a_reply_behind_a_cut_short_frame_arrives_without_a_time_out() -> None:
+    # The device writes the start of a frame claiming 3000 bytes, then the real reply: the
+    # reply is taken for its payload until the silence, then found by the rescan.
+    emulator = DeviceEmulator([adder()])
+    with connected(emulator, timeout=5.0) as s:
+        s.set_input(0, X)
+        emulator.faults.cut_frame_before_replies = 1
+        started = time.monotonic()
+        s.set_input(1, Y)
+        assert time.monotonic() - started < 2.0
+        assert s.counters.bad_frames == 1 and s.counters.retries == 0  # nothing resent
+        assert emulator.requests.count(msg.MsgType.SET_INPUT) == 2
         assert s.run([X, Y])["output1"].tolist() == [2]
+
+
+def test_a_request_behind_a_cut_short_frame_is_answered_without_a_time_out() -> None:
+    # Something wrote the start of a long SET_INPUT right before our request: the device
+    # takes the request for its payload until our wake-up byte after a silence makes it
+    # rescan, finds the request, and answers it (after a BAD_CRC for the cut-short frame).
+    emulator = DeviceEmulator([adder()])
+    with connected(emulator, timeout=5.0) as s:
+        s.link.write_all(encode_frame(msg.MsgType.SET_INPUT, 0x99, bytes(3000))[:40])
+        started = time.monotonic()
+        assert s.invoke().tick_hz == emulator.tick_hz
+        assert time.monotonic() - started < 2.0
+        assert s.counters.wake_ups >= 1 and s.counters.retries == 0
+        assert emulator.requests.count(msg.MsgType.RUN) == 1  # answered once
+        np.testing.assert_array_equal(s.run([X, Y])["output0"], X * 2 + 1)
+
+
+def test_garbage_with_fake_markers_before_replies_is_skipped() -> None:
+    # Fake headers whose lengths the real reply completes: CRC failures, rescans, no wait.
+    emulator = DeviceEmulator([adder()])
+    with connected(emulator) as s:
+        emulator.faults.garbage_before_replies = b"\xa5\x5a\x84\x01\x02\x00\xa5\x5a\x83\x02\x00\x00"
+        started = time.monotonic()
+        for _ in range(3):
+            np.testing.assert_array_equal(s.run([X, Y])["output0"], X * 2 + 1)
+        assert time.monotonic() - started < 1.5
+        assert s.counters.bad_frames >= 6 and s.counters.retries == 0
+
+
+def test_frames_inside_tensor_data_are_never_taken_for_frames() -> None:
+    # Input bytes hold whole requests (EXIT!), output bytes whole replies — among them a boot
+    # HELLO that would read as a device restart: each is data, in both directions.
+    requests = encode_frame(msg.MsgType.EXIT, 1, b"\x07\0\0\0") + encode_frame(msg.MsgType.HELLO, 2)
+    hello = DeviceEmulator([adder()])._hello(0)
+    replies = encode_frame(msg.MsgType.RUN | msg.REPLY, 3, bytes(24)) + hello
+    data = np.frombuffer(requests + bytes(b ^ 0x5A for b in replies), dtype=np.uint8)
+    emulator = DeviceEmulator([echo(len(data))])
+    with connected(emulator) as s:
+        stale = s.counters.stale_frames  # connect may see its own HELLO's answer late
+        out = s.run([data])["output0"]
+        assert out.tobytes()[len(requests) :] == replies
+        assert emulator.exit_status is None
+        assert emulator.requests.count(msg.MsgType.HELLO) == s.counters.hello_requests
+        assert s.counters.bad_frames == 0 and s.counters.stale_frames == stale
 
 
 def test_a_hanging_run_times_out_with_run_timeout() -> None:

@@ -61,6 +61,7 @@ class Faults:
     restart_on_run: bool = False  # answer RUN with a fresh boot HELLO (a reset)
     boot_noise: bytes = b""  # written before the boot HELLO (a boot log)
     truncate_replies: int = 0  # send only the first half of the next N replies
+    cut_frame_before_replies: int = 0  # a frame start cut short right before the next N replies
 
 
 @dataclass
@@ -84,6 +85,10 @@ class DeviceEmulator:
     faults: Faults = field(default_factory=Faults)
     exit_status: Optional[int] = None
     requests: List[int] = field(default_factory=list)  # types received, for tests
+    # Like mlf_device_config.idle_reset_ms: a silence this long before bytes arrive settles
+    # the bytes held (FrameDecoder.idle()). As on the C device, it is noticed only when the
+    # next bytes arrive. 0 = never.
+    idle_reset: float = 0.2
 
     def __post_init__(self) -> None:
         self._decoder = FrameDecoder(self.max_payload)
@@ -100,16 +105,20 @@ class DeviceEmulator:
         """What the device writes when it starts."""
         return self.faults.boot_noise + (self._hello(0) if self.announce else b"")
 
-    def handle(self, data: bytes) -> bytes:
-        """Bytes received → bytes to send back (stops answering after EXIT or a crash)."""
+    def handle(self, data: bytes, *, after_silence: bool = False) -> bytes:
+        """Bytes received → bytes to send back (stops answering after EXIT or a crash).
+        ``after_silence``: the line was idle for ``idle_reset`` before ``data`` came."""
         out = bytearray()
-        for event in self._decoder.feed(data):
+        events = self._decoder.idle() if after_silence else []
+        for event in events + self._decoder.feed(data):
             if self.exit_status is not None or self._closed:
                 break
             if event.type & msg.REPLY:
                 continue
             if isinstance(event, BadFrame):
-                code = msg.ErrorCode.BAD_CRC if event.reason == "crc" else msg.ErrorCode.TOO_LONG
+                # As mlf_device.c: a frame cut short is a damaged request, to be resent.
+                too_long = event.reason == "too_long"
+                code = msg.ErrorCode.TOO_LONG if too_long else msg.ErrorCode.BAD_CRC
                 out += self._reply(self._error(event.seq, event.type, code, "rejected frame"))
                 continue
             self.requests.append(event.type)
@@ -131,6 +140,11 @@ class DeviceEmulator:
         if f.truncate_replies > 0:
             f.truncate_replies -= 1
             frame = frame[: len(frame) // 2]
+        if f.cut_frame_before_replies > 0:
+            f.cut_frame_before_replies -= 1
+            # A GET_OUTPUT reply header claiming 3000 bytes, of which only 5 come: the real
+            # reply is taken for its payload until the host notices the silence.
+            frame = encode_frame(msg.MsgType.GET_OUTPUT | msg.REPLY, 0x77, bytes(3000))[:11] + frame
         return f.garbage_before_replies + frame
 
     def _hello(self, seq: int) -> bytes:
@@ -273,6 +287,7 @@ class DeviceEmulator:
     def serve_fd(self, fd: int, stop: Optional[threading.Event] = None) -> None:
         """Answers on ``fd`` until EXIT, a crash fault, EOF/EIO, or ``stop``."""
         _write_all(fd, self.boot())
+        listening_since = time.monotonic()
         while self.exit_status is None and not self._closed:
             if stop is not None and stop.is_set():
                 return
@@ -285,9 +300,11 @@ class DeviceEmulator:
                 return
             if not data:
                 return
-            reply = self.handle(data)
+            silent = time.monotonic() - listening_since
+            reply = self.handle(data, after_silence=0 < self.idle_reset < silent)
             if reply and not _write_all(fd, reply):
                 return
+            listening_since = time.monotonic()
 
     def serve_on_pty(self) -> EmulatorPort:
         """Serves on a new pty in a thread; returns the host end, opened with pyserial."""

@@ -520,6 +520,23 @@ int mlf_device_init(mlf_device* dev, const mlf_device_config* config) {
 
 void mlf_device_announce(mlf_device* dev) { on_hello(dev, 0); }
 
+static void reject_frame(mlf_device* dev, const mlf_frame_event* ev) {
+  if (ev->kind == MLF_FRAME_BAD_CRC) {
+    fail(dev, ev->seq, ev->type, MLF_DEVICE_ERR_BAD_CRC, "CRC mismatch");
+  } else if (ev->kind == MLF_FRAME_TRUNCATED) {
+    /* Bytes were lost on the line: to the host this is a damaged request, to be resent. */
+    fail(dev, ev->seq, ev->type, MLF_DEVICE_ERR_BAD_CRC, "frame cut short (the line went idle)");
+  } else {
+    size_t limit = mlf_frame_payload_limit(ev->type);
+    msg_reset(dev);
+    msg_str(dev, "payload of ");
+    msg_u32(dev, ev->length);
+    msg_str(dev, " bytes exceeds max ");
+    msg_u32(dev, limit < dev->max_payload ? (uint32_t)limit : dev->max_payload);
+    reply_error(dev, ev->seq, ev->type, MLF_DEVICE_ERR_TOO_LONG, MLF_DEVICE_NO_NODE);
+  }
+}
+
 int mlf_device_process(mlf_device* dev) {
   mlf_frame_event ev;
   while (!dev->exit_requested) {
@@ -529,15 +546,8 @@ int mlf_device_process(mlf_device* dev) {
     if (ev.type & MLF_MSG_REPLY) continue;
     if (kind == MLF_FRAME_OK) {
       dispatch(dev, &ev);
-    } else if (kind == MLF_FRAME_BAD_CRC) {
-      fail(dev, ev.seq, ev.type, MLF_DEVICE_ERR_BAD_CRC, "CRC mismatch");
     } else {
-      msg_reset(dev);
-      msg_str(dev, "payload of ");
-      msg_u32(dev, ev.length);
-      msg_str(dev, " bytes exceeds max ");
-      msg_u32(dev, dev->max_payload);
-      reply_error(dev, ev.seq, ev.type, MLF_DEVICE_ERR_TOO_LONG, MLF_DEVICE_NO_NODE);
+      reject_frame(dev, &ev);
     }
   }
   return dev->exit_requested;
@@ -550,19 +560,18 @@ int mlf_device_receive(mlf_device* dev) {
   size_t got = mlf_platform_read(space, room);
   if (got == 0) return -1;
   if (dev->idle_ticks != 0 && mlf_platform_ticks() - listening_since > dev->idle_ticks) {
-    /* Senders never pause inside a frame: what was held belongs to an abandoned one (a host
-     * that died mid-write, a length corrupted on the line), and would otherwise swallow the
-     * next requests until max_payload bytes had arrived. */
-    mlf_frame_decoder_abandon(&dev->rx);
+    /* Senders never pause inside a frame: a frame start held from before the silence that is
+     * not whole by now was cut short. Its bytes are rescanned, not dropped, so a request
+     * that arrived right behind a truncated one or behind garbage is still answered. */
+    mlf_frame_decoder_idle(&dev->rx);
   }
   mlf_frame_decoder_commit(&dev->rx, got);
   return mlf_device_process(dev);
 }
 
-void mlf_device_idle(mlf_device* dev) {
-  size_t room;
-  mlf_frame_decoder_space(&dev->rx, &room);
-  mlf_frame_decoder_abandon(&dev->rx);
+int mlf_device_idle(mlf_device* dev) {
+  mlf_frame_decoder_idle(&dev->rx);
+  return mlf_device_process(dev);
 }
 
 int mlf_device_feed(mlf_device* dev, const uint8_t* data, size_t n) {

@@ -77,9 +77,9 @@ typedef struct {
   uint8_t* rx_buffer;       /* at least MLF_FRAME_BUFFER_BYTES(max_payload) bytes */
   size_t rx_buffer_size;
   uint32_t max_payload;   /* largest request payload accepted, >= 16 (above 65535: 65535) */
-  uint32_t idle_reset_ms; /* silence after which a half-received request is dropped (a sender
-                             never pauses inside a frame); 0 = never. 200 suits UARTs, USB
-                             serial and ptys. */
+  uint32_t idle_reset_ms; /* silence after which a half-received request counts as cut short
+                             (a sender never pauses inside a frame); 0 = never. Must stay
+                             below the host's 0.5 s; 200 suits UARTs, USB serial and ptys. */
 } mlf_device_config;
 
 #define MLF_DEVICE_TX_STAGING 64u
@@ -109,14 +109,19 @@ void mlf_device_announce(mlf_device* dev);
  * the input is then left alone), else 0. */
 int mlf_device_process(mlf_device* dev);
 
-/* One blocking mlf_platform_read() into the receive buffer (after a silence longer than
- * idle_reset_ms, a half-received request held from before is dropped first), then
- * mlf_device_process(). Returns 1 after EXIT, -1 when the link is gone, else 0. */
+/* One blocking mlf_platform_read() into the receive buffer, then mlf_device_process().
+ * When the read waited longer than idle_reset_ms, the bytes held from before the silence are
+ * settled first (mlf_frame_decoder_idle()): a request start among them that is not whole was
+ * cut short (answered with BAD_CRC) and the bytes after its marker are scanned again, so a
+ * request hidden behind it is answered. Returns 1 after EXIT, -1 when the link is gone,
+ * else 0. */
 int mlf_device_receive(mlf_device* dev);
 
-/* The line was silent: forget a half-received request (mlf_device_receive() does this by
- * itself after idle_reset_ms; platforms with an idle-line interrupt may call it too). */
-void mlf_device_idle(mlf_device* dev);
+/* The line was silent: settle the bytes held as above and answer what that releases.
+ * Returns 1 once an EXIT was answered, else 0. mlf_device_receive() does this by itself when
+ * bytes arrive after idle_reset_ms of silence (the host sends a byte after its own silence
+ * for that reason); platforms with an idle-line interrupt may call it sooner. */
+int mlf_device_idle(mlf_device* dev);
 
 /* For tests and fuzzers: takes bytes from memory instead of the platform. Returns 1 once
  * an EXIT was answered, else 0. */

@@ -3,11 +3,14 @@
  *
  * Offsets in the decoder are relative to the first byte held (buf + start). Dropped bytes
  * are only forgotten (start moves); memory moves once per read, in
- * mlf_frame_decoder_space(), so rescanning after a bad frame stays cheap.
+ * mlf_frame_decoder_space(), so rescanning after a failed frame start needs no second buffer
+ * and each byte is scanned for the marker once per frame start it belongs to.
  *
  * No lookahead past an incomplete frame: a complete frame found inside another frame's
  * payload must never be taken for a frame of its own, or tensor bytes could act as
- * requests. A stuck corrupt header is cleared by an idle gap instead.
+ * requests. A stuck corrupt header is therefore settled by silence (mlf_frame_decoder_idle()
+ * marks the bytes held as settled; a start not whole within them was cut short) and by the
+ * per-type length limits, which reject most corrupt headers at once.
  */
 #include "mlf_frame.h"
 
@@ -100,6 +103,35 @@ size_t mlf_frame_encode(uint8_t* out, size_t cap, uint8_t type, uint8_t seq, con
   return MLF_FRAME_OVERHEAD + length;
 }
 
+size_t mlf_frame_payload_limit(uint8_t type) {
+  /* Message types of docs/protocol.md section 2 (mlf_device.h names them). */
+  switch (type) {
+    case 0x02u: /* DESCRIBE: u16 model, u16 first */
+    case 0x06u: /* EXIT: i32 status */
+      return 4;
+    case 0x03u: /* SET_INPUT: header + tensor data */
+    case 0x82u: /* DESCRIBE reply: pages up to 64 KiB */
+    case 0x85u: /* GET_OUTPUT reply: tensor data */
+      return MLF_FRAME_MAX_PAYLOAD;
+    case 0x04u: /* RUN: u16 model */
+      return 2;
+    case 0x05u: /* GET_OUTPUT: u16 model, u16 output, u32 offset, u32 max length */
+      return 12;
+    case 0x81u: /* HELLO reply: 20 bytes + two names of up to 255 bytes; later versions may
+                   append fields */
+      return 1024;
+    case 0x83u: /* SET_INPUT reply */
+    case 0x86u: /* EXIT reply */
+      return 0;
+    case 0x84u: /* RUN reply: status, ticks, tick_hz, workspace bytes */
+      return 24;
+    case 0xFFu: /* ERROR: 8 bytes + a message of at most 127 */
+      return 135;
+    default: /* HELLO (payload ignored) and types this version does not know */
+      return MLF_FRAME_SMALL_PAYLOAD;
+  }
+}
+
 /* ---- decoder ------------------------------------------------------------------------ */
 
 static uint8_t* held(const mlf_frame_decoder* dec) { return dec->buf + dec->start; }
@@ -108,6 +140,36 @@ static uint8_t* held(const mlf_frame_decoder* dec) { return dec->buf + dec->star
 static void drop(mlf_frame_decoder* dec, size_t n) {
   dec->start += n;
   dec->fill -= n;
+  dec->settled = dec->settled > n ? dec->settled - n : 0;
+}
+
+static void drop_consumed(mlf_frame_decoder* dec) {
+  if (dec->consume > 0) {
+    drop(dec, dec->consume);
+    dec->consume = 0;
+  }
+}
+
+/* A frame start failed: give up its marker byte only, so the bytes after it are scanned
+ * again (a real frame may start inside the failed one). */
+static void drop_marker(mlf_frame_decoder* dec) {
+  dec->discarded += 1;
+  drop(dec, 1);
+}
+
+/* Drops the bytes before the first marker (a lone A5 last is kept while it may still be
+ * followed by 5A). */
+static void skip_to_marker(mlf_frame_decoder* dec) {
+  const uint8_t* p = held(dec);
+  size_t head = 0;
+  while (head < dec->fill && !(p[head] == MLF_FRAME_MARKER0 &&
+                               (head + 1 == dec->fill || p[head + 1] == MLF_FRAME_MARKER1))) {
+    ++head;
+  }
+  if (head > 0) {
+    dec->discarded += head;
+    drop(dec, head);
+  }
 }
 
 static size_t length_at(const mlf_frame_decoder* dec, size_t pos) {
@@ -130,14 +192,14 @@ int mlf_frame_decoder_init(mlf_frame_decoder* dec, uint8_t* buf, size_t cap, siz
   dec->buf = buf;
   dec->cap = cap;
   dec->max_payload = max_payload;
+  dec->credit_cap =
+      (uint32_t)(MLF_FRAME_CHECK_CREDIT_BUFFERS * MLF_FRAME_BUFFER_BYTES(max_payload));
+  dec->credit = dec->credit_cap;
   return 0;
 }
 
 uint8_t* mlf_frame_decoder_space(mlf_frame_decoder* dec, size_t* room) {
-  if (dec->consume > 0) {
-    drop(dec, dec->consume);
-    dec->consume = 0;
-  }
+  drop_consumed(dec);
   if (dec->start > 0) {
     memmove(dec->buf, dec->buf + dec->start, dec->fill);
     dec->start = 0;
@@ -148,7 +210,15 @@ uint8_t* mlf_frame_decoder_space(mlf_frame_decoder* dec, size_t* room) {
 
 void mlf_frame_decoder_commit(mlf_frame_decoder* dec, size_t n) {
   size_t room = dec->cap - dec->start - dec->fill;
-  dec->fill += n < room ? n : room;
+  if (n > room) n = room;
+  dec->fill += n;
+  /* n is clamped first so that the product cannot overflow on a 32-bit target. */
+  size_t earned = (n < dec->credit_cap ? n : dec->credit_cap) * MLF_FRAME_CHECK_CREDIT_PER_BYTE;
+  if (earned >= dec->credit_cap - dec->credit) {
+    dec->credit = dec->credit_cap;
+  } else {
+    dec->credit += (uint32_t)earned;
+  }
 }
 
 size_t mlf_frame_decoder_push(mlf_frame_decoder* dec, const uint8_t* data, size_t n) {
@@ -160,53 +230,51 @@ size_t mlf_frame_decoder_push(mlf_frame_decoder* dec, const uint8_t* data, size_
   return taken;
 }
 
-void mlf_frame_decoder_abandon(mlf_frame_decoder* dec) {
-  if (dec->consume > 0) {
-    drop(dec, dec->consume);
-    dec->consume = 0;
-  }
-  dec->discarded += dec->fill;
-  drop(dec, dec->fill);
+void mlf_frame_decoder_idle(mlf_frame_decoder* dec) {
+  drop_consumed(dec);
+  dec->settled = dec->fill;
 }
 
 mlf_frame_event_kind mlf_frame_decoder_next(mlf_frame_decoder* dec, mlf_frame_event* event) {
-  if (dec->consume > 0) {
-    drop(dec, dec->consume);
-    dec->consume = 0;
+  drop_consumed(dec);
+  for (;;) {
+    memset(event, 0, sizeof(*event));
+    skip_to_marker(dec);
+    if (dec->fill == 0) return event->kind = MLF_FRAME_NONE;
+    /* A start from before the last silence gets no more bytes: judge it by those it has. */
+    const int final = dec->settled > 0;
+    const size_t known = final ? dec->settled : dec->fill;
+    if (known < MLF_FRAME_HEADER_BYTES) {
+      if (!final) return event->kind = MLF_FRAME_NONE;
+      drop_marker(dec); /* not even a header: garbage, nothing to report */
+      continue;
+    }
+    const uint8_t* p = held(dec);
+    size_t length = length_at(dec, 0);
+    size_t limit = mlf_frame_payload_limit(p[2]);
+    if (limit > dec->max_payload) limit = dec->max_payload;
+    event->type = p[2];
+    event->seq = p[3];
+    event->length = (uint16_t)length;
+    if (length > limit) {
+      event->kind = MLF_FRAME_TOO_LONG;
+    } else if (known < MLF_FRAME_OVERHEAD + length) {
+      if (!final) return event->kind = MLF_FRAME_NONE; /* wait for the rest */
+      event->kind = MLF_FRAME_TRUNCATED;
+    } else if (length > MLF_FRAME_SMALL_PAYLOAD && dec->credit < length) {
+      /* Out of check credit (a flood of long fake headers): drop unchecked, silently. */
+      drop_marker(dec);
+      continue;
+    } else {
+      if (length > MLF_FRAME_SMALL_PAYLOAD) dec->credit -= (uint32_t)length;
+      if (crc_ok_at(dec, 0, length)) {
+        event->payload = p + MLF_FRAME_HEADER_BYTES;
+        dec->consume = MLF_FRAME_OVERHEAD + length;
+        return event->kind = MLF_FRAME_OK;
+      }
+      event->kind = MLF_FRAME_BAD_CRC;
+    }
+    drop_marker(dec);
+    return event->kind;
   }
-  memset(event, 0, sizeof(*event));
-  const uint8_t* p = held(dec);
-  size_t head = 0;
-  while (head < dec->fill && !(p[head] == MLF_FRAME_MARKER0 &&
-                               (head + 1 == dec->fill || p[head + 1] == MLF_FRAME_MARKER1))) {
-    ++head;
-  }
-  if (head > 0) {
-    dec->discarded += head;
-    drop(dec, head);
-    p = held(dec);
-  }
-  if (dec->fill < MLF_FRAME_HEADER_BYTES) {
-    return event->kind = MLF_FRAME_NONE;
-  }
-  size_t length = length_at(dec, 0);
-  if (length <= dec->max_payload && MLF_FRAME_OVERHEAD + length > dec->fill) {
-    return event->kind = MLF_FRAME_NONE; /* wait for the rest */
-  }
-  event->type = p[2];
-  event->seq = p[3];
-  event->length = (uint16_t)length;
-  if (length > dec->max_payload) {
-    event->kind = MLF_FRAME_TOO_LONG;
-  } else if (crc_ok_at(dec, 0, length)) {
-    event->payload = p + MLF_FRAME_HEADER_BYTES;
-    dec->consume = MLF_FRAME_OVERHEAD + length;
-    return event->kind = MLF_FRAME_OK;
-  } else {
-    event->kind = MLF_FRAME_BAD_CRC;
-  }
-  /* Rescan from the byte after this marker: a real frame may start inside the bad one. */
-  dec->discarded += 1;
-  drop(dec, 1);
-  return event->kind;
 }

@@ -9,12 +9,16 @@
  * The decoder works in place over a caller-supplied buffer: the caller reads bytes straight
  * into mlf_frame_decoder_space(), commits them, and asks for the next event; a good frame's
  * payload is handed out as a pointer into that buffer (no copy), valid until the next call
- * on the decoder. It resynchronises after any garbage by scanning for the marker, trusting
- * a length only up to max_payload, and checking the CRC; after a bad frame it rescans from
- * the byte after the bad frame's marker. A corrupt length that claims more bytes than will
- * ever come is abandoned when the line falls silent (mlf_frame_decoder_abandon(), called by
- * the device loop after an idle gap) or once enough bytes have arrived to check it.
- * It never needs more than max_payload + MLF_FRAME_OVERHEAD bytes.
+ * on the decoder. It never needs more than max_payload + MLF_FRAME_OVERHEAD bytes.
+ *
+ * Resynchronisation (docs/protocol.md 1.1): a frame start is a marker with a header whose
+ * length fits both max_payload and its type (mlf_frame_payload_limit()). Frame starts are
+ * judged strictly in order, and no later start is looked at while an earlier one may still
+ * complete, so a frame inside a good frame's payload is never taken for a frame. A start
+ * that fails (bad CRC, implausible length, or cut short: the line went silent before it was
+ * whole, see mlf_frame_decoder_idle()) gives up only its marker byte: the bytes after it
+ * are scanned again, so a real frame hidden behind garbage or a truncated frame is found.
+ * Bytes of a good frame are consumed and never scanned again.
  */
 #ifndef MLF_FRAME_H_
 #define MLF_FRAME_H_
@@ -32,6 +36,16 @@ extern "C" {
 #define MLF_FRAME_CRC_BYTES 4u
 #define MLF_FRAME_OVERHEAD (MLF_FRAME_HEADER_BYTES + MLF_FRAME_CRC_BYTES)
 #define MLF_FRAME_MAX_PAYLOAD 0xFFFFu /* the length field is 16 bits */
+
+/* Frames of types without a larger limit carry at most this many payload bytes, and frame
+ * starts claiming up to this many bytes are always checked (see the check credit below). */
+#define MLF_FRAME_SMALL_PAYLOAD 64u
+
+/* CRC checking of longer frame starts is paid from a credit that grows by this many bytes
+ * per byte received, up to this many buffers' worth: a flood of fake headers claiming long
+ * payloads costs O(1) work per byte instead of O(max_payload) (docs/protocol.md 1.1). */
+#define MLF_FRAME_CHECK_CREDIT_PER_BYTE 8u
+#define MLF_FRAME_CHECK_CREDIT_BUFFERS 4u
 
 /* Buffer bytes a decoder needs to accept payloads of up to max_payload bytes. */
 #define MLF_FRAME_BUFFER_BYTES(max_payload) ((size_t)(max_payload) + MLF_FRAME_OVERHEAD)
@@ -53,11 +67,18 @@ void mlf_frame_put_crc(uint8_t out[MLF_FRAME_CRC_BYTES], uint32_t crc);
 size_t mlf_frame_encode(uint8_t* out, size_t cap, uint8_t type, uint8_t seq, const uint8_t* payload,
                         size_t length);
 
+/* The longest payload a frame of this type may carry on the wire (docs/protocol.md 1.1):
+ * fixed-size messages their size, HELLO requests and unknown types MLF_FRAME_SMALL_PAYLOAD,
+ * SET_INPUT and the DESCRIBE/GET_OUTPUT replies MLF_FRAME_MAX_PAYLOAD. */
+size_t mlf_frame_payload_limit(uint8_t type);
+
 typedef enum {
-  MLF_FRAME_NONE = 0,    /* need more bytes */
-  MLF_FRAME_OK = 1,      /* a good frame: type, seq, length, payload */
-  MLF_FRAME_BAD_CRC = 2, /* a complete frame whose CRC does not match (type/seq as read) */
-  MLF_FRAME_TOO_LONG = 3 /* a header whose length exceeds max_payload (type/seq as read) */
+  MLF_FRAME_NONE = 0,     /* need more bytes */
+  MLF_FRAME_OK = 1,       /* a good frame: type, seq, length, payload */
+  MLF_FRAME_BAD_CRC = 2,  /* a complete frame whose CRC does not match (type/seq as read) */
+  MLF_FRAME_TOO_LONG = 3, /* a header whose length exceeds max_payload or its type's limit */
+  MLF_FRAME_TRUNCATED = 4 /* a plausible header whose frame was not whole when the line went
+                             silent (mlf_frame_decoder_idle()); type/seq/length as read */
 } mlf_frame_event_kind;
 
 typedef struct {
@@ -73,9 +94,12 @@ typedef struct {
   uint8_t* buf;
   size_t cap;
   size_t max_payload;
-  size_t start;       /* offset in buf of the first byte held */
-  size_t fill;        /* bytes held */
-  size_t consume;     /* bytes of the frame last handed out, dropped on the next call */
+  size_t start;    /* offset in buf of the first byte held */
+  size_t fill;     /* bytes held */
+  size_t consume;  /* bytes of the frame last handed out, dropped on the next call */
+  size_t settled;  /* leading held bytes that arrived before the last silence */
+  uint32_t credit; /* bytes of CRC checking long frame starts may still cost */
+  uint32_t credit_cap;
   uint64_t discarded; /* bytes dropped as garbage (statistics) */
 } mlf_frame_decoder;
 
@@ -94,10 +118,12 @@ void mlf_frame_decoder_commit(mlf_frame_decoder* dec, size_t n);
  * were taken: call mlf_frame_decoder_next() until MLF_FRAME_NONE before pushing more. */
 size_t mlf_frame_decoder_push(mlf_frame_decoder* dec, const uint8_t* data, size_t n);
 
-/* Drops every byte held (a half-received frame the sender abandoned). Call it between
- * mlf_frame_decoder_space() and mlf_frame_decoder_commit() when the line was silent for
- * longer than any sender pauses inside a frame: the bytes being committed are kept. */
-void mlf_frame_decoder_abandon(mlf_frame_decoder* dec);
+/* The line was silent for longer than any sender pauses inside a frame: every frame start
+ * among the bytes held now must be whole within them, or it was cut short (reported as
+ * MLF_FRAME_TRUNCATED by mlf_frame_decoder_next(), which then rescans from the byte after its
+ * marker). No byte is dropped here. May be called between mlf_frame_decoder_space() and
+ * mlf_frame_decoder_commit(): the bytes being committed arrived after the silence. */
+void mlf_frame_decoder_idle(mlf_frame_decoder* dec);
 
 /* The next event from the bytes held; MLF_FRAME_NONE when more bytes are needed. */
 mlf_frame_event_kind mlf_frame_decoder_next(mlf_frame_decoder* dec, mlf_frame_event* event);

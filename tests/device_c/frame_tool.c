@@ -1,8 +1,10 @@
 /*
  * frame_tool.c — mlf_frame.c for the Python tests.
- *   frame_tool decode MAX_PAYLOAD CHUNK < stream   one line per event:
+ *   frame_tool decode MAX_PAYLOAD CHUNK [GAP...] < stream   one line per event:
  *       OK <type> <seq> <length> <payload hex> | BAD_CRC <type> <seq> <length> |
- *       TOO_LONG <type> <seq> <length>, then DISCARDED <n> (bytes fed CHUNK at a time)
+ *       TOO_LONG <type> <seq> <length> | TRUNCATED <type> <seq> <length>, then
+ *       DISCARDED <n>. Bytes are fed CHUNK at a time; the line goes silent
+ *       (mlf_frame_decoder_idle(), then the events it releases) before stream offset GAP.
  *   frame_tool encode TYPE SEQ < payload            the frame on stdout
  *   frame_tool crc < data                           the CRC-32 in hex
  */
@@ -17,6 +19,19 @@ static uint8_t buffer[MLF_FRAME_BUFFER_BYTES(MLF_FRAME_MAX_PAYLOAD)];
 
 static size_t read_all(void) { return fread(input, 1, sizeof(input), stdin); }
 
+static const char* kind_name(mlf_frame_event_kind kind) {
+  switch (kind) {
+    case MLF_FRAME_BAD_CRC:
+      return "BAD_CRC";
+    case MLF_FRAME_TOO_LONG:
+      return "TOO_LONG";
+    case MLF_FRAME_TRUNCATED:
+      return "TRUNCATED";
+    default:
+      return "?";
+  }
+}
+
 static void print_events(mlf_frame_decoder* dec) {
   mlf_frame_event ev;
   for (;;) {
@@ -27,14 +42,13 @@ static void print_events(mlf_frame_decoder* dec) {
       for (size_t i = 0; i < ev.length; ++i) printf("%02x", ev.payload[i]);
       printf("\n");
     } else {
-      printf("%s %u %u %u\n", kind == MLF_FRAME_BAD_CRC ? "BAD_CRC" : "TOO_LONG", ev.type, ev.seq,
-             ev.length);
+      printf("%s %u %u %u\n", kind_name(kind), ev.type, ev.seq, ev.length);
     }
   }
 }
 
 int main(int argc, char** argv) {
-  if (argc == 4 && !strcmp(argv[1], "decode")) {
+  if (argc >= 4 && !strcmp(argv[1], "decode")) {
     size_t max_payload = strtoul(argv[2], NULL, 0);
     size_t chunk = strtoul(argv[3], NULL, 0);
     mlf_frame_decoder dec;
@@ -43,14 +57,30 @@ int main(int argc, char** argv) {
     }
     size_t n = read_all();
     size_t pos = 0;
+    int next_gap = 4;
     while (pos < n) {
-      size_t want = n - pos < chunk ? n - pos : chunk;
-      size_t room;
-      uint8_t* space = mlf_frame_decoder_space(&dec, &room);
-      if (want > room) want = room;
-      memcpy(space, input + pos, want);
-      mlf_frame_decoder_commit(&dec, want);
-      pos += want;
+      size_t gap = next_gap < argc ? strtoul(argv[next_gap], NULL, 0) : n;
+      if (gap <= pos && next_gap < argc) {
+        mlf_frame_decoder_idle(&dec);
+        print_events(&dec);
+        ++next_gap;
+        continue;
+      }
+      /* One chunk, as FrameDecoder.feed() takes it: in as many pieces as the room allows. */
+      size_t end = n - pos < chunk ? n : pos + chunk;
+      if (end > gap) end = gap;
+      while (pos < end) {
+        size_t room;
+        uint8_t* space = mlf_frame_decoder_space(&dec, &room);
+        size_t want = end - pos < room ? end - pos : room;
+        memcpy(space, input + pos, want);
+        mlf_frame_decoder_commit(&dec, want);
+        pos += want;
+        print_events(&dec);
+      }
+    }
+    if (next_gap < argc) { /* silences at the very end */
+      mlf_frame_decoder_idle(&dec);
       print_events(&dec);
     }
     printf("DISCARDED %llu\n", (unsigned long long)dec.discarded);
@@ -70,6 +100,6 @@ int main(int argc, char** argv) {
     printf("%08lx\n", (unsigned long)mlf_crc32(0, input, n));
     return 0;
   }
-  fprintf(stderr, "usage: frame_tool decode MAX CHUNK | encode TYPE SEQ | crc\n");
+  fprintf(stderr, "usage: frame_tool decode MAX CHUNK [GAP...] | encode TYPE SEQ | crc\n");
   return 2;
 }

@@ -31,24 +31,24 @@ static int too_large(const mlf_graph* g) {
   return (g->num_funcs | g->num_views | g->num_storage | g->num_args | g->max_op_args) > 0xFFFF;
 }
 
-/* Every (count, table) pair of mlf_graph: a table may only be NULL when its count is 0. */
-static const uint8_t kTables[][2] = {
-    {offsetof(mlf_graph, num_ops), offsetof(mlf_graph, ops)},
-    {offsetof(mlf_graph, num_op_args), offsetof(mlf_graph, op_args)},
-    {offsetof(mlf_graph, num_funcs), offsetof(mlf_graph, funcs)},
-    {offsetof(mlf_graph, num_views), offsetof(mlf_graph, views)},
-    {offsetof(mlf_graph, num_shape_dims), offsetof(mlf_graph, shapes)},
-    {offsetof(mlf_graph, num_storage), offsetof(mlf_graph, storage_bytes)},
-    {offsetof(mlf_graph, num_args), offsetof(mlf_graph, args)},
-    {offsetof(mlf_graph, num_outputs), offsetof(mlf_graph, outputs)},
+const uint8_t mlf_graph_tables[MLF_GRAPH_TABLES][3] = {
+    {offsetof(mlf_graph, num_ops), offsetof(mlf_graph, ops), sizeof(mlf_op)},
+    {offsetof(mlf_graph, num_op_args), offsetof(mlf_graph, op_args), sizeof(uint16_t)},
+    {offsetof(mlf_graph, num_funcs), offsetof(mlf_graph, funcs), sizeof(mlf_name)},
+    {offsetof(mlf_graph, num_views), offsetof(mlf_graph, views), sizeof(mlf_view)},
+    {offsetof(mlf_graph, num_shape_dims), offsetof(mlf_graph, shapes), sizeof(int64_t)},
+    {offsetof(mlf_graph, num_storage), offsetof(mlf_graph, storage_bytes), sizeof(uint32_t)},
+    {offsetof(mlf_graph, num_args), offsetof(mlf_graph, args), sizeof(mlf_arg)},
+    {offsetof(mlf_graph, num_outputs), offsetof(mlf_graph, outputs), sizeof(uint32_t)},
 };
 
+/* A table may only be NULL when its count is 0. */
 static int tables_present(const mlf_graph* g) {
-  for (size_t i = 0; i < sizeof(kTables) / sizeof(kTables[0]); ++i) {
+  for (int i = 0; i < MLF_GRAPH_TABLES; ++i) {
     uint32_t count;
     const void* table;
-    memcpy(&count, (const uint8_t*)g + kTables[i][0], sizeof(count));
-    memcpy(&table, (const uint8_t*)g + kTables[i][1], sizeof(table));
+    memcpy(&count, (const uint8_t*)g + mlf_graph_tables[i][0], sizeof(count));
+    memcpy(&table, (const uint8_t*)g + mlf_graph_tables[i][1], sizeof(table));
     if (count != 0 && table == NULL) return 0;
   }
   return 1;
@@ -197,35 +197,39 @@ static const uint8_t* in_place_data(const mlf_graph* g, uint32_t sid, const void
 /* In 64 bits: the sum of hostile pool sizes may exceed a 32-bit size_t (MLF_ALIGN_UP's mask). */
 static uint64_t align64(uint64_t offset) { return (offset + 63) & ~(uint64_t)63; }
 
-/* Lays storage out (bases NULL: only measures); returns the arena bytes used from the first
- * 64-byte boundary of the arena, `start`. */
-static uint64_t plan_storage(const mlf_graph* g, const void* params, size_t len, uint8_t* start,
+/* Lays storage out from the arena address `start` (a 64-byte boundary) into bases (NULL:
+ * only measures); returns the arena bytes used from start. Addresses are computed as integers:
+ * the caller checks that they fit the arena before any is used. */
+static uint64_t plan_storage(const mlf_graph* g, const void* params, size_t len, uintptr_t start,
                              uint8_t** bases) {
   uint64_t offset = 0;
   for (uint32_t sid = 0; sid < g->num_storage; ++sid) {
     /* Operators never write params storage (see in_place_data): dropping const is safe. */
-    uint8_t* data = (uint8_t*)(uintptr_t)in_place_data(g, sid, params, len);
-    if (data == NULL) {
+    uintptr_t data = (uintptr_t)in_place_data(g, sid, params, len);
+    if (data == 0) {
       offset = align64(offset);
-      if (bases != NULL) data = start + offset; /* within the arena: checked by the caller */
+      data = start + (uintptr_t)offset;
       offset += g->storage_bytes[sid];
     }
-    if (bases != NULL) bases[sid] = data;
+    if (bases != NULL) bases[sid] = (uint8_t*)data;
   }
   return align64(offset);
+}
+
+/* What mlf_executor_init() and mlf_executor_arena_bytes() both refuse: bad tables, bad params. */
+static mlf_status check_inputs(const mlf_graph* g, const void* params, size_t len, mlf_error* err) {
+  mlf_params_iter it;
+  if (mlf_graph_check(g, err) == MLF_OK && params != NULL) mlf_params_open(params, len, &it, err);
+  return err->status;
 }
 
 mlf_status mlf_executor_arena_bytes(const mlf_graph* g, const void* params, size_t params_len,
                                     int arena_aligned, size_t* bytes) {
   mlf_error err;
-  mlf_params_iter it;
   mlf_error_clear(&err);
   if (g == NULL || bytes == NULL) return MLF_ERR_ARGUMENT;
-  if (mlf_graph_check(g, &err) != MLF_OK ||
-      (params != NULL && mlf_params_open(params, params_len, &it, &err) != MLF_OK)) {
-    return err.status;
-  }
-  uint64_t total = plan_storage(g, params, params_len, NULL, NULL) + (arena_aligned ? 0 : 63);
+  if (check_inputs(g, params, params_len, &err) != MLF_OK) return err.status;
+  uint64_t total = plan_storage(g, params, params_len, 0, NULL) + (arena_aligned ? 0 : 63);
   if (total > SIZE_MAX) return MLF_ERR_NO_MEMORY;
   *bytes = (size_t)total;
   return MLF_OK;
@@ -246,20 +250,20 @@ static mlf_status bind_params(mlf_executor* ex, const void* params, size_t len, 
       uint8_t* data = ex->storage[v->storage];
       if (!same_name(g->args[a].name, p.name)) continue;
       if (!param_fits(g, v, &p)) {
-        status =
-            mlf_fail(&ex->error, MLF_ERR_MISMATCH,
-                     MLF_TEXT("param shape or dtype differs from graph"), p.name.str, p.name.len);
+        status = MLF_ERR_MISMATCH;
       } else if (data == p.data || ex->arg_flags[a] == ARG_IN_PLACE) {
         ex->arg_flags[a] = ARG_IN_PLACE; /* bound where it lies; later duplicates ignored */
-        if (loading) {
-          status =
-              mlf_fail(&ex->error, MLF_ERR_UNSUPPORTED,
-                       MLF_TEXT("param is bound in place (read-only)"), p.name.str, p.name.len);
-        }
+        if (loading) status = MLF_ERR_UNSUPPORTED;
       } else {
         memcpy(data, p.data, (size_t)p.nbytes);
         ex->arg_flags[a] = ARG_COPIED;
       }
+    }
+    if (status != MLF_OK) {
+      mlf_fail(&ex->error, status,
+               status == MLF_ERR_MISMATCH ? MLF_TEXT("param shape or dtype differs from graph")
+                                          : MLF_TEXT("param is bound in place (read-only)"),
+               p.name.str, p.name.len);
     }
   }
   uint32_t* inputs = (uint32_t*)(uintptr_t)ex->input_args;
@@ -275,7 +279,6 @@ static mlf_status bind_params(mlf_executor* ex, const void* params, size_t len, 
 mlf_status mlf_executor_init(mlf_executor* ex, const mlf_graph* g, const TVMModule* lib,
                              const void* params, size_t params_len, void* state, size_t state_size,
                              void* arena, size_t arena_size) {
-  mlf_params_iter it;
   if (ex == NULL) return MLF_ERR_ARGUMENT;
   memset(ex, 0, sizeof(*ex));
   mlf_error_clear(&ex->error);
@@ -286,19 +289,17 @@ mlf_status mlf_executor_init(mlf_executor* ex, const mlf_graph* g, const TVMModu
                     MLF_TEXT("graph, library and 8-byte aligned state needed"), NULL, 0);
   }
   ex->graph = g;
-  if (mlf_graph_check(g, err) != MLF_OK ||
-      (params != NULL && mlf_params_open(params, params_len, &it, err) != MLF_OK)) {
-    return err->status;
-  }
+  if (check_inputs(g, params, params_len, err) != MLF_OK) return err->status;
   if (state_size < mlf_executor_state_bytes(g)) {
     return mlf_fail(err, MLF_ERR_NO_MEMORY, MLF_TEXT("executor state too small"), NULL, 0);
   }
-  size_t skip = (size_t)(-(uintptr_t)arena & (MLF_STORAGE_ALIGN - 1));
-  uint64_t need = plan_storage(g, params, params_len, NULL, NULL);
-  if (arena_size < skip || need > arena_size - skip) {
+  carve_state(ex, (uintptr_t)state);
+  uintptr_t start = MLF_ALIGN_UP((uintptr_t)arena, MLF_STORAGE_ALIGN);
+  size_t skip = (size_t)(start - (uintptr_t)arena);
+  if (arena_size < skip ||
+      plan_storage(g, params, params_len, start, ex->storage) > arena_size - skip) {
     return mlf_fail(err, MLF_ERR_NO_MEMORY, MLF_TEXT("arena too small"), NULL, 0);
   }
-  carve_state(ex, (uintptr_t)state);
   for (uint32_t i = 0; i < g->num_funcs; ++i) {
     const mlf_name* name = &g->funcs[i];
     if (mlf_module_lookup(lib, name->str, name->len, &ex->funcs[i]) != MLF_OK) {
@@ -308,18 +309,16 @@ mlf_status mlf_executor_init(mlf_executor* ex, const mlf_graph* g, const TVMModu
   }
   ex->arena = (uint8_t*)arena;
   ex->arena_size = arena_size;
-  plan_storage(g, params, params_len, arena != NULL ? (uint8_t*)arena + skip : NULL, ex->storage);
+  memset(ex->tensors, 0, g->num_views * sizeof(DLTensor));
   for (uint32_t i = 0; i < g->num_views; ++i) {
     const mlf_view* v = &g->views[i];
+    DLTensor* t = &ex->tensors[i];
+    t->data = ex->storage[v->storage];
+    t->device.device_type = kDLCPU;
+    t->ndim = v->ndim;
+    t->dtype = v->dtype;
     /* Operators take int64_t* shapes but never write them: the tables may live in flash. */
-    DLTensor t = {ex->storage[v->storage],
-                  {kDLCPU, 0},
-                  v->ndim,
-                  v->dtype,
-                  (int64_t*)(uintptr_t)(g->shapes + v->shape),
-                  NULL,
-                  0};
-    ex->tensors[i] = t;
+    t->shape = (int64_t*)(uintptr_t)(g->shapes + v->shape);
   }
   /* TVM's graph executor passes NDArray handles, whose pointee starts with a DLTensor. */
   for (uint32_t k = 0; k < g->max_op_args; ++k) ex->type_codes[k] = kTVMNDArrayHandle;

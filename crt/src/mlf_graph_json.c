@@ -4,7 +4,9 @@
  * The text is never copied: names stay slices of it, and lists are re-read where they lie.
  * Keys may come in any order, so objects are read in two steps: note where the values of
  * the wanted keys start (skipping the rest), then read those values in dependency order:
- * node_row_ptr, the per-entry attribute lists (walked in lockstep), arg_nodes, nodes, heads.
+ * node_row_ptr, the per-entry attribute lists (walked in lockstep), nodes, arg_nodes, heads.
+ * Element i of node_row_ptr or nodes is found by walking its list again: the cost grows with
+ * the square of the graph's size, the code does not grow at all.
  *
  * A parse runs that sequence twice over the same text with the same code: a measuring pass
  * that only counts, then a building pass that writes into the caller's memory laid out from
@@ -21,12 +23,12 @@
 
 #include "mlf_internal.h"
 
-/* Every key the parser reads, in slot order. Slots 0-4 belong to the top object, 4-7 to a
- * node (slot 4, "attrs", is reused: the top attrs are done with before nodes are read), 8-11
- * to the attrs object (then hold its inner lists) and 12-13 to an operator's attrs. */
+/* Every key the parser reads, in slot order. Slots 0-4 belong to the top object, 4-9 to a
+ * node (slot 4, "attrs", is reused once the top attrs are read; func_name and flatten_data
+ * are found in the node's attrs) and 10-13 to the attrs object (then to its inner lists). */
 static const char kKeys[] =
-    "nodes\0arg_nodes\0heads\0node_row_ptr\0attrs\0op\0name\0inputs\0"
-    "shape\0dltype\0storage_id\0device_index\0func_name\0flatten_data\0";
+    "nodes\0arg_nodes\0heads\0node_row_ptr\0attrs\0op\0name\0inputs\0func_name\0flatten_data\0"
+    "shape\0dltype\0storage_id\0device_index";
 enum {
   NODES,
   ARG_NODES,
@@ -36,18 +38,20 @@ enum {
   OP,
   NAME,
   INPUTS,
+  FUNC_NAME,
+  FLATTEN,
   SHAPE, /* the per-entry lists, in lockstep order */
   DLTYPE,
   STORAGE_ID,
   DEVICE_INDEX,
-  FUNC_NAME,
-  FLATTEN,
   NUM_KEYS
 };
 /* Sections a graph cannot do without. */
-#define REQUIRED                                                                              \
-  (1u << NODES | 1u << ARG_NODES | 1u << HEADS | 1u << ROW_PTR | 1u << SHAPE | 1u << DLTYPE | \
-   1u << STORAGE_ID)
+#define REQUIRED (1u << NODES | 1u << ARG_NODES | 1u << HEADS | 1u << ROW_PTR | 7u << SHAPE)
+
+/* The tables are the parser's to write while it builds them (mlf_graph's pointers are const
+ * for everybody else). */
+#define BUILT(type, table) ((type*)(uintptr_t)(table))
 
 typedef struct {
   mlf_json whole;
@@ -55,16 +59,8 @@ typedef struct {
   int build;
   const char* at[NUM_KEYS]; /* where each key's value starts, NULL when absent */
   uint32_t num_entries;
-  mlf_graph* g;  /* running counts (measuring: &cap) */
-  mlf_graph cap; /* what the measuring pass counted */
-  mlf_op* ops;
-  uint16_t* op_args;
-  mlf_name* funcs;
-  mlf_view* views;
-  int64_t* shapes;
-  uint32_t* storage_bytes;
-  mlf_arg* args;
-  uint32_t* outputs;
+  mlf_graph* g;         /* counts and tables being built (measuring: &cap) */
+  mlf_graph cap;        /* what the measuring pass counted */
   uint32_t* entry_view; /* temporary: the view of every entry */
   mlf_name last_func;   /* measuring: the previous operator's function */
 } parser;
@@ -96,6 +92,22 @@ static int graph_error(mlf_json* j, const char* what) {
   return mlf_json_fail_as(j, MLF_ERR_GRAPH, what, (mlf_name){NULL, 0});
 }
 
+/* A cursor at element `index` of the list at `list`; 0 when the list is shorter. */
+static int nth(const parser* p, mlf_json* j, const char* list, uint32_t index) {
+  uint32_t n = 0;
+  open_at(p, j, list, '[');
+  while (mlf_json_more(j, &n) && n <= index) mlf_json_skip(j);
+  return n == index + 1;
+}
+
+/* Element `index` of the validated node_row_ptr. */
+static uint32_t row_ptr(const parser* p, uint32_t index) {
+  mlf_json j;
+  uint32_t value = 0;
+  if (nth(p, &j, p->at[ROW_PTR], index)) mlf_json_u32(&j, &value);
+  return value;
+}
+
 /* Notes where the values of keys [first, last) start in the object at the cursor (consumed);
  * other keys (metadata, hash, layouts, storage_scope, ...) are skipped. */
 static void note_members(parser* p, mlf_json* j, int first, int last) {
@@ -103,7 +115,7 @@ static void note_members(parser* p, mlf_json* j, int first, int last) {
   mlf_name key;
   for (int i = first; i < last; ++i) p->at[i] = NULL;
   mlf_json_open(j, '{');
-  while (mlf_json_more(j, '}', &count) && mlf_json_string(j, &key)) {
+  while (mlf_json_more(j, &count) && mlf_json_string(j, &key)) {
     if (mlf_json_peek(j) == ':') {
       ++j->pos;
     } else {
@@ -129,29 +141,40 @@ static mlf_name string_at(const parser* p, int slot) {
   return s;
 }
 
+/* Notes the members of node nid (op, name, inputs, attrs and in those func_name and
+ * flatten_data); returns its op. */
+static mlf_name note_node(parser* p, mlf_json* j) {
+  note_members(p, j, ATTRS, FLATTEN + 1);
+  if (p->at[ATTRS] != NULL) {
+    mlf_json attrs;
+    open_at(p, &attrs, p->at[ATTRS], '\0');
+    note_members(p, &attrs, FUNC_NAME, FLATTEN + 1);
+  }
+  return string_at(p, OP);
+}
+
 static void find_sections(parser* p) {
   mlf_json j = p->whole;
   mlf_name type;
-  memset(p->at, 0, sizeof(p->at)); /* nothing left from the previous pass */
+  uint32_t n;
   note_members(p, &j, NODES, ATTRS + 1);
   if (mlf_json_peek(&j) >= 0) mlf_json_fail(&j, MLF_TEXT("text after the graph"));
+  p->at[SHAPE] = p->at[DLTYPE] = p->at[STORAGE_ID] = p->at[DEVICE_INDEX] = NULL;
   if (p->at[ATTRS] != NULL) {
     open_at(p, &j, p->at[ATTRS], '\0');
     note_members(p, &j, SHAPE, DEVICE_INDEX + 1);
   }
   const char* key = kKeys;
   for (int i = 0; i < NUM_KEYS; ++i, key += strlen(key) + 1) {
-    uint32_t n = 0;
-    if (p->at[i] == NULL) {
-      if (REQUIRED >> i & 1u) {
-        mlf_json_fail_as(&j, MLF_ERR_GRAPH, MLF_TEXT("missing section"),
-                         (mlf_name){key, (uint32_t)strlen(key)});
-      }
-    } else if (i >= SHAPE && i <= DEVICE_INDEX) {
+    if (p->at[i] == NULL && (REQUIRED >> i & 1u)) {
+      mlf_json_fail_as(&j, MLF_ERR_GRAPH, MLF_TEXT("missing section"),
+                       (mlf_name){key, (uint32_t)strlen(key)});
+    }
+    if (p->at[i] != NULL && i >= SHAPE) {
       /* ["list_<type>", [...]]: keep where the inner list starts */
       open_at(p, &j, p->at[i], '[');
-      if (!mlf_json_more(&j, ']', &n) || !mlf_json_string(&j, &type) ||
-          !mlf_json_more(&j, ']', &n)) {
+      n = 0;
+      if (!mlf_json_more(&j, &n) || !mlf_json_string(&j, &type) || !mlf_json_more(&j, &n)) {
         graph_error(&j, MLF_TEXT("attribute is not [\"list_<type>\", [...]]"));
       }
       mlf_json_peek(&j);
@@ -160,13 +183,11 @@ static void find_sections(parser* p) {
   }
 }
 
-/* ---- node_row_ptr ---------------------------------------------------------------------- */
-
 static void read_row_ptr(parser* p) {
   mlf_json j;
   uint32_t n = 0, value = 0, previous = 0;
   open_at(p, &j, p->at[ROW_PTR], '[');
-  while (mlf_json_more(&j, ']', &n) && mlf_json_u32(&j, &value)) {
+  while (mlf_json_more(&j, &n) && mlf_json_u32(&j, &value)) {
     if ((n == 1 && value != 0) || value < previous) break;
     previous = value;
   }
@@ -175,39 +196,29 @@ static void read_row_ptr(parser* p) {
   p->num_entries = previous;
 }
 
-/* Element `index` of the validated node_row_ptr (the last one when index is past it). */
-static uint32_t row_ptr(const parser* p, uint32_t index) {
-  mlf_json rows;
-  uint32_t n = 0, value = 0;
-  open_at(p, &rows, p->at[ROW_PTR], '[');
-  while (n <= index && mlf_json_more(&rows, ']', &n)) mlf_json_u32(&rows, &value);
-  return value;
-}
-
 /* A reference at the cursor, nid (output 0) or [nid, index(, version)], naming an output of
  * a node before `limit`: ref[0] = nid, ref[1] = the entry. */
 static int read_entry_ref(parser* p, mlf_json* j, uint32_t limit, uint32_t ref[2]) {
-  uint32_t n = 0, field[2] = {0, 0};
+  uint32_t n = 0, index = 0;
+  ref[0] = limit; /* a list too short is refused below */
   if (mlf_json_peek(j) != '[') {
-    mlf_json_u32(j, &field[0]);
+    mlf_json_u32(j, &ref[0]);
   } else {
     mlf_json_open(j, '[');
-    while (mlf_json_more(j, ']', &n)) {
+    while (mlf_json_more(j, &n)) {
       if (n > 2) {
         mlf_json_skip(j); /* the version */
       } else {
-        mlf_json_u32(j, &field[n - 1]);
+        mlf_json_u32(j, n == 1 ? &ref[0] : &index);
       }
     }
-    if (n < 2) field[0] = limit; /* too short: refused below */
+    if (n < 2) ref[0] = limit;
   }
-  uint32_t first = row_ptr(p, field[0]);
   if (failed(p)) return 0;
-  if (field[0] >= limit || field[1] >= row_ptr(p, field[0] + 1) - first) {
+  ref[1] = row_ptr(p, ref[0]) + index;
+  if (ref[0] >= limit || ref[1] >= row_ptr(p, ref[0] + 1)) {
     return graph_error(j, MLF_TEXT("bad node or output index"));
   }
-  ref[0] = field[0];
-  ref[1] = first + field[1];
   return 1;
 }
 
@@ -224,12 +235,10 @@ static int parse_dtype(mlf_name s, DLDataType* t) {
     if (++code > 5) return 0;
     prefix += strlen(prefix) + 1;
   }
-  if (code == 5) { /* "bool" is uint1 */
-    if (at != s.len) return 0;
+  if (at == s.len && code == kDLOpaqueHandle) number[0] = 64; /* "handle" */
+  if (at == s.len && code == 5) {                             /* "bool" */
     code = kDLUInt;
     number[0] = 1;
-  } else if (code == kDLOpaqueHandle && at == s.len) {
-    number[0] = 64; /* "handle" */
   }
   for (; at < s.len; ++at) {
     unsigned c = (unsigned)s.str[at] - '0';
@@ -241,8 +250,9 @@ static int parse_dtype(mlf_name s, DLDataType* t) {
       return 0;
     }
   }
-  /* bits in 1..255, lanes in 1..65535: unsigned wrap-around turns 0 into a huge value */
-  if (number[0] - 1 > 254 || number[1] - 1 > 0xFFFE) return 0;
+  /* bits in 1..255, lanes in 1..65535 (wrap-around turns 0 into a huge value); "bool" takes
+   * no bits of its own */
+  if (code == 5 || number[0] - 1 > 254 || number[1] - 1 > 0xFFFE) return 0;
   *t = (DLDataType){(uint8_t)code, (uint8_t)number[0], (uint16_t)number[1]};
   return 1;
 }
@@ -261,7 +271,7 @@ static int read_entry(parser* p, entry_lists* l, entry_key* key) {
   mlf_name text;
   uint32_t n = 0, dim, device = kDLCPU;
   for (int i = 0; i < 4; ++i) {
-    if (p->at[SHAPE + i] != NULL && !mlf_json_more(&l->list[i], ']', &l->count[i])) {
+    if (p->at[SHAPE + i] != NULL && !mlf_json_more(&l->list[i], &l->count[i])) {
       return graph_error(&l->list[i], MLF_TEXT("attribute lists and entries disagree"));
     }
   }
@@ -283,7 +293,7 @@ static int read_entry(parser* p, entry_lists* l, entry_key* key) {
   mlf_json_peek(shape);
   key->shape = shape->pos;
   mlf_json_open(shape, '[');
-  while (mlf_json_more(shape, ']', &n) && mlf_json_u32(shape, &dim)) {
+  while (mlf_json_more(shape, &n) && mlf_json_u32(shape, &dim)) {
     bytes *= dim; /* both factors < 2^32: no overflow before the check */
     if (bytes > UINT32_MAX || n > 255) return graph_error(shape, MLF_TEXT("bad shape"));
   }
@@ -320,21 +330,22 @@ static uint32_t find_earlier(parser* p, uint32_t eid, const entry_key* key) {
   return UINT32_MAX;
 }
 
-/* Appends a view with `ndim` dimensions read from the text at `dims`, or (dims == NULL) the
- * one dimension `flat`. Returns its index. */
-static uint32_t new_view(parser* p, uint32_t storage, DLDataType dtype, const char* dims,
-                         uint32_t ndim, int64_t flat) {
+/* Appends the view of `key`: its dimensions read from the text at key->shape, or (shape NULL)
+ * the one dimension `flat`. Returns its index. */
+static uint32_t new_view(parser* p, const entry_key* key, int64_t flat) {
   mlf_graph* g = p->g;
   uint32_t at = g->num_shape_dims, n = 0, dim;
   mlf_json l;
-  g->num_shape_dims += ndim;
+  g->num_shape_dims += key->ndim;
   if (p->build) {
-    p->views[g->num_views] = (mlf_view){storage, at, (uint8_t)ndim, 0, dtype};
-    if (dims == NULL) {
-      p->shapes[at] = flat;
+    int64_t* shapes = BUILT(int64_t, g->shapes) + at;
+    BUILT(mlf_view, g->views)
+    [g->num_views] = (mlf_view){key->storage, at, (uint8_t)key->ndim, 0, key->dtype};
+    if (key->shape == NULL) {
+      *shapes = flat; /* a flattened view's one dimension */
     } else {
-      open_at(p, &l, dims, '[');
-      while (mlf_json_more(&l, ']', &n) && mlf_json_u32(&l, &dim)) p->shapes[at + n - 1] = dim;
+      open_at(p, &l, key->shape, '[');
+      while (mlf_json_more(&l, &n) && mlf_json_u32(&l, &dim)) shapes[n - 1] = dim;
     }
   }
   return g->num_views++;
@@ -350,44 +361,22 @@ static void read_entries(parser* p) {
     if (key.storage >= g->num_storage) g->num_storage = key.storage + 1;
     view = find_earlier(p, eid, &key);
     if (p->build) {
-      if (key.bytes > p->storage_bytes[key.storage]) p->storage_bytes[key.storage] = key.bytes;
+      uint32_t* pool = BUILT(uint32_t, g->storage_bytes) + key.storage;
+      if (key.bytes > *pool) *pool = key.bytes;
       if (view != UINT32_MAX) view = p->entry_view[view];
     }
-    if (view == UINT32_MAX) view = new_view(p, key.storage, key.dtype, key.shape, key.ndim, 0);
+    if (view == UINT32_MAX) view = new_view(p, &key, 0);
     if (p->build) p->entry_view[eid] = view;
   }
   /* Every list must end with the entries (device_index included, when present). */
   for (int i = 0; i < 4; ++i) {
-    if (p->at[SHAPE + i] != NULL && mlf_json_more(&l.list[i], ']', &l.count[i])) {
+    if (p->at[SHAPE + i] != NULL && mlf_json_more(&l.list[i], &l.count[i])) {
       graph_error(&l.list[i], MLF_TEXT("attribute lists and entries disagree"));
     }
   }
 }
 
-/* ---- arg_nodes, nodes, heads --------------------------------------------------------------- */
-
-/* arg_nodes (as references to output 0) and heads: the view of every listed entry. */
-static void read_args_and_heads(parser* p) {
-  for (int slot = ARG_NODES; slot <= HEADS; ++slot) {
-    mlf_json j;
-    uint32_t n = 0, ref[2];
-    open_at(p, &j, p->at[slot], '[');
-    while (mlf_json_more(&j, ']', &n) && read_entry_ref(p, &j, p->g->num_nodes, ref)) {
-      if (!p->build) continue;
-      if (slot == HEADS) {
-        p->outputs[n - 1] = p->entry_view[ref[1]];
-      } else {
-        /* named when its null node is read */
-        p->args[n - 1] = (mlf_arg){{NULL, 0}, p->entry_view[ref[1]], ref[0]};
-      }
-    }
-    if (slot == HEADS) {
-      p->g->num_outputs = n;
-    } else {
-      p->g->num_args = n;
-    }
-  }
-}
+/* ---- nodes, arg_nodes, heads ---------------------------------------------------------------- */
 
 static int same_name(mlf_name a, mlf_name b) {
   return a.len == b.len && memcmp(a.str, b.str, a.len) == 0;
@@ -396,65 +385,64 @@ static int same_name(mlf_name a, mlf_name b) {
 /* Building: the index of the function (added if new). Measuring: counts every name that
  * differs from the previous operator's, an upper bound of the distinct names. */
 static uint16_t func_index(parser* p, mlf_name name) {
-  uint32_t i = 0;
-  if (p->build) {
-    while (i < p->g->num_funcs && !same_name(p->funcs[i], name)) ++i;
-    if (i < p->g->num_funcs) return (uint16_t)i;
-    p->funcs[i] = name;
-  } else if (p->g->num_funcs > 0 && same_name(p->last_func, name)) {
-    return 0;
-  }
-  p->last_func = name;
-  return (uint16_t)p->g->num_funcs++;
+  mlf_graph* g = p->g;
+  mlf_name* names = p->build ? BUILT(mlf_name, g->funcs) : &p->last_func;
+  uint32_t known = p->build ? g->num_funcs : g->num_funcs != 0, i = 0;
+  while (i < known && !same_name(names[i], name)) ++i;
+  if (i < known) return (uint16_t)i;
+  names[p->build ? i : 0] = name;
+  return (uint16_t)g->num_funcs++;
 }
 
 /* Writes argument `index` of the op being read: the entry's view, or for flatten_data="1"
  * a fresh one-dimensional view of the same storage (not deduplicated: Relay never emits it). */
 static void put_arg(parser* p, uint32_t index, uint32_t eid, int flatten) {
+  const mlf_graph* g = p->g;
   uint32_t v = p->build ? p->entry_view[eid] : 0;
   if (flatten) {
-    mlf_view w = {0, 0, 0, 0, {0, 0, 0}};
+    entry_key flat = {0, {0, 0, 0}, NULL, 1, 0};
     int64_t elements = 1;
-    if (p->build) w = p->views[v];
-    for (uint32_t d = 0; d < w.ndim; ++d) elements *= p->shapes[w.shape + d];
-    v = new_view(p, w.storage, w.dtype, NULL, 1, elements);
+    if (p->build) {
+      const mlf_view* w = &g->views[v];
+      flat.storage = w->storage;
+      flat.dtype = w->dtype;
+      for (uint32_t d = 0; d < w->ndim; ++d) elements *= g->shapes[w->shape + d];
+    }
+    v = new_view(p, &flat, elements);
   }
-  if (p->build) p->op_args[index] = (uint16_t)v;
+  if (p->build) BUILT(uint16_t, g->op_args)[index] = (uint16_t)v;
 }
 
-static void read_op(parser* p, mlf_json* j, uint32_t nid, uint32_t first, uint32_t next) {
+static void read_op(parser* p, mlf_json* j, uint32_t nid, uint32_t first, uint32_t outputs) {
   mlf_graph* g = p->g;
   mlf_json l;
-  uint32_t num_inputs = 0, ref[2], at = g->num_op_args;
+  uint32_t n = 0, ref[2], at = g->num_op_args;
   /* num_inputs/num_outputs attrs are implied by inputs and node_row_ptr: not consulted. */
-  p->at[FUNC_NAME] = p->at[FLATTEN] = NULL;
-  if (p->at[ATTRS] != NULL) {
-    open_at(p, &l, p->at[ATTRS], '\0');
-    note_members(p, &l, FUNC_NAME, FLATTEN + 1);
-  }
   mlf_name func = string_at(p, FUNC_NAME);
   int flat = mlf_name_is(string_at(p, FLATTEN), "1");
   if (p->at[INPUTS] != NULL) {
     open_at(p, &l, p->at[INPUTS], '[');
-    while (mlf_json_more(&l, ']', &num_inputs) && read_entry_ref(p, &l, nid, ref)) {
-      put_arg(p, at + num_inputs - 1, ref[1], flat);
+    while (mlf_json_more(&l, &n) && read_entry_ref(p, &l, nid, ref)) {
+      put_arg(p, at + n - 1, ref[1], flat);
     }
   }
-  uint32_t num_args = num_inputs + next - first;
-  for (uint32_t k = at + num_inputs; k < at + num_args; ++k) put_arg(p, k, first++, flat);
-  int nop = mlf_name_is(func, "__nop"), copy = nop || mlf_name_is(func, "__copy");
-  if (func.str == NULL || (copy && num_args != 2)) {
+  uint32_t num_args = n + outputs;
+  while (n < num_args) put_arg(p, at + n++, first++, flat);
+  /* 2: __nop, 1: __copy, 0: a function of the system library */
+  int kind = mlf_name_is(func, "__nop") ? 2 : mlf_name_is(func, "__copy");
+  if (func.str == NULL || (kind != 0 && num_args != 2)) {
     graph_error(j, MLF_TEXT("operator without func_name, or __nop/__copy not 1 to 1"));
   }
   if (failed(p)) return;
-  if (nop && p->build && p->views[p->op_args[at]].storage == p->views[p->op_args[at + 1]].storage) {
+  const uint16_t* args = g->op_args + at;
+  if (kind == 2 && p->build && g->views[args[0]].storage == g->views[args[1]].storage) {
     return; /* a reshape in place: the output view already aliases the input */
   }
   /* A __nop whose planner did not share storage must still move the data: a copy. */
-  uint16_t index = copy ? MLF_FUNC_COPY : func_index(p, func);
+  uint16_t index = kind != 0 ? MLF_FUNC_COPY : func_index(p, func);
   if (p->build) {
-    p->ops[g->num_ops] =
-        (mlf_op){index, (uint16_t)num_args, (uint16_t)(num_args - num_inputs), 0, at, nid};
+    BUILT(mlf_op, g->ops)
+    [g->num_ops] = (mlf_op){index, (uint16_t)num_args, (uint16_t)outputs, 0, at, nid};
   }
   ++g->num_ops;
   g->num_op_args += num_args;
@@ -463,86 +451,85 @@ static void read_op(parser* p, mlf_json* j, uint32_t nid, uint32_t first, uint32
 
 static void read_nodes(parser* p) {
   mlf_json j, l;
-  uint32_t n = 0;
+  uint32_t n = 0, inputs = 0;
   open_at(p, &j, p->at[NODES], '[');
-  while (!failed(p) && n < p->g->num_nodes && mlf_json_more(&j, ']', &n)) {
-    uint32_t nid = n - 1, first = row_ptr(p, nid), next = row_ptr(p, n), inputs = 0;
-    note_members(p, &j, ATTRS, INPUTS + 1);
-    mlf_name op = string_at(p, OP), name = string_at(p, NAME);
+  while (n < p->g->num_nodes && mlf_json_more(&j, &n)) {
+    uint32_t nid = n - 1, first = row_ptr(p, nid), outputs = row_ptr(p, n) - first;
+    mlf_name op = note_node(p, &j);
     if (mlf_name_is(op, "tvm_op")) {
-      read_op(p, &j, nid, first, next);
+      read_op(p, &j, nid, first, outputs);
     } else if (mlf_name_is(op, "null")) {
       if (p->at[INPUTS] != NULL) {
         open_at(p, &l, p->at[INPUTS], '[');
-        mlf_json_more(&l, ']', &inputs); /* 1 if there is any input */
+        mlf_json_more(&l, &inputs); /* 1 if there is any input */
       }
-      if (next - first != 1 || inputs != 0 || name.str == NULL) {
+      if (outputs != 1 || inputs != 0 || p->at[NAME] == NULL) {
         graph_error(&j, MLF_TEXT("a null node has a name, one output and no inputs"));
-      }
-      for (uint32_t i = 0; p->build && i < p->g->num_args; ++i) {
-        if (p->args[i].node == nid) p->args[i].name = name;
       }
     } else {
       mlf_json_fail_as(&j, MLF_ERR_GRAPH, MLF_TEXT("unknown node op"), op);
     }
     if (failed(p) && p->err->node == UINT32_MAX) p->err->node = nid;
   }
-  if (n != p->g->num_nodes || mlf_json_more(&j, ']', &n)) {
+  if (n != p->g->num_nodes || mlf_json_more(&j, &n)) {
     graph_error(&j, MLF_TEXT("nodes and node_row_ptr disagree"));
   }
-  for (uint32_t i = 0; p->build && i < p->g->num_args && !failed(p); ++i) {
-    if (p->args[i].name.str == NULL) {
-      graph_error(&j, MLF_TEXT("arg_nodes names an operator node"));
-      p->err->node = p->args[i].node;
+}
+
+/* arg_nodes (as references to output 0 of null nodes) and heads. */
+static void read_args_and_heads(parser* p) {
+  mlf_graph* g = p->g;
+  for (int slot = ARG_NODES; slot <= HEADS; ++slot) {
+    mlf_json j, node;
+    uint32_t n = 0, ref[2];
+    open_at(p, &j, p->at[slot], '[');
+    while (mlf_json_more(&j, &n) && read_entry_ref(p, &j, g->num_nodes, ref)) {
+      uint32_t view = p->build ? p->entry_view[ref[1]] : 0;
+      if (slot == HEADS) {
+        if (p->build) BUILT(uint32_t, g->outputs)[n - 1] = view;
+        continue;
+      }
+      nth(p, &node, p->at[NODES], ref[0]);
+      if (!mlf_name_is(note_node(p, &node), "null")) {
+        graph_error(&j, MLF_TEXT("arg_nodes names an operator node"));
+        p->err->node = ref[0];
+      }
+      if (p->build) BUILT(mlf_arg, g->args)[n - 1] = (mlf_arg){string_at(p, NAME), view, ref[0]};
+    }
+    if (slot == HEADS) {
+      g->num_outputs = n;
+    } else {
+      g->num_args = n;
     }
   }
 }
 
 /* ---- passes and memory layout ---------------------------------------------------------------- */
 
-/* Places the graph header, its tables and last the temporary entry→view map in mem, sized
- * by the measured counts; returns the bytes they take (mem NULL: only that). The text is
- * under 256 MiB and every count is below its length, so 32-bit arithmetic cannot overflow. */
-static size_t layout(parser* p, uint8_t* mem) {
-  const mlf_graph* c = &p->cap;
-  const size_t sizes[] = {sizeof(mlf_graph),
-                          c->num_ops * sizeof(mlf_op),
-                          c->num_op_args * sizeof(uint16_t),
-                          c->num_funcs * sizeof(mlf_name),
-                          c->num_views * sizeof(mlf_view),
-                          c->num_shape_dims * sizeof(int64_t),
-                          c->num_storage * sizeof(uint32_t),
-                          c->num_args * sizeof(mlf_arg),
-                          c->num_outputs * sizeof(uint32_t),
-                          p->num_entries * sizeof(uint32_t)};
-  void* parts[10];
-  size_t at = 0;
-  for (int i = 0; i < 10; ++i) {
-    parts[i] = (void*)((uintptr_t)mem + at); /* integer arithmetic: mem may be NULL */
-    at += MLF_ALIGN_UP(sizes[i], 8);
-  }
-  if (mem != NULL) {
-    mlf_graph* g = p->g = (mlf_graph*)parts[0];
-    g->ops = p->ops = (mlf_op*)parts[1];
-    g->op_args = p->op_args = (uint16_t*)parts[2];
-    g->funcs = p->funcs = (mlf_name*)parts[3];
-    g->views = p->views = (mlf_view*)parts[4];
-    g->shapes = p->shapes = (int64_t*)parts[5];
-    g->storage_bytes = p->storage_bytes = (uint32_t*)parts[6];
-    g->args = p->args = (mlf_arg*)parts[7];
-    g->outputs = p->outputs = (uint32_t*)parts[8];
-    p->entry_view = (uint32_t*)parts[9];
-  }
-  return at;
-}
-
 /* Reads the text in dependency order: measuring into p->cap, or building into p->g. */
 static int run_pass(parser* p, int build) {
-  void (*const phases[])(parser*) = {find_sections, read_row_ptr, read_entries, read_args_and_heads,
-                                     read_nodes};
+  void (*const phases[])(parser*) = {find_sections, read_row_ptr, read_entries, read_nodes,
+                                     read_args_and_heads};
   p->build = build;
   for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]) && !failed(p); ++i) phases[i](p);
   return !failed(p);
+}
+
+/* Places the graph header, its tables (as measured) and last the temporary entry→view map
+ * from mem; returns the bytes they take (mem NULL: only that). The text is under 256 MiB and
+ * every count is below its length, so 32-bit arithmetic cannot overflow. */
+static size_t layout(parser* p, uint8_t* mem) {
+  size_t at = MLF_ALIGN_UP(sizeof(mlf_graph), 8);
+  for (int i = 0; i < MLF_GRAPH_TABLES; ++i) {
+    uint32_t count;
+    void* table = (void*)((uintptr_t)mem + at); /* integer arithmetic: mem may be NULL */
+    memcpy(&count, (const uint8_t*)&p->cap + mlf_graph_tables[i][0], sizeof(count));
+    if (mem != NULL) memcpy(mem + mlf_graph_tables[i][1], &table, sizeof(table));
+    at += MLF_ALIGN_UP(count * mlf_graph_tables[i][2], 8);
+  }
+  p->g = (mlf_graph*)mem;
+  p->entry_view = (uint32_t*)((uintptr_t)mem + at);
+  return at + MLF_ALIGN_UP(p->num_entries * sizeof(uint32_t), 8);
 }
 
 /* Measures (graph NULL: *size gets the bytes needed) or parses into mem of *size bytes. */

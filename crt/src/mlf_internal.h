@@ -58,8 +58,9 @@ int mlf_json_peek(mlf_json* j);
 int mlf_json_open(mlf_json* j, char open);
 
 /* Container iteration: returns 1 when another member follows (consuming the ',' between
- * members), 0 at the matching `close` (consumed) or on failure. *count starts at 0. */
-int mlf_json_more(mlf_json* j, char close, uint32_t* count);
+ * members), 0 at the closing bracket (consumed; ']' and '}' both close, as in
+ * mlf_json_skip()) or on failure. *count starts at 0 and counts the members. */
+int mlf_json_more(mlf_json* j, uint32_t* count);
 
 /* A string's raw contents (escapes left as written). */
 int mlf_json_string(mlf_json* j, mlf_name* out);
@@ -90,7 +91,7 @@ typedef struct {
   const uint8_t* names;   /* next name record */
   const uint8_t* tensors; /* next tensor record */
   const uint8_t* end;
-  uint64_t remaining;
+  size_t remaining;
 } mlf_params_iter;
 
 /* Validates the whole blob (magics, counts, bounds, nbytes against shape) and starts an
@@ -107,6 +108,11 @@ int64_t mlf_read_i64(const uint8_t* p);
 
 /* Every index in range, every view inside its pool, counts within the state's limits. */
 mlf_status mlf_graph_check(const mlf_graph* g, mlf_error* err);
+
+/* Offsets in mlf_graph of every table's count and pointer, and its element size, in the
+ * order the JSON parser lays the tables out. */
+#define MLF_GRAPH_TABLES 8
+extern const uint8_t mlf_graph_tables[MLF_GRAPH_TABLES][3];
 
 /* ---- workspace (mlf_workspace.c) --------------------------------------------------------- */
 

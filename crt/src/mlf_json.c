@@ -51,9 +51,10 @@ int mlf_json_open(mlf_json* j, char open) {
   return 1;
 }
 
-int mlf_json_more(mlf_json* j, char close, uint32_t* count) {
+int mlf_json_more(mlf_json* j, uint32_t* count) {
   int c = mlf_json_peek(j);
-  if (c == close) {
+  /* Either bracket closes: like mlf_json_skip(), brackets are counted, not matched by kind. */
+  if (c == ']' || c == '}') {
     ++j->pos;
     return 0;
   }
@@ -84,20 +85,21 @@ int mlf_json_string(mlf_json* j, mlf_name* out) {
 }
 
 int mlf_json_u32(mlf_json* j, uint32_t* out) {
-  uint64_t value = 0;
+  uint32_t value = 0;
   int c = mlf_json_peek(j);
-  const char* start = j->pos;
-  while (is_digit(c) && value <= UINT32_MAX) {
+  const char *start = j->pos, *at = start;
+  /* Up to 9 digits: below 10^9, far above any count, index or dimension a graph can use. */
+  while (is_digit(c) && value < 100000000u) {
     value = value * 10 + (unsigned)(c - '0');
-    c = ++j->pos < j->end ? *j->pos : 0;
+    c = ++at < j->end ? *at : 0;
   }
-  /* JSON has no leading zeros: so equal numbers are equal text (shapes compare as text). */
-  if (j->pos == start || value > UINT32_MAX || c == '.' || (c | 0x20) == 'e' ||
-      (*start == '0' && j->pos - start > 1)) {
-    j->pos = start; /* report the number itself: valid JSON, wrong kind of value */
-    return type_error(j, MLF_TEXT("expected unsigned integer below 2^32"));
+  /* No leading zeros (as in JSON), so equal numbers are equal text: shapes compare as text. */
+  if (at == start || is_digit(c) || c == '.' || (c | 0x20) == 'e' ||
+      (*start == '0' && at - start > 1)) {
+    return type_error(j, MLF_TEXT("expected unsigned integer below 10^9"));
   }
-  *out = (uint32_t)value;
+  j->pos = at;
+  *out = value;
   return 1;
 }
 
@@ -108,15 +110,17 @@ int mlf_json_skip(mlf_json* j) {
     int c = mlf_json_peek(j);
     if (c == '"') {
       mlf_json_string(j, &ignored);
-    } else if (is_scalar_char(c)) {
-      while (j->pos < j->end && is_scalar_char(*j->pos)) ++j->pos;
-    } else if (c == '[' || c == '{' ||
-               (depth > 0 && (c == ']' || c == '}' || c == ',' || c == ':'))) {
-      depth += c == '[' || c == '{' ? 1 : c == ']' || c == '}' ? -1 : 0;
-      ++j->pos;
-    } else {
-      return mlf_json_fail(j, MLF_TEXT("unexpected character or end"));
+      continue;
     }
+    if (c == '[' || c == '{') {
+      ++depth;
+    } else if (depth > 0 && (c == ']' || c == '}')) {
+      --depth;
+    } else if (!(depth > 0 && (c == ',' || c == ':'))) {
+      if (!is_scalar_char(c)) return mlf_json_fail(j, MLF_TEXT("unexpected character or end"));
+      while (j->pos + 1 < j->end && is_scalar_char(j->pos[1])) ++j->pos;
+    }
+    ++j->pos;
   } while (depth > 0 && j->err->status == MLF_OK);
   return j->err->status == MLF_OK;
 }

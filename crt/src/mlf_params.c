@@ -30,9 +30,9 @@ typedef struct {
 } reader;
 
 /* Takes n bytes, or returns NULL (and takes nothing) when fewer remain. */
-static const uint8_t* take(reader* r, uint64_t n) {
+static const uint8_t* take(reader* r, size_t n) {
   const uint8_t* at = r->pos;
-  if (n > (uint64_t)(r->end - at)) return NULL;
+  if (n > (size_t)(r->end - at)) return NULL;
   r->pos += n;
   return at;
 }
@@ -56,7 +56,11 @@ static const char* read_tensor(reader* r, mlf_param* out) {
       out->ndim < 0 || out->dtype.bits == 0 || out->dtype.lanes == 0) {
     return MLF_TEXT("bad tensor magic, device, ndim or dtype");
   }
-  if ((out->shape = take(r, (uint64_t)out->ndim * 8)) == NULL) return MLF_TEXT("truncated tensor");
+  /* ndim * 8 is only computed when it fits the remaining bytes */
+  if ((uint32_t)out->ndim > (size_t)(r->end - r->pos) / 8 ||
+      (out->shape = take(r, (size_t)out->ndim * 8)) == NULL) {
+    return MLF_TEXT("truncated tensor");
+  }
   /* Elements * element bytes; like graph tensors, params stay below 4 GiB (which also keeps
    * the product from overflowing without a 64-bit division). */
   uint64_t expected = mlf_dtype_bytes(out->dtype);
@@ -65,7 +69,7 @@ static const char* read_tensor(reader* r, mlf_param* out) {
     if (dim > UINT32_MAX || (expected *= dim) > UINT32_MAX) return MLF_TEXT("bad shape or size");
   }
   if (!take_u64(r, &out->nbytes) || out->nbytes != expected ||
-      (out->data = take(r, out->nbytes)) == NULL) {
+      (out->data = take(r, (size_t)expected)) == NULL) {
     return MLF_TEXT("tensor data truncated or disagreeing with its shape and dtype");
   }
   return NULL;
@@ -74,21 +78,24 @@ static const char* read_tensor(reader* r, mlf_param* out) {
 mlf_status mlf_params_open(const void* blob, size_t len, mlf_params_iter* it, mlf_error* err) {
   const uint8_t* base = (const uint8_t*)blob;
   reader r = {base, base + len};
-  uint64_t magic, reserved, count, tensor_count, name_len, i;
+  size_t count, i;
   mlf_param param;
-  const char* problem = MLF_TEXT("truncated header, names or tensor count");
+  const char* problem = MLF_TEXT("bad magic, truncated names or counts differ");
   if (blob == NULL || it == NULL) {
     return mlf_fail(err, MLF_ERR_ARGUMENT, MLF_TEXT("no params"), NULL, 0);
   }
-  if (!take_u64(&r, &magic) || !take_u64(&r, &reserved) || !take_u64(&r, &count)) goto bad;
+  /* magic, reserved, count; the names; the tensor count; the tensors */
+  const uint8_t* head = take(&r, 24);
+  if (head == NULL || mlf_read_u64(head) != LIST_MAGIC) goto bad;
+  /* Each name record takes at least 8 bytes: a larger count cannot be right. */
+  if (mlf_read_u64(head + 16) > len / 8) goto bad;
+  count = (size_t)mlf_read_u64(head + 16);
   it->names = r.pos;
-  /* Each record consumes at least 8 bytes, so a huge count fails on truncation quickly. */
-  for (i = 0; i < count; ++i) {
-    if (!take_u64(&r, &name_len) || name_len > UINT32_MAX || take(&r, name_len) == NULL) goto bad;
+  for (i = 0; i <= count; ++i) {
+    uint64_t value;
+    if (!take_u64(&r, &value)) goto bad;
+    if (i == count ? value != count : value > len || take(&r, (size_t)value) == NULL) goto bad;
   }
-  if (!take_u64(&r, &tensor_count)) goto bad;
-  problem = MLF_TEXT("bad magic, or name and tensor counts differ");
-  if (magic != LIST_MAGIC || tensor_count != count) goto bad;
   it->tensors = r.pos;
   for (i = 0; i < count; ++i) {
     if ((problem = read_tensor(&r, &param)) != NULL) goto bad;

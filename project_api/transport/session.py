@@ -9,6 +9,11 @@ Every wait has a deadline; failures are distinct: :class:`TransportTimeoutError`
 answer in time), :class:`TransportClosedError` (the device or its link went away),
 :class:`ProtocolError` (bytes that do not follow the protocol), :class:`DeviceError`
 (the device answered with an error code; ``code`` and ``node`` tell which).
+
+Damaged traffic is recovered where it can be (docs/protocol.md 1.1 and 3): a reply hidden
+behind garbage or a truncated frame is found after IDLE_RESET_SECONDS of silence; a request
+hidden the same way on the device is found when the wake-up byte sent while waiting reaches
+it after a silence; a damaged or cut-short reply makes the request be sent again.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
  *
  * Offsets in the decoder are relative to the first byte held (buf + start). Dropped bytes
  * are only forgotten (start moves); memory moves once per read, in
- * mlf_frame_decoder_space(), so rescanning after a failed frame start needs no second buffer
- * and each byte is scanned for the marker once per frame start it belongs to.
+ * mlf_frame_decoder_space(), so rescanning after a failed frame start needs no second buffer;
+ * the marker scan only moves forward (each byte passes it once), and the CRC checks that
+ * overlapping starts repeat are bounded by the check credit (mlf_frame.h).
  *
  * No lookahead past an incomplete frame: a complete frame found inside another frame's
  * payload must never be taken for a frame of its own, or tensor bytes could act as

@@ -50,16 +50,39 @@ void mlf_error_clear(mlf_error* err) {
   err->subject_len = 0;
 }
 
-mlf_status mlf_fail(mlf_error* err, mlf_status status, const char* what, const char* subject,
-                    size_t subject_len) {
+/* The descriptions of mlf_why, in its order, each NUL-terminated. */
+#ifndef MLF_ERROR_TEXT
+#define MLF_ERROR_TEXT 1
+#endif
+#if MLF_ERROR_TEXT
+#define MLF_WHY_TEXT(name, text) text "\0"
+#else
+#define MLF_WHY_TEXT(name, text) "\0"
+#endif
+static const char kWhyTexts[] = MLF_WHY_LIST(MLF_WHY_TEXT);
+
+const char* mlf_why_text(mlf_why why) {
+  const char* text = kWhyTexts;
+  for (int i = 0; i < (int)why && (size_t)(text - kWhyTexts) < sizeof(kWhyTexts) - 1; ++i) {
+    text += strlen(text) + 1;
+  }
+  return text;
+}
+
+mlf_status mlf_fail_about(mlf_error* err, mlf_status status, mlf_why why, const char* subject,
+                          size_t subject_len) {
   /* Keep the first failure: later ones are usually consequences of it. */
   if (err != NULL && err->status == MLF_OK) {
     err->status = status;
-    err->what = what;
+    err->what = mlf_why_text(why);
     err->subject = subject;
     err->subject_len = subject != NULL ? (uint32_t)subject_len : 0;
   }
   return status;
+}
+
+mlf_status mlf_fail(mlf_error* err, mlf_status status, mlf_why why) {
+  return mlf_fail_about(err, status, why, NULL, 0);
 }
 
 typedef struct {

@@ -78,19 +78,19 @@ static int op_ok(const mlf_graph* g, const mlf_op* op) {
 
 /* Tables may come from the generator, the JSON parser or a hand: trust none of them. */
 mlf_status mlf_graph_check(const mlf_graph* g, mlf_error* err) {
-  const char* what = MLF_TEXT("table missing or too large");
+  mlf_why why = MLF_WHY_TABLES;
   uint32_t node = UINT32_MAX, i;
   if (too_large(g) || !tables_present(g)) goto bad;
-  what = MLF_TEXT("view outside its storage");
+  why = MLF_WHY_VIEW;
   for (i = 0; i < g->num_views; ++i) {
     if (!view_ok(g, &g->views[i])) goto bad;
   }
-  what = MLF_TEXT("bad operator");
+  why = MLF_WHY_OPERATOR_TABLE;
   for (i = 0; i < g->num_ops; ++i) {
     node = g->ops[i].node;
     if (!op_ok(g, &g->ops[i])) goto bad;
   }
-  what = MLF_TEXT("bad arg or output view");
+  why = MLF_WHY_ARG_VIEW;
   for (i = 0; i < g->num_args; ++i) {
     node = g->args[i].node;
     if (g->args[i].view >= g->num_views) goto bad;
@@ -101,7 +101,7 @@ mlf_status mlf_graph_check(const mlf_graph* g, mlf_error* err) {
   }
   return MLF_OK;
 bad:
-  mlf_fail(err, MLF_ERR_GRAPH, what, NULL, 0);
+  mlf_fail(err, MLF_ERR_GRAPH, why);
   err->node = node;
   return MLF_ERR_GRAPH;
 }
@@ -136,10 +136,6 @@ size_t mlf_executor_state_bytes(const mlf_graph* g) {
 }
 
 /* ---- params ------------------------------------------------------------------------------ */
-
-static int same_name(mlf_name a, mlf_name b) {
-  return a.len == b.len && (a.len == 0 || memcmp(a.str, b.str, a.len) == 0);
-}
 
 static int param_fits(const mlf_graph* g, const mlf_view* v, const mlf_param* p) {
   if (p->ndim != v->ndim || p->dtype.code != v->dtype.code || p->dtype.bits != v->dtype.bits ||
@@ -184,7 +180,7 @@ static const uint8_t* in_place_data(const mlf_graph* g, uint32_t sid, const void
   if (owner == NULL || storage_written(g, sid)) return NULL;
   mlf_params_open(params, len, &it, NULL);
   while (mlf_params_next(&it, &p)) {
-    if (!same_name(p.name, owner->name)) continue;
+    if (!mlf_name_equal(p.name, owner->name)) continue;
     if (!param_fits(g, &g->views[owner->view], &p) || p.nbytes < g->storage_bytes[sid] ||
         ((uintptr_t)p.data & (MLF_STORAGE_ALIGN - 1)) != 0) {
       return NULL;
@@ -248,7 +244,7 @@ static mlf_status bind_params(mlf_executor* ex, const void* params, size_t len, 
     for (uint32_t a = 0; a < g->num_args && status == MLF_OK; ++a) {
       const mlf_view* v = &g->views[g->args[a].view];
       uint8_t* data = ex->storage[v->storage];
-      if (!same_name(g->args[a].name, p.name)) continue;
+      if (!mlf_name_equal(g->args[a].name, p.name)) continue;
       if (!param_fits(g, v, &p)) {
         status = MLF_ERR_MISMATCH;
       } else if (data == p.data || ex->arg_flags[a] == ARG_IN_PLACE) {
@@ -260,10 +256,9 @@ static mlf_status bind_params(mlf_executor* ex, const void* params, size_t len, 
       }
     }
     if (status != MLF_OK) {
-      mlf_fail(&ex->error, status,
-               status == MLF_ERR_MISMATCH ? MLF_TEXT("param shape or dtype differs from graph")
-                                          : MLF_TEXT("param is bound in place (read-only)"),
-               p.name.str, p.name.len);
+      mlf_fail_about(&ex->error, status,
+                     status == MLF_ERR_MISMATCH ? MLF_WHY_PARAM_MISMATCH : MLF_WHY_PARAM_IN_PLACE,
+                     p.name.str, p.name.len);
     }
   }
   uint32_t* inputs = (uint32_t*)(uintptr_t)ex->input_args;
@@ -285,26 +280,25 @@ mlf_status mlf_executor_init(mlf_executor* ex, const mlf_graph* g, const TVMModu
   mlf_error* err = &ex->error;
   if (g == NULL || lib == NULL || state == NULL || ((uintptr_t)state & 7u) != 0 ||
       (arena == NULL && arena_size != 0)) {
-    return mlf_fail(err, MLF_ERR_ARGUMENT,
-                    MLF_TEXT("graph, library and 8-byte aligned state needed"), NULL, 0);
+    return mlf_fail(err, MLF_ERR_ARGUMENT, MLF_WHY_INIT_ARGUMENT);
   }
   ex->graph = g;
   if (check_inputs(g, params, params_len, err) != MLF_OK) return err->status;
   if (state_size < mlf_executor_state_bytes(g)) {
-    return mlf_fail(err, MLF_ERR_NO_MEMORY, MLF_TEXT("executor state too small"), NULL, 0);
+    return mlf_fail(err, MLF_ERR_NO_MEMORY, MLF_WHY_STATE_SMALL);
   }
   carve_state(ex, (uintptr_t)state);
   uintptr_t start = MLF_ALIGN_UP((uintptr_t)arena, MLF_STORAGE_ALIGN);
   size_t skip = (size_t)(start - (uintptr_t)arena);
   if (arena_size < skip ||
       plan_storage(g, params, params_len, start, ex->storage) > arena_size - skip) {
-    return mlf_fail(err, MLF_ERR_NO_MEMORY, MLF_TEXT("arena too small"), NULL, 0);
+    return mlf_fail(err, MLF_ERR_NO_MEMORY, MLF_WHY_ARENA_SMALL);
   }
   for (uint32_t i = 0; i < g->num_funcs; ++i) {
     const mlf_name* name = &g->funcs[i];
     if (mlf_module_lookup(lib, name->str, name->len, &ex->funcs[i]) != MLF_OK) {
-      return mlf_fail(err, MLF_ERR_MISSING_FUNCTION, MLF_TEXT("function not in the system library"),
-                      name->str, name->len);
+      return mlf_fail_about(err, MLF_ERR_MISSING_FUNCTION, MLF_WHY_MISSING_FUNCTION, name->str,
+                            name->len);
     }
   }
   ex->arena = (uint8_t*)arena;
@@ -361,8 +355,7 @@ mlf_status mlf_executor_run(mlf_executor* ex) {
       /* The operator may have returned between workspace allocations and frees. */
       mlf_workspace_release_to(mark);
       const mlf_name* name = &g->funcs[op->func];
-      mlf_fail(&ex->error, MLF_ERR_OPERATOR, MLF_TEXT("operator returned an error"), name->str,
-               name->len);
+      mlf_fail_about(&ex->error, MLF_ERR_OPERATOR, MLF_WHY_OPERATOR_FAILED, name->str, name->len);
       ex->error.node = op->node;
       return MLF_ERR_OPERATOR;
     }
@@ -419,7 +412,7 @@ mlf_status mlf_executor_input_index(const mlf_executor* ex, const char* name, si
   }
   mlf_name wanted = {name, (uint32_t)name_len};
   for (uint32_t i = 0; i < ex->num_inputs; ++i) {
-    if (name_len <= UINT32_MAX && same_name(ex->graph->args[ex->input_args[i]].name, wanted)) {
+    if (name_len <= UINT32_MAX && mlf_name_equal(ex->graph->args[ex->input_args[i]].name, wanted)) {
       *index = i;
       return MLF_OK;
     }

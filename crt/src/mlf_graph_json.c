@@ -88,8 +88,8 @@ static void open_at(const parser* p, mlf_json* j, const char* at, char open) {
   if (open) mlf_json_open(j, open);
 }
 
-static int graph_error(mlf_json* j, const char* what) {
-  return mlf_json_fail_as(j, MLF_ERR_GRAPH, what, (mlf_name){NULL, 0});
+static int graph_error(mlf_json* j, mlf_why why) {
+  return mlf_json_fail_as(j, MLF_ERR_GRAPH, why, NULL);
 }
 
 /* A cursor at element `index` of the list at `list`; 0 when the list is shorter. */
@@ -119,7 +119,7 @@ static void note_members(parser* p, mlf_json* j, int first, int last) {
     if (mlf_json_peek(j) == ':') {
       ++j->pos;
     } else {
-      mlf_json_fail(j, MLF_TEXT("missing :"));
+      mlf_json_fail(j, MLF_WHY_MISSING_COLON);
     }
     mlf_json_peek(j);
     const char* k = kKeys;
@@ -158,7 +158,7 @@ static void find_sections(parser* p) {
   mlf_name type;
   uint32_t n;
   note_members(p, &j, NODES, ATTRS + 1);
-  if (mlf_json_peek(&j) >= 0) mlf_json_fail(&j, MLF_TEXT("text after the graph"));
+  if (mlf_json_peek(&j) >= 0) mlf_json_fail(&j, MLF_WHY_TRAILING_TEXT);
   p->at[SHAPE] = p->at[DLTYPE] = p->at[STORAGE_ID] = p->at[DEVICE_INDEX] = NULL;
   if (p->at[ATTRS] != NULL) {
     open_at(p, &j, p->at[ATTRS], '\0');
@@ -167,15 +167,15 @@ static void find_sections(parser* p) {
   const char* key = kKeys;
   for (int i = 0; i < NUM_KEYS; ++i, key += strlen(key) + 1) {
     if (p->at[i] == NULL && (REQUIRED >> i & 1u)) {
-      mlf_json_fail_as(&j, MLF_ERR_GRAPH, MLF_TEXT("missing section"),
-                       (mlf_name){key, (uint32_t)strlen(key)});
+      mlf_name section = {key, (uint32_t)strlen(key)};
+      mlf_json_fail_as(&j, MLF_ERR_GRAPH, MLF_WHY_MISSING_SECTION, &section);
     }
     if (p->at[i] != NULL && i >= SHAPE) {
       /* ["list_<type>", [...]]: keep where the inner list starts */
       open_at(p, &j, p->at[i], '[');
       n = 0;
       if (!mlf_json_more(&j, &n) || !mlf_json_string(&j, &type) || !mlf_json_more(&j, &n)) {
-        graph_error(&j, MLF_TEXT("attribute is not [\"list_<type>\", [...]]"));
+        graph_error(&j, MLF_WHY_ATTR_LIST);
       }
       mlf_json_peek(&j);
       p->at[i] = j.pos;
@@ -191,7 +191,7 @@ static void read_row_ptr(parser* p) {
     if ((n == 1 && value != 0) || value < previous) break;
     previous = value;
   }
-  if (n == 0 || previous != value) graph_error(&j, MLF_TEXT("node_row_ptr must rise from 0"));
+  if (n == 0 || previous != value) graph_error(&j, MLF_WHY_ROW_PTR);
   p->g->num_nodes = n - 1;
   p->num_entries = previous;
 }
@@ -217,7 +217,7 @@ static int read_entry_ref(parser* p, mlf_json* j, uint32_t limit, uint32_t ref[2
   if (failed(p)) return 0;
   ref[1] = row_ptr(p, ref[0]) + index;
   if (ref[0] >= limit || ref[1] >= row_ptr(p, ref[0] + 1)) {
-    return graph_error(j, MLF_TEXT("bad node or output index"));
+    return graph_error(j, MLF_WHY_BAD_REFERENCE);
   }
   return 1;
 }
@@ -272,7 +272,7 @@ static int read_entry(parser* p, entry_lists* l, entry_key* key) {
   uint32_t n = 0, dim, device = kDLCPU;
   for (int i = 0; i < 4; ++i) {
     if (p->at[SHAPE + i] != NULL && !mlf_json_more(&l->list[i], &l->count[i])) {
-      return graph_error(&l->list[i], MLF_TEXT("attribute lists and entries disagree"));
+      return graph_error(&l->list[i], MLF_WHY_LISTS_DISAGREE);
     }
   }
   mlf_json_string(&l->list[1], &text);
@@ -280,14 +280,13 @@ static int read_entry(parser* p, entry_lists* l, entry_key* key) {
   if (p->at[DEVICE_INDEX] != NULL) mlf_json_u32(&l->list[3], &device);
   if (failed(p)) return 0;
   if (key->storage >= p->num_entries) {
-    return graph_error(&l->list[2], MLF_TEXT("storage id out of range"));
+    return graph_error(&l->list[2], MLF_WHY_STORAGE_ID);
   }
   if (device != kDLCPU) {
-    return mlf_json_fail_as(&l->list[3], MLF_ERR_UNSUPPORTED,
-                            MLF_TEXT("device_index other than 1 (CPU)"), (mlf_name){NULL, 0});
+    return mlf_json_fail_as(&l->list[3], MLF_ERR_UNSUPPORTED, MLF_WHY_DEVICE, NULL);
   }
   if (!parse_dtype(text, &key->dtype)) {
-    return mlf_json_fail_as(&l->list[1], MLF_ERR_GRAPH, MLF_TEXT("unknown dtype"), text);
+    return mlf_json_fail_as(&l->list[1], MLF_ERR_GRAPH, MLF_WHY_DTYPE, &text);
   }
   uint64_t bytes = mlf_dtype_bytes(key->dtype);
   mlf_json_peek(shape);
@@ -295,7 +294,7 @@ static int read_entry(parser* p, entry_lists* l, entry_key* key) {
   mlf_json_open(shape, '[');
   while (mlf_json_more(shape, &n) && mlf_json_u32(shape, &dim)) {
     bytes *= dim; /* both factors < 2^32: no overflow before the check */
-    if (bytes > UINT32_MAX || n > 255) return graph_error(shape, MLF_TEXT("bad shape"));
+    if (bytes > UINT32_MAX || n > 255) return graph_error(shape, MLF_WHY_SHAPE);
   }
   key->ndim = n;
   key->bytes = (uint32_t)bytes;
@@ -371,16 +370,12 @@ static void read_entries(parser* p) {
   /* Every list must end with the entries (device_index included, when present). */
   for (int i = 0; i < 4; ++i) {
     if (p->at[SHAPE + i] != NULL && mlf_json_more(&l.list[i], &l.count[i])) {
-      graph_error(&l.list[i], MLF_TEXT("attribute lists and entries disagree"));
+      graph_error(&l.list[i], MLF_WHY_LISTS_DISAGREE);
     }
   }
 }
 
 /* ---- nodes, arg_nodes, heads ---------------------------------------------------------------- */
-
-static int same_name(mlf_name a, mlf_name b) {
-  return a.len == b.len && memcmp(a.str, b.str, a.len) == 0;
-}
 
 /* Building: the index of the function (added if new). Measuring: counts every name that
  * differs from the previous operator's, an upper bound of the distinct names. */
@@ -388,7 +383,7 @@ static uint16_t func_index(parser* p, mlf_name name) {
   mlf_graph* g = p->g;
   mlf_name* names = p->build ? BUILT(mlf_name, g->funcs) : &p->last_func;
   uint32_t known = p->build ? g->num_funcs : g->num_funcs != 0, i = 0;
-  while (i < known && !same_name(names[i], name)) ++i;
+  while (i < known && !mlf_name_equal(names[i], name)) ++i;
   if (i < known) return (uint16_t)i;
   names[p->build ? i : 0] = name;
   return (uint16_t)g->num_funcs++;
@@ -431,7 +426,7 @@ static void read_op(parser* p, mlf_json* j, uint32_t nid, uint32_t first, uint32
   /* 2: __nop, 1: __copy, 0: a function of the system library */
   int kind = mlf_name_is(func, "__nop") ? 2 : mlf_name_is(func, "__copy");
   if (func.str == NULL || (kind != 0 && num_args != 2)) {
-    graph_error(j, MLF_TEXT("operator without func_name, or __nop/__copy not 1 to 1"));
+    graph_error(j, MLF_WHY_FUNC_NAME);
   }
   if (failed(p)) return;
   const uint16_t* args = g->op_args + at;
@@ -464,15 +459,15 @@ static void read_nodes(parser* p) {
         mlf_json_more(&l, &inputs); /* 1 if there is any input */
       }
       if (outputs != 1 || inputs != 0 || p->at[NAME] == NULL) {
-        graph_error(&j, MLF_TEXT("a null node has a name, one output and no inputs"));
+        graph_error(&j, MLF_WHY_NULL_NODE);
       }
     } else {
-      mlf_json_fail_as(&j, MLF_ERR_GRAPH, MLF_TEXT("unknown node op"), op);
+      mlf_json_fail_as(&j, MLF_ERR_GRAPH, MLF_WHY_NODE_OP, &op);
     }
     if (failed(p) && p->err->node == UINT32_MAX) p->err->node = nid;
   }
   if (n != p->g->num_nodes || mlf_json_more(&j, &n)) {
-    graph_error(&j, MLF_TEXT("nodes and node_row_ptr disagree"));
+    graph_error(&j, MLF_WHY_NODES_DISAGREE);
   }
 }
 
@@ -491,7 +486,7 @@ static void read_args_and_heads(parser* p) {
       }
       nth(p, &node, p->at[NODES], ref[0]);
       if (!mlf_name_is(note_node(p, &node), "null")) {
-        graph_error(&j, MLF_TEXT("arg_nodes names an operator node"));
+        graph_error(&j, MLF_WHY_ARG_NODE);
         p->err->node = ref[0];
       }
       if (p->build) BUILT(mlf_arg, g->args)[n - 1] = (mlf_arg){string_at(p, NAME), view, ref[0]};
@@ -539,7 +534,7 @@ static mlf_status parse(const char* json, size_t json_len, void* mem, size_t* si
   memset(&p, 0, sizeof(p));
   mlf_error_clear(err);
   if (json == NULL || size == NULL || json_len >= (1u << 28)) {
-    return mlf_fail(err, MLF_ERR_ARGUMENT, MLF_TEXT("no graph text, or over 256 MiB"), NULL, 0);
+    return mlf_fail(err, MLF_ERR_ARGUMENT, MLF_WHY_GRAPH_ARGUMENT);
   }
   p.err = err;
   mlf_json_init(&p.whole, json, json_len, err);
@@ -549,9 +544,9 @@ static mlf_status parse(const char* json, size_t json_len, void* mem, size_t* si
   if (graph == NULL) {
     *size = need;
   } else if (mem == NULL || ((uintptr_t)mem & 7u) != 0) {
-    mlf_fail(err, MLF_ERR_ARGUMENT, MLF_TEXT("graph memory not 8-byte aligned"), NULL, 0);
+    mlf_fail(err, MLF_ERR_ARGUMENT, MLF_WHY_GRAPH_MEMORY_ALIGN);
   } else if (*size < need) {
-    mlf_fail(err, MLF_ERR_NO_MEMORY, MLF_TEXT("graph memory too small"), NULL, 0);
+    mlf_fail(err, MLF_ERR_NO_MEMORY, MLF_WHY_GRAPH_MEMORY_SMALL);
   } else {
     memset(mem, 0, need);
     layout(&p, (uint8_t*)mem);

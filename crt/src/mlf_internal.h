@@ -11,21 +11,83 @@
 
 /* ---- errors ----------------------------------------------------------------------------- */
 
-/* Error descriptions (mlf_error.what). Building with -DMLF_ERROR_TEXT=0 replaces them all by
- * "" to save flash; status, node, offset and subject still say what failed and where. */
-#ifndef MLF_ERROR_TEXT
-#define MLF_ERROR_TEXT 1
-#endif
-#if MLF_ERROR_TEXT
-#define MLF_TEXT(text) (text)
-#else
-#define MLF_TEXT(text) ""
-#endif
+/* Why something failed: a code per failure site, passed instead of a string so that the
+ * English descriptions (mlf_error.what) live once, in mlf_error.c's catalogue, and cost
+ * no code where failures are detected. Building with -DMLF_ERROR_TEXT=0 empties the catalogue
+ * (every description ""); status, node, offset and subject still say what failed and where. */
+#define MLF_WHY_LIST(X)                                                                  \
+  X(NONE, "")                                                                            \
+  X(TABLES, "table missing or too large")                                                \
+  X(VIEW, "view outside its storage")                                                    \
+  X(OPERATOR_TABLE, "bad operator")                                                      \
+  X(ARG_VIEW, "bad arg or output view")                                                  \
+  X(INIT_ARGUMENT, "graph, library and 8-byte aligned state needed")                     \
+  X(STATE_SMALL, "executor state too small")                                             \
+  X(ARENA_SMALL, "arena too small")                                                      \
+  X(MISSING_FUNCTION, "function not in the system library")                              \
+  X(PARAM_MISMATCH, "param shape or dtype differs from graph")                           \
+  X(PARAM_IN_PLACE, "param is bound in place (read-only)")                               \
+  X(OPERATOR_FAILED, "operator returned an error")                                       \
+  X(GRAPH_ARGUMENT, "no graph text, or over 256 MiB")                                    \
+  X(GRAPH_MEMORY_ALIGN, "graph memory not 8-byte aligned")                               \
+  X(GRAPH_MEMORY_SMALL, "graph memory too small")                                        \
+  X(TRAILING_TEXT, "text after the graph")                                               \
+  X(MISSING_SECTION, "missing section")                                                  \
+  X(ATTR_LIST, "attribute is not [\"list_<type>\", [...]]")                              \
+  X(ROW_PTR, "node_row_ptr must rise from 0")                                            \
+  X(BAD_REFERENCE, "bad node or output index")                                           \
+  X(LISTS_DISAGREE, "attribute lists and entries disagree")                              \
+  X(STORAGE_ID, "storage id out of range")                                               \
+  X(DEVICE, "device_index other than 1 (CPU)")                                           \
+  X(DTYPE, "unknown dtype")                                                              \
+  X(SHAPE, "bad shape")                                                                  \
+  X(FUNC_NAME, "operator without func_name, or __nop/__copy not 1 to 1")                 \
+  X(NULL_NODE, "a null node has a name, one output and no inputs")                       \
+  X(NODE_OP, "unknown node op")                                                          \
+  X(NODES_DISAGREE, "nodes and node_row_ptr disagree")                                   \
+  X(ARG_NODE, "arg_nodes names an operator node")                                        \
+  X(EXPECTED_CONTAINER, "expected [ or {")                                               \
+  X(EXPECTED_STRING, "expected string")                                                  \
+  X(EXPECTED_NUMBER, "expected unsigned integer below 10^9")                             \
+  X(MISSING_COMMA, "missing , or bracket")                                               \
+  X(MISSING_COLON, "missing :")                                                          \
+  X(UNEXPECTED_END, "unexpected end")                                                    \
+  X(UNEXPECTED, "unexpected character or end")                                           \
+  X(UNTERMINATED, "unterminated string")                                                 \
+  X(CONTROL_CHARACTER, "control character in string")                                    \
+  X(NO_PARAMS, "no params")                                                              \
+  X(PARAMS_HEADER, "bad magic, truncated names or counts differ")                        \
+  X(TENSOR_TRUNCATED, "truncated tensor")                                                \
+  X(TENSOR_HEADER, "bad tensor magic, device, ndim or dtype")                            \
+  X(TENSOR_SHAPE, "bad shape or size")                                                   \
+  X(TENSOR_DATA, "tensor data truncated or disagreeing with its shape and dtype")        \
+  X(NO_WORKSPACE, "TVMBackendAllocWorkspace: no workspace bound")                        \
+  X(WORKSPACE_EXHAUSTED, "TVMBackendAllocWorkspace: workspace exhausted")                \
+  X(WORKSPACE_FREE, "TVMBackendFreeWorkspace: pointer is not a live workspace block")    \
+  X(NULL_FUNCTION, "TVMFuncCall: NULL function")                                         \
+  X(NO_ENVIRONMENT, "TVMBackendGetFuncFromEnv: no function environment in this runtime") \
+  X(PLATFORM_ALLOCATE, "TVMPlatformMemoryAllocate failed")                               \
+  X(ARENA_SIZE, "cannot size the arena")
 
-/* Records a failure in err (which may be NULL) and returns status, so callers can write
- * `return mlf_fail(...)`. subject may be NULL. */
-mlf_status mlf_fail(mlf_error* err, mlf_status status, const char* what, const char* subject,
-                    size_t subject_len);
+typedef enum {
+#define MLF_WHY_ENUM(name, text) MLF_WHY_##name,
+  MLF_WHY_LIST(MLF_WHY_ENUM)
+#undef MLF_WHY_ENUM
+} mlf_why;
+
+/* The description of a reason ("" with MLF_ERROR_TEXT=0). */
+const char* mlf_why_text(mlf_why why);
+
+/* Records a failure in err (which may be NULL; only the first failure is kept) and returns
+ * status, so callers can write `return mlf_fail(...)`. */
+mlf_status mlf_fail(mlf_error* err, mlf_status status, mlf_why why);
+
+/* The same, naming the culprit: a slice, not NUL-terminated. */
+mlf_status mlf_fail_about(mlf_error* err, mlf_status status, mlf_why why, const char* subject,
+                          size_t subject_len);
+
+/* 1 when a and b hold the same bytes. */
+int mlf_name_equal(mlf_name a, mlf_name b);
 
 /* Resets err to "no error" (node and offset UINT32_MAX). */
 void mlf_error_clear(mlf_error* err);
@@ -44,11 +106,12 @@ typedef struct {
 
 void mlf_json_init(mlf_json* j, const char* text, size_t len, mlf_error* err);
 
-/* Records a failure of kind `status` at the cursor (the first failure only). Returns 0. */
-int mlf_json_fail_as(mlf_json* j, mlf_status status, const char* what, mlf_name subject);
+/* Records a failure of kind `status` at the cursor (the first failure only), naming `subject`
+ * when not NULL. Returns 0. */
+int mlf_json_fail_as(mlf_json* j, mlf_status status, mlf_why why, const mlf_name* subject);
 
 /* A syntax failure (MLF_ERR_JSON) at the cursor. Returns 0. */
-int mlf_json_fail(mlf_json* j, const char* what);
+int mlf_json_fail(mlf_json* j, mlf_why why);
 
 /* Next non-blank character, or -1 at the end / after a failure. */
 int mlf_json_peek(mlf_json* j);

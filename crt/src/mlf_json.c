@@ -2,6 +2,8 @@
  * mlf_json.c — an in-place JSON scanner: cursors over the text, no copies, no allocation,
  * no recursion.
  */
+#include <string.h>
+
 #include "mlf_internal.h"
 
 void mlf_json_init(mlf_json* j, const char* text, size_t len, mlf_error* err) {
@@ -11,16 +13,17 @@ void mlf_json_init(mlf_json* j, const char* text, size_t len, mlf_error* err) {
   j->err = err;
 }
 
-int mlf_json_fail_as(mlf_json* j, mlf_status status, const char* what, mlf_name subject) {
+int mlf_json_fail_as(mlf_json* j, mlf_status status, mlf_why why, const mlf_name* subject) {
   if (j->err->status == MLF_OK) {
-    mlf_fail(j->err, status, what, subject.str, subject.len);
+    mlf_fail_about(j->err, status, why, subject != NULL ? subject->str : NULL,
+                   subject != NULL ? subject->len : 0);
     j->err->offset = (uint32_t)(j->pos - j->begin);
   }
   return 0;
 }
 
-int mlf_json_fail(mlf_json* j, const char* what) {
-  return mlf_json_fail_as(j, MLF_ERR_JSON, what, (mlf_name){NULL, 0});
+int mlf_json_fail(mlf_json* j, mlf_why why) {
+  return mlf_json_fail_as(j, MLF_ERR_JSON, why, NULL);
 }
 
 static int is_digit(int c) { return (unsigned)(c - '0') < 10; }
@@ -32,10 +35,10 @@ static int is_scalar_char(int c) {
 
 /* "Expected something else here": a graph error when a valid value of another type starts at
  * the cursor, a syntax error when no value does. */
-static int type_error(mlf_json* j, const char* what) {
+static int type_error(mlf_json* j, mlf_why why) {
   int c = mlf_json_peek(j), value_here = is_digit(c);
   for (const char* s = "{[\"-tfn"; *s != '\0'; ++s) value_here |= *s == c;
-  return mlf_json_fail_as(j, value_here ? MLF_ERR_GRAPH : MLF_ERR_JSON, what, (mlf_name){NULL, 0});
+  return mlf_json_fail_as(j, value_here ? MLF_ERR_GRAPH : MLF_ERR_JSON, why, NULL);
 }
 
 int mlf_json_peek(mlf_json* j) {
@@ -46,7 +49,7 @@ int mlf_json_peek(mlf_json* j) {
 }
 
 int mlf_json_open(mlf_json* j, char open) {
-  if (mlf_json_peek(j) != open) return type_error(j, MLF_TEXT("expected [ or {"));
+  if (mlf_json_peek(j) != open) return type_error(j, MLF_WHY_EXPECTED_CONTAINER);
   ++j->pos;
   return 1;
 }
@@ -59,23 +62,23 @@ int mlf_json_more(mlf_json* j, uint32_t* count) {
     return 0;
   }
   if (*count > 0) {
-    if (c != ',') return mlf_json_fail(j, MLF_TEXT("missing , or bracket"));
+    if (c != ',') return mlf_json_fail(j, MLF_WHY_MISSING_COMMA);
     ++j->pos;
   } else if (c < 0) {
-    return mlf_json_fail(j, MLF_TEXT("unexpected end"));
+    return mlf_json_fail(j, MLF_WHY_UNEXPECTED_END);
   }
   ++*count;
   return 1;
 }
 
 int mlf_json_string(mlf_json* j, mlf_name* out) {
-  if (mlf_json_peek(j) != '"') return type_error(j, MLF_TEXT("expected string"));
+  if (mlf_json_peek(j) != '"') return type_error(j, MLF_WHY_EXPECTED_STRING);
   const char* start = ++j->pos;
   for (;;) {
-    if (j->pos >= j->end) return mlf_json_fail(j, MLF_TEXT("unterminated string"));
+    if (j->pos >= j->end) return mlf_json_fail(j, MLF_WHY_UNTERMINATED);
     unsigned char c = (unsigned char)*j->pos++;
     if (c == '"') break;
-    if (c < 0x20) return mlf_json_fail(j, MLF_TEXT("control character in string"));
+    if (c < 0x20) return mlf_json_fail(j, MLF_WHY_CONTROL_CHARACTER);
     /* Escapes stay as written (names are raw slices); only step over the escaped char. */
     if (c == '\\' && j->pos < j->end) ++j->pos;
   }
@@ -96,7 +99,7 @@ int mlf_json_u32(mlf_json* j, uint32_t* out) {
   /* No leading zeros (as in JSON), so equal numbers are equal text: shapes compare as text. */
   if (at == start || is_digit(c) || c == '.' || (c | 0x20) == 'e' ||
       (*start == '0' && at - start > 1)) {
-    return type_error(j, MLF_TEXT("expected unsigned integer below 10^9"));
+    return type_error(j, MLF_WHY_EXPECTED_NUMBER);
   }
   j->pos = at;
   *out = value;
@@ -117,7 +120,7 @@ int mlf_json_skip(mlf_json* j) {
     } else if (depth > 0 && (c == ']' || c == '}')) {
       --depth;
     } else if (!(depth > 0 && (c == ',' || c == ':'))) {
-      if (!is_scalar_char(c)) return mlf_json_fail(j, MLF_TEXT("unexpected character or end"));
+      if (!is_scalar_char(c)) return mlf_json_fail(j, MLF_WHY_UNEXPECTED);
       while (j->pos + 1 < j->end && is_scalar_char(j->pos[1])) ++j->pos;
     }
     ++j->pos;
@@ -125,8 +128,12 @@ int mlf_json_skip(mlf_json* j) {
   return j->err->status == MLF_OK;
 }
 
-int mlf_name_is(mlf_name name, const char* literal) {
+int mlf_name_equal(mlf_name a, mlf_name b) {
   uint32_t i = 0;
-  while (i < name.len && literal[i] != '\0' && literal[i] == name.str[i]) ++i;
-  return i == name.len && literal[i] == '\0';
+  while (i < a.len && i < b.len && a.str[i] == b.str[i]) ++i;
+  return i == a.len && i == b.len;
+}
+
+int mlf_name_is(mlf_name name, const char* literal) {
+  return mlf_name_equal(name, (mlf_name){literal, (uint32_t)strlen(literal)});
 }

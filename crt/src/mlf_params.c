@@ -44,35 +44,35 @@ static int take_u64(reader* r, uint64_t* value) {
   return at != NULL;
 }
 
-/* Reads one tensor record; out->name is left alone. Returns a static reason or NULL. */
-static const char* read_tensor(reader* r, mlf_param* out) {
+/* Reads one tensor record; out->name is left alone. Returns why it is bad, or MLF_WHY_NONE. */
+static mlf_why read_tensor(reader* r, mlf_param* out) {
   /* magic, reserved, device type and id, ndim, dtype (code, bits, lanes) */
   const uint8_t* head = take(r, 32);
-  if (head == NULL) return MLF_TEXT("truncated tensor");
+  if (head == NULL) return MLF_WHY_TENSOR_TRUNCATED;
   uint64_t desc = mlf_read_u64(head + 24);
   out->ndim = (int32_t)(uint32_t)desc;
   out->dtype = (DLDataType){(uint8_t)(desc >> 32), (uint8_t)(desc >> 40), (uint16_t)(desc >> 48)};
   if (mlf_read_u64(head) != TENSOR_MAGIC || (uint32_t)mlf_read_u64(head + 16) != kDLCPU ||
       out->ndim < 0 || out->dtype.bits == 0 || out->dtype.lanes == 0) {
-    return MLF_TEXT("bad tensor magic, device, ndim or dtype");
+    return MLF_WHY_TENSOR_HEADER;
   }
   /* ndim * 8 is only computed when it fits the remaining bytes */
   if ((uint32_t)out->ndim > (size_t)(r->end - r->pos) / 8 ||
       (out->shape = take(r, (size_t)out->ndim * 8)) == NULL) {
-    return MLF_TEXT("truncated tensor");
+    return MLF_WHY_TENSOR_TRUNCATED;
   }
   /* Elements * element bytes; like graph tensors, params stay below 4 GiB (which also keeps
    * the product from overflowing without a 64-bit division). */
   uint64_t expected = mlf_dtype_bytes(out->dtype);
   for (int32_t d = 0; d < out->ndim; ++d) {
     uint64_t dim = mlf_read_u64(out->shape + 8 * d); /* negative: huge, refused */
-    if (dim > UINT32_MAX || (expected *= dim) > UINT32_MAX) return MLF_TEXT("bad shape or size");
+    if (dim > UINT32_MAX || (expected *= dim) > UINT32_MAX) return MLF_WHY_TENSOR_SHAPE;
   }
   if (!take_u64(r, &out->nbytes) || out->nbytes != expected ||
       (out->data = take(r, (size_t)expected)) == NULL) {
-    return MLF_TEXT("tensor data truncated or disagreeing with its shape and dtype");
+    return MLF_WHY_TENSOR_DATA;
   }
-  return NULL;
+  return MLF_WHY_NONE;
 }
 
 mlf_status mlf_params_open(const void* blob, size_t len, mlf_params_iter* it, mlf_error* err) {
@@ -80,9 +80,9 @@ mlf_status mlf_params_open(const void* blob, size_t len, mlf_params_iter* it, ml
   reader r = {base, base + len};
   size_t count, i;
   mlf_param param;
-  const char* problem = MLF_TEXT("bad magic, truncated names or counts differ");
+  mlf_why problem = MLF_WHY_PARAMS_HEADER;
   if (blob == NULL || it == NULL) {
-    return mlf_fail(err, MLF_ERR_ARGUMENT, MLF_TEXT("no params"), NULL, 0);
+    return mlf_fail(err, MLF_ERR_ARGUMENT, MLF_WHY_NO_PARAMS);
   }
   /* magic, reserved, count; the names; the tensor count; the tensors */
   const uint8_t* head = take(&r, 24);
@@ -98,13 +98,13 @@ mlf_status mlf_params_open(const void* blob, size_t len, mlf_params_iter* it, ml
   }
   it->tensors = r.pos;
   for (i = 0; i < count; ++i) {
-    if ((problem = read_tensor(&r, &param)) != NULL) goto bad;
+    if ((problem = read_tensor(&r, &param)) != MLF_WHY_NONE) goto bad;
   }
   it->end = r.pos;
   it->remaining = count;
   return MLF_OK;
 bad:
-  mlf_fail(err, MLF_ERR_PARAMS, problem, NULL, 0);
+  mlf_fail(err, MLF_ERR_PARAMS, problem);
   if (err != NULL && err->status == MLF_ERR_PARAMS) err->offset = (uint32_t)(r.pos - base);
   return MLF_ERR_PARAMS;
 }

@@ -31,12 +31,14 @@ mlf_status mlf_module_lookup(const TVMModule* lib, const char* name, size_t name
     entry = (const char*)blob + 2;
   }
   for (uint32_t i = 0; i < count && *entry != '\0'; ++i) {
-    size_t len = strlen(entry);
-    if (len == name_len && memcmp(entry, name, len) == 0) {
+    /* Compare up to the entry's NUL: a name holding a NUL byte matches nothing. */
+    size_t k = 0;
+    while (k < name_len && entry[k] != '\0' && entry[k] == name[k]) ++k;
+    if (k == name_len && entry[k] == '\0') {
       *fn = lib->registry->funcs[i];
       return MLF_OK;
     }
-    entry += len + 1;
+    while (*entry++ != '\0') continue;
   }
   return MLF_ERR_MISSING_FUNCTION;
 }
@@ -47,7 +49,7 @@ _Static_assert(sizeof(TVMFunctionHandle) == sizeof(TVMBackendPackedCFunc),
 int TVMFuncCall(TVMFunctionHandle func, TVMValue* arg_values, int* type_codes, int num_args,
                 TVMValue* ret_val, int* ret_type_code) {
   if (func == NULL) {
-    TVMAPISetLastError(MLF_TEXT("TVMFuncCall: NULL function"));
+    TVMAPISetLastError(mlf_why_text(MLF_WHY_NULL_FUNCTION));
     return -1;
   }
   /* A function handle is a TVMBackendPackedCFunc (object and function pointers have the
@@ -61,6 +63,6 @@ int TVMBackendGetFuncFromEnv(void* mod_node, const char* func_name, TVMFunctionH
   (void)mod_node;
   (void)func_name;
   if (out != NULL) *out = NULL;
-  TVMAPISetLastError(MLF_TEXT("TVMBackendGetFuncFromEnv: no function environment in this runtime"));
+  TVMAPISetLastError(mlf_why_text(MLF_WHY_NO_ENVIRONMENT));
   return -1;
 }

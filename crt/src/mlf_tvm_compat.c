@@ -46,21 +46,21 @@ static mlf_status build(TVMGraphExecutor* g, const char* sym_json, const TVMModu
   size_t len = strlen(sym_json), bytes;
   const mlf_graph* graph;
   if ((g->json = (char*)allocate(len + 1)) == NULL) {
-    return mlf_fail(err, MLF_ERR_NO_MEMORY, "TVMPlatformMemoryAllocate failed", NULL, 0);
+    return mlf_fail(err, MLF_ERR_NO_MEMORY, MLF_WHY_PLATFORM_ALLOCATE);
   }
   memcpy(g->json, sym_json, len + 1);
   if (mlf_graph_measure_json(g->json, len, &bytes, err) != MLF_OK) return err->status;
   if ((g->tables = allocate(bytes)) == NULL) {
-    return mlf_fail(err, MLF_ERR_NO_MEMORY, "TVMPlatformMemoryAllocate failed", NULL, 0);
+    return mlf_fail(err, MLF_ERR_NO_MEMORY, MLF_WHY_PLATFORM_ALLOCATE);
   }
   if (mlf_graph_parse_json(g->json, len, g->tables, bytes, &graph, err) != MLF_OK) {
     return err->status;
   }
   size_t state_bytes = mlf_executor_state_bytes(graph);
   mlf_status status = mlf_executor_arena_bytes(graph, NULL, 0, 0, &bytes);
-  if (status != MLF_OK) return mlf_fail(err, status, "cannot size the arena", NULL, 0);
+  if (status != MLF_OK) return mlf_fail(err, status, MLF_WHY_ARENA_SIZE);
   if ((g->state = allocate(state_bytes)) == NULL || (g->arena = allocate(bytes)) == NULL) {
-    return mlf_fail(err, MLF_ERR_NO_MEMORY, "TVMPlatformMemoryAllocate failed", NULL, 0);
+    return mlf_fail(err, MLF_ERR_NO_MEMORY, MLF_WHY_PLATFORM_ALLOCATE);
   }
   status = mlf_executor_init(&g->ex, graph, lib, NULL, 0, g->state, state_bytes, g->arena, bytes);
   if (status != MLF_OK) *err = g->ex.error;

@@ -35,12 +35,12 @@ void* TVMBackendAllocWorkspace(int device_type, int device_id, uint64_t nbytes, 
   (void)dtype_bits_hint;
   mlf_workspace* ws = g_workspace;
   if (ws == NULL) {
-    TVMAPISetLastError(MLF_TEXT("TVMBackendAllocWorkspace: no workspace bound"));
+    TVMAPISetLastError(mlf_why_text(MLF_WHY_NO_WORKSPACE));
     return NULL;
   }
   size_t start = align_up(ws->top);
   if (start > ws->size || nbytes > (uint64_t)(ws->size - start)) {
-    TVMAPISetLastError(MLF_TEXT("TVMBackendAllocWorkspace: workspace exhausted"));
+    TVMAPISetLastError(mlf_why_text(MLF_WHY_WORKSPACE_EXHAUSTED));
     return NULL; /* the operator returns -1; aborting here would take the device down */
   }
   ws->top = start + (size_t)nbytes;
@@ -56,7 +56,7 @@ int TVMBackendFreeWorkspace(int device_type, int device_id, void* ptr) {
   uintptr_t at = (uintptr_t)ptr;
   uintptr_t base = ws != NULL ? (uintptr_t)ws->base : 0;
   if (ws == NULL || at < base || at - base > ws->top || ((at - base) & (MLF_STORAGE_ALIGN - 1))) {
-    TVMAPISetLastError(MLF_TEXT("TVMBackendFreeWorkspace: pointer is not a live workspace block"));
+    TVMAPISetLastError(mlf_why_text(MLF_WHY_WORKSPACE_FREE));
     return -1;
   }
   ws->top = (size_t)(at - base);

@@ -535,4 +535,5 @@ def test_kws_cmsisnn_matches_its_reference(
     dsp_board = board in ("qemu-mps2-an386", "qemu-mps2-an500")
     assert ("-U__ARM_FEATURE_DSP" in (project / "deps.cmake").read_text()) == dsp_board
     assert (cmsis["cpu_features_note"] is not None) == dsp_board
+    assert ("CMSIS-NN is compiled for a core without DSP/MVE" in err) == dsp_board
     assert live_children() == []

@@ -13,7 +13,7 @@ from project_api.cli import main
 from project_api.cli.generate import add_generate_arguments, dependency_options
 from project_api.errors import DependencyError, GenerateError
 from project_api.generate import normalize_options
-from project_api.modelgen import catalog
+from project_api.modelgen import Network, catalog
 from project_api.resolve import (
     DependencySpec,
     install_dependencies,
@@ -183,3 +183,21 @@ def test_bad_dependency_flag_names_itself(tmp_path: Path, capsys: pytest.Capture
     err = capsys.readouterr().err
     assert status == 2 and "--dependency #1: unknown key 'nope'" in err
     assert not (tmp_path / "p").exists()
+
+
+def test_a_damaged_own_lock_is_replaced(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    library(tmp_path / "mylib", 1)
+    net = Network("callsit")
+    x = net.input("x", (4,), "int32")
+    net.output(net.extern_call(x, "lib_scale", reference=lambda a: a))
+    archive = net.build().write(
+        tmp_path / "m.tar",
+        external_dependencies=[{"short_name": "mylib", "url": "mylib", "url_type": "path"}],
+    )
+    project = tmp_path / "p"
+    assert main(["generate", str(archive), str(project)]) == 0
+    (project / "dependencies.lock.json").write_text("{broken")
+    capsys.readouterr()
+    assert main(["generate", str(archive), str(project), "--force"]) == 0
+    assert "ignoring the project's damaged lock file" in capsys.readouterr().err
+    assert read_lock(project / "dependencies.lock.json").entries["mylib"].placed == "deps/mylib"

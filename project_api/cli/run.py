@@ -209,6 +209,10 @@ def _project_for_archive(
         force=True,
     )
     project.temporary = not args.project_dir
+    for dependency in project.info.get("dependencies") or []:
+        note = dependency.get("cpu_features_note")
+        if note:  # e.g. CMSIS-NN built without its DSP code: said once, when generated
+            print(f"mlf-project run: {note}", file=sys.stderr)
     return project
 
 

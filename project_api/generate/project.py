@@ -603,8 +603,10 @@ def _install_dependencies(
     archive digest, even for a moving branch) and resolves changed or new ones afresh;
     ``refresh_dependencies`` ignores it and fetches git/url dependencies again.
     """
+    from ..errors import DependencyError
     from ..resolve import (
         LOCK_FILE_NAME,
+        LockFile,
         assumed_features,
         cmsis_nn_build,
         collect_dependencies,
@@ -642,7 +644,12 @@ def _install_dependencies(
         return None
     own_lock = previous / LOCK_FILE_NAME
     if lock is None and own_lock.is_file() and not opts["refresh_dependencies"]:
-        lock, fresh = reusable_lock(specs, read_lock(own_lock))
+        try:
+            old_lock = read_lock(own_lock)
+        except DependencyError as err:  # the project is being replaced anyway
+            say(f"ignoring the project's damaged lock file: {err.message}")
+            old_lock = LockFile()
+        lock, fresh = reusable_lock(specs, old_lock)
         partial = True
         if lock.entries:
             say(f"reusing the pins of {own_lock} for {', '.join(lock.entries)}")

@@ -111,10 +111,17 @@ def _cmsis_nn_plan(root: Path, what: str) -> BuildPlan:
             include_dirs=tuple(includes),
             host_force_includes=("stdint.h",),
         )
+    hint = "point cmsis_path (or the cmsis-nn dependency) at a CMSIS-NN or CMSIS_5 checkout"
+    if (root / "HEAD").is_file() and (root / "objects").is_dir():
+        hint = (
+            "it is a bare git repository: give it as a git dependency, "
+            f"--dependency short_name=cmsis-nn,url={root.resolve().as_uri()},url_type=git,"
+            "version_spec=v4.1.0"
+        )
     raise DependencyError(
         f"{what}: {root} is not a CMSIS-NN tree: neither Include/{_NN_HEADER} + Source/ "
         f"(CMSIS-NN >= 4) nor CMSIS/NN/Include/{_NN_HEADER} (CMSIS 5)",
-        hint="point cmsis_path (or the cmsis-nn dependency) at a CMSIS-NN or CMSIS_5 checkout",
+        hint=hint,
     )
 
 

@@ -13,6 +13,13 @@
 
 enum { ARG_INPUT = 0, ARG_COPIED = 1, ARG_IN_PLACE = 2 };
 
+/* Also the JSON parser's and the registry's: the one file every firmware links. */
+int mlf_name_equal(mlf_name a, mlf_name b) {
+  uint32_t i = 0;
+  while (i < a.len && i < b.len && a.str[i] == b.str[i]) ++i;
+  return i == a.len && i == b.len;
+}
+
 size_t mlf_dtype_bytes(DLDataType dtype) { return ((size_t)dtype.bits * dtype.lanes + 7) / 8; }
 
 /* Bytes of a view; UINT64_MAX when a dimension is negative or the size exceeds 4 GiB. */

@@ -429,8 +429,8 @@ static void read_op(parser* p, mlf_json* j, uint32_t nid, uint32_t first, uint32
     graph_error(j, MLF_WHY_FUNC_NAME);
   }
   if (failed(p)) return;
-  const uint16_t* args = g->op_args + at;
-  if (kind == 2 && p->build && g->views[args[0]].storage == g->views[args[1]].storage) {
+  if (kind == 2 && p->build &&
+      g->views[g->op_args[at]].storage == g->views[g->op_args[at + 1]].storage) {
     return; /* a reshape in place: the output view already aliases the input */
   }
   /* A __nop whose planner did not share storage must still move the data: a copy. */

@@ -22,9 +22,7 @@ int mlf_json_fail_as(mlf_json* j, mlf_status status, mlf_why why, const mlf_name
   return 0;
 }
 
-int mlf_json_fail(mlf_json* j, mlf_why why) {
-  return mlf_json_fail_as(j, MLF_ERR_JSON, why, NULL);
-}
+int mlf_json_fail(mlf_json* j, mlf_why why) { return mlf_json_fail_as(j, MLF_ERR_JSON, why, NULL); }
 
 static int is_digit(int c) { return (unsigned)(c - '0') < 10; }
 
@@ -126,12 +124,6 @@ int mlf_json_skip(mlf_json* j) {
     ++j->pos;
   } while (depth > 0 && j->err->status == MLF_OK);
   return j->err->status == MLF_OK;
-}
-
-int mlf_name_equal(mlf_name a, mlf_name b) {
-  uint32_t i = 0;
-  while (i < a.len && i < b.len && a.str[i] == b.str[i]) ++i;
-  return i == a.len && i == b.len;
 }
 
 int mlf_name_is(mlf_name name, const char* literal) {

@@ -5,11 +5,13 @@ linked with --gc-sections, measured with ``arm-none-eabi-size`` and split with t
 map:
 
 - ``baseline``: the board seam and the device-protocol loop with no model — the generated
-  main.c without the model, and the runtime functions the loop calls replaced by one-line
-  stubs (their bytes are subtracted), so nothing of the runtime is linked;
-- ``tables``: a one-operator integer model with a param (its code needs nothing from libc),
-  with the generator's const graph tables (executor, params loader, workspace allocator,
-  registry lookup, error texts);
+  main.c without the model, the model's C emptied, and the runtime functions the loop calls
+  replaced by one-line stubs (their bytes are subtracted), so nothing of the runtime is
+  linked;
+- ``tables``: the factory's ``cnn_int8`` (params, operator workspace, error reporting: every
+  part of the runtime a model can call; integer code that pulls nothing out of libc) with the
+  generator's const graph tables (executor, params loader, workspace allocator, registry
+  lookup, error texts);
 - ``json``: the same model with graph.json parsed on the device (+ the JSON parser).
 
 "runtime" is the bytes of the runtime's objects in the linked image (``.text + .rodata``, as
@@ -25,10 +27,19 @@ import subprocess
 from pathlib import Path
 from typing import Any, Dict, List, Set
 
-from .common import QEMU_BOARD, Context, PartResult, configure, generate, require_arm, size_berkeley
+from .common import (
+    QEMU_BOARD,
+    Context,
+    PartResult,
+    configure,
+    factory_archive,
+    generate,
+    require_arm,
+    size_berkeley,
+)
 
 TARGET_TEXT = 6 * 1024
-MODEL = "codesize_int32"
+MODEL = "cnn_int8"
 _CODE = (".text", ".rodata")
 
 BASELINE_MAIN = """/* bench/codesize.py: the empty firmware (board seam + device loop, no model). */
@@ -59,24 +70,6 @@ int main(void) {
   mlf_platform_exit(mlf_device_serve(&config));
 }
 """
-
-
-def model_archive(directory: Path) -> Path:
-    """The smallest model that exercises params: an int32 ``add`` of the input and a param.
-    Integer-only, so its code pulls nothing out of libc/libgcc (any libc delta is the
-    runtime's)."""
-    import numpy as np
-
-    from project_api.modelgen import Network
-
-    path = directory / f"{MODEL}.tar"
-    if not path.is_file():
-        directory.mkdir(parents=True, exist_ok=True)
-        net = Network(MODEL)
-        x = net.input("x", (1, 16), "int32")
-        net.output(net.add(x, np.arange(16, dtype=np.int32).reshape(1, 16)))
-        net.build(description="code-size benchmark: int32 add of a param").write(path)
-    return path
 
 
 def _nm(obj: Path, *flags: str) -> Set[str]:
@@ -158,7 +151,7 @@ def _build(ctx: Context, variant: str, archive: Path) -> Any:
 
 def run(ctx: Context, result: PartResult) -> None:
     require_arm()
-    archive = model_archive(ctx.work / "archives")
+    archive = factory_archive(MODEL, ctx.work / "archives")
     measured: Dict[str, Dict[str, Any]] = {}
 
     tables = _build(ctx, "tables", archive)
@@ -174,6 +167,10 @@ def run(ctx: Context, result: PartResult) -> None:
     (Path(baseline.dir) / "src" / "main.c").write_text(BASELINE_MAIN)
     (c_name,) = [m["c_name"] for m in baseline.models]
     (Path(baseline.dir) / "src" / f"model_{c_name}.c").write_text(_stubs(symbols))
+    # The model's code is linked as objects: its calls into the runtime (workspace, errors)
+    # would pull runtime members in before --gc-sections drops it. No model, no such calls.
+    for source in (Path(baseline.dir) / "model").rglob("*.c"):
+        source.write_text("/* emptied by bench/codesize.py: no model */\ntypedef int empty;\n")
     baseline.build()
     measured["baseline"] = _measure(baseline, "baseline")
     stub_obj = next(Path(baseline.build_dir).rglob(f"model_{c_name}.c.obj"))

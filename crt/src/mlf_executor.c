@@ -15,9 +15,11 @@ enum { ARG_INPUT = 0, ARG_COPIED = 1, ARG_IN_PLACE = 2 };
 
 /* Also the JSON parser's and the registry's: the one file every firmware links. */
 int mlf_name_equal(mlf_name a, mlf_name b) {
-  uint32_t i = 0;
-  while (i < a.len && i < b.len && a.str[i] == b.str[i]) ++i;
-  return i == a.len && i == b.len;
+  if (a.len != b.len) return 0;
+  for (uint32_t i = 0; i < a.len; ++i) {
+    if (a.str[i] != b.str[i]) return 0;
+  }
+  return 1;
 }
 
 size_t mlf_dtype_bytes(DLDataType dtype) { return ((size_t)dtype.bits * dtype.lanes + 7) / 8; }
@@ -291,10 +293,10 @@ mlf_status mlf_executor_init(mlf_executor* ex, const mlf_graph* g, const TVMModu
   }
   ex->graph = g;
   if (check_inputs(g, params, params_len, err) != MLF_OK) return err->status;
-  if (state_size < mlf_executor_state_bytes(g)) {
+  /* Carved before it is checked: nothing is written through the pointers until then. */
+  if (carve_state(ex, (uintptr_t)state) - (uintptr_t)state > state_size) {
     return mlf_fail(err, MLF_ERR_NO_MEMORY, MLF_WHY_STATE_SMALL);
   }
-  carve_state(ex, (uintptr_t)state);
   uintptr_t start = MLF_ALIGN_UP((uintptr_t)arena, MLF_STORAGE_ALIGN);
   size_t skip = (size_t)(start - (uintptr_t)arena);
   if (arena_size < skip ||
@@ -380,27 +382,30 @@ uint32_t mlf_executor_num_outputs(const mlf_executor* ex) {
   return ex != NULL && ex->ready ? ex->graph->num_outputs : 0;
 }
 
-/* The view index of input or output `index`, or UINT32_MAX (also before a successful init). */
-static uint32_t io_view(const mlf_executor* ex, uint32_t index, int output) {
-  if (ex == NULL || !ex->ready) return UINT32_MAX;
+/* The live tensor of input or output `index`, or NULL (also before a successful init). */
+static DLTensor* io_tensor(const mlf_executor* ex, uint32_t index, int output) {
+  if (ex == NULL || !ex->ready) return NULL;
   const mlf_graph* g = ex->graph;
-  if (output) return index < g->num_outputs ? g->outputs[index] : UINT32_MAX;
-  return index < ex->num_inputs ? g->args[ex->input_args[index]].view : UINT32_MAX;
+  if (index >= (output ? g->num_outputs : ex->num_inputs)) return NULL;
+  return &ex->tensors[output ? g->outputs[index] : g->args[ex->input_args[index]].view];
+}
+
+/* Bytes of a tensor of ex (its view is the one of the same index). */
+static size_t tensor_bytes(const mlf_executor* ex, const DLTensor* t) {
+  return (size_t)view_bytes(ex->graph, &ex->graph->views[t - ex->tensors]);
 }
 
 static mlf_status describe(const mlf_executor* ex, uint32_t index, int output,
                            mlf_tensor_info* info) {
-  uint32_t v = io_view(ex, index, output);
-  if (v == UINT32_MAX || info == NULL) return MLF_ERR_ARGUMENT;
-  const mlf_graph* g = ex->graph;
-  const mlf_view* view = &g->views[v];
-  const mlf_name* name = output ? NULL : &g->args[ex->input_args[index]].name;
+  const DLTensor* t = io_tensor(ex, index, output);
+  if (t == NULL || info == NULL) return MLF_ERR_ARGUMENT;
+  const mlf_name* name = output ? NULL : &ex->graph->args[ex->input_args[index]].name;
   info->name = name != NULL ? name->str : NULL;
   info->name_len = name != NULL ? name->len : 0;
-  info->ndim = view->ndim;
-  info->shape = g->shapes + view->shape;
-  info->dtype = view->dtype;
-  info->nbytes = (size_t)view_bytes(g, view);
+  info->ndim = t->ndim;
+  info->shape = t->shape;
+  info->dtype = t->dtype;
+  info->nbytes = tensor_bytes(ex, t);
   return MLF_OK;
 }
 
@@ -428,26 +433,21 @@ mlf_status mlf_executor_input_index(const mlf_executor* ex, const char* name, si
 }
 
 DLTensor* mlf_executor_input_tensor(mlf_executor* ex, uint32_t index) {
-  uint32_t v = io_view(ex, index, 0);
-  return v != UINT32_MAX ? &ex->tensors[v] : NULL;
+  return io_tensor(ex, index, 0);
 }
 
 const DLTensor* mlf_executor_output_tensor(const mlf_executor* ex, uint32_t index) {
-  uint32_t v = io_view(ex, index, 1);
-  return v != UINT32_MAX ? &ex->tensors[v] : NULL;
+  return io_tensor(ex, index, 1);
 }
 
 /* Copies between the caller's buffer and an input (output == 0) or output tensor. */
 static mlf_status copy_io(const mlf_executor* ex, uint32_t index, int output, void* data,
                           size_t nbytes) {
-  uint32_t v = io_view(ex, index, output);
-  if (v == UINT32_MAX) return ex != NULL && ex->ready ? MLF_ERR_ARGUMENT : MLF_ERR_STATE;
-  if (data == NULL || nbytes != view_bytes(ex->graph, &ex->graph->views[v])) {
-    return MLF_ERR_ARGUMENT;
-  }
-  void* tensor = ex->tensors[v].data;
+  const DLTensor* t = io_tensor(ex, index, output);
+  if (t == NULL) return ex != NULL && ex->ready ? MLF_ERR_ARGUMENT : MLF_ERR_STATE;
+  if (data == NULL || nbytes != tensor_bytes(ex, t)) return MLF_ERR_ARGUMENT;
   /* The caller's buffer may be the tensor itself (zero-copy), never a part-overlap of it. */
-  if (tensor != data) memcpy(output ? data : tensor, output ? tensor : data, nbytes);
+  if (t->data != data) memcpy(output ? data : t->data, output ? t->data : data, nbytes);
   return MLF_OK;
 }
 

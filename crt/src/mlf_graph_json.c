@@ -288,16 +288,17 @@ static int read_entry(parser* p, entry_lists* l, entry_key* key) {
   if (!parse_dtype(text, &key->dtype)) {
     return mlf_json_fail_as(&l->list[1], MLF_ERR_GRAPH, MLF_WHY_DTYPE, &text);
   }
-  uint64_t bytes = mlf_dtype_bytes(key->dtype);
+  /* 32-bit arithmetic: a view over 4 GiB makes mlf_graph_check() refuse the graph anyway */
+  uint32_t bytes = (uint32_t)mlf_dtype_bytes(key->dtype);
   mlf_json_peek(shape);
   key->shape = shape->pos;
   mlf_json_open(shape, '[');
   while (mlf_json_more(shape, &n) && mlf_json_u32(shape, &dim)) {
-    bytes *= dim; /* both factors < 2^32: no overflow before the check */
-    if (bytes > UINT32_MAX || n > 255) return graph_error(shape, MLF_WHY_SHAPE);
+    bytes *= dim;
+    if (n > 255) return graph_error(shape, MLF_WHY_SHAPE);
   }
   key->ndim = n;
-  key->bytes = (uint32_t)bytes;
+  key->bytes = bytes;
   return !failed(p);
 }
 
@@ -425,11 +426,10 @@ static void read_op(parser* p, mlf_json* j, uint32_t nid, uint32_t first, uint32
   while (n < num_args) put_arg(p, at + n++, first++, flat);
   /* 2: __nop, 1: __copy, 0: a function of the system library */
   int kind = mlf_name_is(func, "__nop") ? 2 : mlf_name_is(func, "__copy");
-  if (func.str == NULL || (kind != 0 && num_args != 2)) {
-    graph_error(j, MLF_WHY_FUNC_NAME);
-  }
+  /* A __nop or __copy not one to one becomes a copy mlf_graph_check() refuses. */
+  if (func.str == NULL) graph_error(j, MLF_WHY_FUNC_NAME);
   if (failed(p)) return;
-  if (kind == 2 && p->build &&
+  if (kind == 2 && p->build && num_args == 2 &&
       g->views[g->op_args[at]].storage == g->views[g->op_args[at + 1]].storage) {
     return; /* a reshape in place: the output view already aliases the input */
   }
@@ -461,6 +461,10 @@ static void read_nodes(parser* p) {
       if (outputs != 1 || inputs != 0 || p->at[NAME] == NULL) {
         graph_error(&j, MLF_WHY_NULL_NODE);
       }
+      for (uint32_t i = 0; p->build && i < p->g->num_args; ++i) {
+        mlf_arg* arg = BUILT(mlf_arg, p->g->args) + i;
+        if (arg->node == nid) arg->name = string_at(p, NAME);
+      }
     } else {
       mlf_json_fail_as(&j, MLF_ERR_GRAPH, MLF_WHY_NODE_OP, &op);
     }
@@ -469,13 +473,19 @@ static void read_nodes(parser* p) {
   if (n != p->g->num_nodes || mlf_json_more(&j, &n)) {
     graph_error(&j, MLF_WHY_NODES_DISAGREE);
   }
+  for (uint32_t i = 0; p->build && i < p->g->num_args && !failed(p); ++i) {
+    if (p->g->args[i].name.str == NULL) {
+      graph_error(&j, MLF_WHY_ARG_NODE);
+      p->err->node = p->g->args[i].node;
+    }
+  }
 }
 
-/* arg_nodes (as references to output 0 of null nodes) and heads. */
+/* arg_nodes (as references to output 0 of their nodes) and heads. */
 static void read_args_and_heads(parser* p) {
   mlf_graph* g = p->g;
   for (int slot = ARG_NODES; slot <= HEADS; ++slot) {
-    mlf_json j, node;
+    mlf_json j;
     uint32_t n = 0, ref[2];
     open_at(p, &j, p->at[slot], '[');
     while (mlf_json_more(&j, &n) && read_entry_ref(p, &j, g->num_nodes, ref)) {
@@ -484,12 +494,8 @@ static void read_args_and_heads(parser* p) {
         if (p->build) BUILT(uint32_t, g->outputs)[n - 1] = view;
         continue;
       }
-      nth(p, &node, p->at[NODES], ref[0]);
-      if (!mlf_name_is(note_node(p, &node), "null")) {
-        graph_error(&j, MLF_WHY_ARG_NODE);
-        p->err->node = ref[0];
-      }
-      if (p->build) BUILT(mlf_arg, g->args)[n - 1] = (mlf_arg){string_at(p, NAME), view, ref[0]};
+      /* named when its node is read */
+      if (p->build) BUILT(mlf_arg, g->args)[n - 1] = (mlf_arg){{NULL, 0}, view, ref[0]};
     }
     if (slot == HEADS) {
       g->num_outputs = n;
@@ -501,12 +507,15 @@ static void read_args_and_heads(parser* p) {
 
 /* ---- passes and memory layout ---------------------------------------------------------------- */
 
-/* Reads the text in dependency order: measuring into p->cap, or building into p->g. */
+/* Reads the text in dependency order: measuring into p->cap, or building into p->g. A phase
+ * after a failure finds every scanner call failing at once (failures are sticky). */
 static int run_pass(parser* p, int build) {
-  void (*const phases[])(parser*) = {find_sections, read_row_ptr, read_entries, read_nodes,
-                                     read_args_and_heads};
   p->build = build;
-  for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]) && !failed(p); ++i) phases[i](p);
+  find_sections(p);
+  read_row_ptr(p);
+  read_entries(p);
+  read_args_and_heads(p);
+  read_nodes(p);
   return !failed(p);
 }
 
@@ -537,7 +546,7 @@ static mlf_status parse(const char* json, size_t json_len, void* mem, size_t* si
     return mlf_fail(err, MLF_ERR_ARGUMENT, MLF_WHY_GRAPH_ARGUMENT);
   }
   p.err = err;
-  mlf_json_init(&p.whole, json, json_len, err);
+  p.whole = (mlf_json){json, json + json_len, json, err};
   p.g = &p.cap;
   if (!run_pass(&p, 0)) return err->status;
   size_t need = layout(&p, NULL);

@@ -40,8 +40,8 @@
   X(STORAGE_ID, "storage id out of range")                                               \
   X(DEVICE, "device_index other than 1 (CPU)")                                           \
   X(DTYPE, "unknown dtype")                                                              \
-  X(SHAPE, "bad shape")                                                                  \
-  X(FUNC_NAME, "operator without func_name, or __nop/__copy not 1 to 1")                 \
+  X(SHAPE, "shape with over 255 dimensions")                                             \
+  X(FUNC_NAME, "operator without func_name")                                             \
   X(NULL_NODE, "a null node has a name, one output and no inputs")                       \
   X(NODE_OP, "unknown node op")                                                          \
   X(NODES_DISAGREE, "nodes and node_row_ptr disagree")                                   \
@@ -103,8 +103,6 @@ typedef struct {
   const char* begin; /* start of the whole text, for error offsets */
   mlf_error* err;
 } mlf_json;
-
-void mlf_json_init(mlf_json* j, const char* text, size_t len, mlf_error* err);
 
 /* Records a failure of kind `status` at the cursor (the first failure only), naming `subject`
  * when not NULL. Returns 0. */

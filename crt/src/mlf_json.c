@@ -6,13 +6,6 @@
 
 #include "mlf_internal.h"
 
-void mlf_json_init(mlf_json* j, const char* text, size_t len, mlf_error* err) {
-  j->pos = text;
-  j->end = text + len;
-  j->begin = text;
-  j->err = err;
-}
-
 int mlf_json_fail_as(mlf_json* j, mlf_status status, mlf_why why, const mlf_name* subject) {
   if (j->err->status == MLF_OK) {
     mlf_fail_about(j->err, status, why, subject != NULL ? subject->str : NULL,
@@ -31,11 +24,11 @@ static int is_scalar_char(int c) {
   return is_digit(c) || (unsigned)(c - 'a') < 26 || c == '-' || c == '+' || c == '.' || c == 'E';
 }
 
-/* "Expected something else here": a graph error when a valid value of another type starts at
- * the cursor, a syntax error when no value does. */
+/* "Expected something else here": a graph error when another value (or at least a token of
+ * one) starts at the cursor, a syntax error when nothing that can start a value does. */
 static int type_error(mlf_json* j, mlf_why why) {
-  int c = mlf_json_peek(j), value_here = is_digit(c);
-  for (const char* s = "{[\"-tfn"; *s != '\0'; ++s) value_here |= *s == c;
+  int c = mlf_json_peek(j);
+  int value_here = c == '"' || c == '[' || c == '{' || is_scalar_char(c);
   return mlf_json_fail_as(j, value_here ? MLF_ERR_GRAPH : MLF_ERR_JSON, why, NULL);
 }
 

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import tarfile
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import pytest
@@ -33,9 +33,13 @@ CORE_SOURCES = [
 ]
 OTHER_SOURCES = ["mlf_error.c", "mlf_tvm_compat.c", "mlf_tvm_platform.c"]
 ARM_FLAGS = ["-mthumb", "-mcpu=cortex-m3"]
-# Regression ceiling for CORE_SOURCES' .text (+.rodata) on Cortex-M3 -Os, in bytes: the
-# measured figure plus a little slack. The design target (6 KiB) is not met; see the report.
-CORE_TEXT_CEILING = 12 * 1024
+# Regression ceilings for CORE_SOURCES on Cortex-M3 -Os (-ffunction-sections), in bytes: the
+# measured figures plus ~2% slack. "text" is arm-none-eabi-size's text column (code and
+# read-only data), "code" the .text sections alone. The issue's target is 6 KiB
+# (test_code_size_target, not met yet: 7.5 KiB of code, see crt/README.md).
+CORE_TEXT_CEILING = 7900
+CORE_CODE_CEILING = 7700
+CORE_TARGET = 6 * 1024
 MODES = ["bind", "load", "compat"]
 
 
@@ -265,6 +269,48 @@ def test_run_model_reports_sizes(mlf_corpus: Path, crt_build: Path) -> None:
     assert meta  # the archive's own workspace figure is what a generator would use
 
 
+def test_generator_mirrors_runtime_sizes(mlf_corpus: Path, crt_build: Path) -> None:
+    """The generator's figures for a JSON-graph firmware (project_api/generate/tables.py) against
+    the runtime's own on this host (64-bit pointers): the parser's memory is bounded by
+    json_parse_bytes() and the executor state is exactly state_bytes()."""
+    from project_api.generate.tables import compile_graph, json_parse_bytes, state_bytes
+    from project_api.read.graph import Graph
+
+    checked = 0
+    for archive in corpus_archives():
+        case = corpus_case(archive)
+        runner = crt_build / f"run_model_{archive.stem}"
+        if not runner.is_file():
+            continue
+        root = crt_build.parent / "archives" / archive.stem
+        model = str(case["model_name"])
+        graph_path = _graph_path(root, model)
+        out_dir = crt_build.parent / f"{archive.stem}_sizes"
+        out_dir.mkdir(exist_ok=True)
+        inputs = np.load(Path(str(case["inputs_npz"])))
+        arguments = []
+        for name in inputs.files:
+            path = out_dir / f"{name}.bin"
+            path.write_bytes(np.ascontiguousarray(inputs[name]).tobytes())
+            arguments.append(f"{name}={path}")
+        result = subprocess.run(
+            [str(runner), "load", str(graph_path), str(_params_path(root, model)), str(out_dir)]
+            + arguments,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        fields = {k: int(v) for k, v in (item.split("=") for item in result.stdout.split())}
+        graph = Graph.from_json(graph_path.read_text())
+        tables = compile_graph(graph)
+        assert json_parse_bytes(graph, tables, 8) >= fields["tables"], archive.stem
+        assert state_bytes(tables, 8) == fields["state"], archive.stem
+        assert len(tables.views) == fields["views"], archive.stem
+        checked += 1
+    if checked == 0:
+        pytest.skip("no corpus archive was built")
+
+
 def test_no_malloc_in_runtime() -> None:
     """The runtime proper never allocates: only the compat layer asks the firmware's
     TVMPlatformMemoryAllocate, and only the host platform uses stdio."""
@@ -274,8 +320,8 @@ def test_no_malloc_in_runtime() -> None:
         assert not calls, f"{source.name} calls {calls}"
 
 
-def _arm_text_sizes(tmp_path: Path, defines: List[str]) -> Dict[str, int]:
-    """arm-none-eabi-size's text column of every runtime source, built as the target asks."""
+def _arm_sizes(tmp_path: Path, defines: List[str]) -> Dict[str, Tuple[int, int]]:
+    """(text column, .text sections) of every runtime source, built as the target asks."""
     sizes = {}
     for name in CORE_SOURCES + OTHER_SOURCES:
         obj = tmp_path / f"{name}.o"
@@ -289,20 +335,40 @@ def _arm_text_sizes(tmp_path: Path, defines: List[str]) -> Dict[str, int]:
         out = subprocess.run(
             ["arm-none-eabi-size", str(obj)], capture_output=True, text=True, check=True
         ).stdout
-        sizes[name] = int(out.splitlines()[1].split()[0])
+        headers = subprocess.run(
+            ["arm-none-eabi-objdump", "-h", str(obj)], capture_output=True, text=True, check=True
+        ).stdout
+        code = sum(
+            int(m.group(1), 16)
+            for m in re.finditer(r"^\s*\d+\s+\.text\S*\s+([0-9a-f]+)", headers, re.M)
+        )
+        sizes[name] = (int(out.splitlines()[1].split()[0]), code)
     return sizes
 
 
 @pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="needs arm-none-eabi-gcc")
 def test_code_size_cortex_m3(tmp_path: Path) -> None:
-    """Reports .text per file (Cortex-M3, -Os, sections) with and without error texts."""
-    full = _arm_text_sizes(tmp_path, [])
-    lean = _arm_text_sizes(tmp_path, ["-DMLF_ERROR_TEXT=0"])
+    """Reports the text column and the code per file (Cortex-M3, -Os, sections), with and
+    without error descriptions (which live in mlf_error.c, outside the counted files)."""
+    full = _arm_sizes(tmp_path, [])
+    lean = _arm_sizes(tmp_path, ["-DMLF_ERROR_TEXT=0"])
+    print(f"{'file':22} {'text':>6} {'code':>6} {'lean text':>9}")
     for name in CORE_SOURCES + OTHER_SOURCES:
-        print(f"{name:22} {full[name]:6} {lean[name]:6}")
-    core = sum(full[name] for name in CORE_SOURCES)
-    print(f"{'core total':22} {core:6} {sum(lean[name] for name in CORE_SOURCES):6}")
-    assert core <= CORE_TEXT_CEILING
+        print(f"{name:22} {full[name][0]:6} {full[name][1]:6} {lean[name][0]:9}")
+    text = sum(full[name][0] for name in CORE_SOURCES)
+    code = sum(full[name][1] for name in CORE_SOURCES)
+    print(f"{'core total':22} {text:6} {code:6} {sum(lean[n][0] for n in CORE_SOURCES):9}")
+    assert text <= CORE_TEXT_CEILING
+    assert code <= CORE_CODE_CEILING
+
+
+@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="needs arm-none-eabi-gcc")
+@pytest.mark.xfail(reason="the 6 KiB target of the issue is not reached yet", strict=False)
+def test_code_size_target(tmp_path: Path) -> None:
+    """The issue's target for the executor, JSON parser, params loader, allocator and
+    registry: at most 6 KiB in the text column on Cortex-M3 -Os."""
+    sizes = _arm_sizes(tmp_path, [])
+    assert sum(sizes[name][0] for name in CORE_SOURCES) <= CORE_TARGET
 
 
 def _qemu_run(elf: Path) -> subprocess.CompletedProcess[str]:

@@ -229,11 +229,13 @@ static int parse_dtype(mlf_name s, DLDataType* t) {
   /* In type code order (kDLInt, kDLUInt, kDLFloat, kDLOpaqueHandle, kDLBfloat), then bool. */
   static const char kPrefixes[] = "int\0uint\0float\0handle\0bfloat\0bool";
   const char* prefix = kPrefixes;
-  uint32_t at = 0, code = 0, number[2] = {0, 1}, k = 0;
-  while (at < s.len && (s.str[at] < '0' || s.str[at] > '9')) ++at;
-  while (!mlf_name_is((mlf_name){s.str, at}, prefix)) {
-    if (++code > 5) return 0;
-    prefix += strlen(prefix) + 1;
+  uint32_t at, code = 0, number[2] = {0, 1}, k = 0;
+  /* the prefix the name starts with, followed by its end or a digit */
+  for (;; ++code, prefix += at + 1) {
+    if (code > 5) return 0;
+    for (at = 0; prefix[at] != '\0' && at < s.len && s.str[at] == prefix[at]; ++at) continue;
+    if (prefix[at] == '\0' && (at == s.len || (unsigned)(s.str[at] - '0') < 10)) break;
+    while (prefix[at] != '\0') ++at;
   }
   if (at == s.len && code == kDLOpaqueHandle) number[0] = 64; /* "handle" */
   if (at == s.len && code == 5) {                             /* "bool" */
@@ -409,20 +411,12 @@ static void put_arg(parser* p, uint32_t index, uint32_t eid, int flatten) {
   if (p->build) BUILT(uint16_t, g->op_args)[index] = (uint16_t)v;
 }
 
-static void read_op(parser* p, mlf_json* j, uint32_t nid, uint32_t first, uint32_t outputs) {
+/* An operator node whose n inputs are already in op_args; first: its first entry. */
+static void read_op(parser* p, mlf_json* j, uint32_t nid, uint32_t n, uint32_t first,
+                    uint32_t outputs, int flat) {
   mlf_graph* g = p->g;
-  mlf_json l;
-  uint32_t n = 0, ref[2], at = g->num_op_args;
-  /* num_inputs/num_outputs attrs are implied by inputs and node_row_ptr: not consulted. */
+  uint32_t at = g->num_op_args, num_args = n + outputs;
   mlf_name func = string_at(p, FUNC_NAME);
-  int flat = mlf_name_is(string_at(p, FLATTEN), "1");
-  if (p->at[INPUTS] != NULL) {
-    open_at(p, &l, p->at[INPUTS], '[');
-    while (mlf_json_more(&l, &n) && read_entry_ref(p, &l, nid, ref)) {
-      put_arg(p, at + n - 1, ref[1], flat);
-    }
-  }
-  uint32_t num_args = n + outputs;
   while (n < num_args) put_arg(p, at + n++, first++, flat);
   /* 2: __nop, 1: __copy, 0: a function of the system library */
   int kind = mlf_name_is(func, "__nop") ? 2 : mlf_name_is(func, "__copy");
@@ -449,15 +443,20 @@ static void read_nodes(parser* p) {
   uint32_t n = 0, inputs = 0;
   open_at(p, &j, p->at[NODES], '[');
   while (n < p->g->num_nodes && mlf_json_more(&j, &n)) {
-    uint32_t nid = n - 1, first = row_ptr(p, nid), outputs = row_ptr(p, n) - first;
+    uint32_t nid = n - 1, first = row_ptr(p, nid), outputs = row_ptr(p, n) - first, ref[2];
     mlf_name op = note_node(p, &j);
-    if (mlf_name_is(op, "tvm_op")) {
-      read_op(p, &j, nid, first, outputs);
-    } else if (mlf_name_is(op, "null")) {
-      if (p->at[INPUTS] != NULL) {
-        open_at(p, &l, p->at[INPUTS], '[');
-        mlf_json_more(&l, &inputs); /* 1 if there is any input */
+    /* num_inputs/num_outputs attrs are implied by inputs and node_row_ptr: not consulted. */
+    int flat = mlf_name_is(string_at(p, FLATTEN), "1");
+    inputs = 0;
+    if (p->at[INPUTS] != NULL) {
+      open_at(p, &l, p->at[INPUTS], '[');
+      while (mlf_json_more(&l, &inputs) && read_entry_ref(p, &l, nid, ref)) {
+        put_arg(p, p->g->num_op_args + inputs - 1, ref[1], flat);
       }
+    }
+    if (mlf_name_is(op, "tvm_op")) {
+      read_op(p, &j, nid, inputs, first, outputs, flat);
+    } else if (mlf_name_is(op, "null")) {
       if (outputs != 1 || inputs != 0 || p->at[NAME] == NULL) {
         graph_error(&j, MLF_WHY_NULL_NODE);
       }
@@ -489,13 +488,13 @@ static void read_args_and_heads(parser* p) {
     uint32_t n = 0, ref[2];
     open_at(p, &j, p->at[slot], '[');
     while (mlf_json_more(&j, &n) && read_entry_ref(p, &j, g->num_nodes, ref)) {
-      uint32_t view = p->build ? p->entry_view[ref[1]] : 0;
+      if (!p->build) continue;
+      uint32_t view = p->entry_view[ref[1]];
       if (slot == HEADS) {
-        if (p->build) BUILT(uint32_t, g->outputs)[n - 1] = view;
-        continue;
+        BUILT(uint32_t, g->outputs)[n - 1] = view;
+      } else { /* named when its node is read */
+        BUILT(mlf_arg, g->args)[n - 1] = (mlf_arg){{NULL, 0}, view, ref[0]};
       }
-      /* named when its node is read */
-      if (p->build) BUILT(mlf_arg, g->args)[n - 1] = (mlf_arg){{NULL, 0}, view, ref[0]};
     }
     if (slot == HEADS) {
       g->num_outputs = n;

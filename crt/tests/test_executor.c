@@ -371,6 +371,26 @@ static void test_accessors(void) {
   fixture_free(&f);
 }
 
+/* The input's own memory may be handed to set_input (nothing to copy), and outputs read
+ * into their own memory likewise. */
+static void test_zero_copy_io(void) {
+  fixture f;
+  CHECK_STATUS(fixture_graph(&f, json_from(kWorkspaceJson)), MLF_OK, &f.err);
+  CHECK_STATUS(fixture_init(&f, &g_test_lib, NULL, 0), MLF_OK, &f.ex.error);
+  DLTensor* in = mlf_executor_input_tensor(&f.ex, 0);
+  const DLTensor* out = mlf_executor_output_tensor(&f.ex, 0);
+  if (in == NULL || out == NULL) {
+    CHECK(in != NULL && out != NULL);
+    fixture_free(&f);
+    return;
+  }
+  for (int i = 0; i < 16; ++i) ((float*)in->data)[i] = (float)i;
+  CHECK_STATUS(mlf_executor_set_input(&f.ex, 0, in->data, 64), MLF_OK, NULL);
+  CHECK(((float*)in->data)[5] == 5);
+  CHECK_STATUS(mlf_executor_get_output(&f.ex, 0, out->data, 64), MLF_OK, NULL);
+  fixture_free(&f);
+}
+
 static void test_sizing_rules(void) {
   fixture f;
   CHECK_STATUS(fixture_graph(&f, json_from(kBasicJson)), MLF_OK, &f.err);
@@ -547,6 +567,7 @@ int main(void) {
   RUN(test_scalar_operator);
   RUN(test_long_names_and_old_registry);
   RUN(test_accessors);
+  RUN(test_zero_copy_io);
   RUN(test_sizing_rules);
   RUN(test_hostile_tables);
   RUN(test_chain_of_400);

@@ -408,8 +408,10 @@ def tables_bytes(tables: GraphTables, pointer_bytes: int) -> int:
 def json_parse_bytes(graph: object, tables: GraphTables, pointer_bytes: int) -> int:
     """An upper bound of ``mlf_graph_measure_json()`` for this graph on the target: the
     parser's layout (graph header, then each table 8-byte aligned, then 4 bytes per entry of
-    temporary space), counting one function per operator and one extra view per argument of
-    a ``flatten_data`` operator, as the parser's own estimate may."""
+    temporary space). Like the parser it makes a view, with dimensions of its own, for every
+    distinct (storage, shape, dtype) among all entries, and one more per argument of a
+    ``flatten_data`` operator; it counts one function per operator (the parser's own count
+    may be as high)."""
     t = tables
     c = _c_sizes(pointer_bytes)
     g = graph
@@ -421,8 +423,10 @@ def json_parse_bytes(graph: object, tables: GraphTables, pointer_bytes: int) -> 
     )
     num_ops = len(op_nodes)
     num_op_args = sum(len(n.inputs) + int(n.attrs.get("num_outputs", "1")) for n in op_nodes)
-    num_views = len(t.views) + flatten_args
-    shape_dims = sum(len(v.shape) for v in t.views) + flatten_args
+    builder = _TableBuilder(g)
+    entry_views = {builder._entry_view(eid, False) for eid in range(len(g.storage_ids))}  # type: ignore[attr-defined]
+    num_views = len(entry_views) + flatten_args
+    shape_dims = sum(len(v.shape) for v in entry_views) + flatten_args
     num_entries = len(g.storage_ids)  # type: ignore[attr-defined]
     return _layout_bytes(
         [

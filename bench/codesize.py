@@ -12,7 +12,9 @@ map:
   part of the runtime a model can call; integer code that pulls nothing out of libc) with the
   generator's const graph tables (executor, params loader, workspace allocator, registry
   lookup, error texts);
-- ``json``: the same model with graph.json parsed on the device (+ the JSON parser).
+- ``json``: the same model with graph.json parsed on the device (+ the JSON parser);
+- ``tables_lean`` (full runs): ``tables`` with ``-DMLF_ERROR_TEXT=0`` (no English error
+  descriptions in the image).
 
 "runtime" is the bytes of the runtime's objects in the linked image (``.text + .rodata``, as
 ``size``'s text column counts them); "runtime + libc delta" adds what the runtime pulls out
@@ -138,13 +140,10 @@ def _measure(project: Any, name: str) -> Dict[str, Any]:
 
 
 def _build(ctx: Context, variant: str, archive: Path) -> Any:
-    fmt = "json" if variant == "json" else "tables"
-    project = generate(
-        archive,
-        ctx.work / f"codesize_{variant}",
-        board=QEMU_BOARD,
-        options={"graph_format": fmt},
-    )
+    options: Dict[str, Any] = {"graph_format": "json" if variant == "json" else "tables"}
+    if variant == "tables_lean":
+        options["compile_definitions"] = ["MLF_ERROR_TEXT=0"]
+    project = generate(archive, ctx.work / f"codesize_{variant}", board=QEMU_BOARD, options=options)
     configure(project, {"MLF_OPT_FLAGS": "-Os"})
     return project
 
@@ -161,6 +160,13 @@ def run(ctx: Context, result: PartResult) -> None:
     json_project = _build(ctx, "json", archive)
     json_project.build()
     measured["json"] = _measure(json_project, "json")
+
+    variants = ["baseline", "tables", "json"]
+    if not ctx.smoke:
+        lean = _build(ctx, "tables_lean", archive)
+        lean.build()
+        measured["tables_lean"] = _measure(lean, "tables_lean")
+        variants.append("tables_lean")
 
     baseline = _build(ctx, "baseline", archive)
     symbols = _loop_runtime_symbols(Path(tables.build_dir))
@@ -180,7 +186,7 @@ def run(ctx: Context, result: PartResult) -> None:
 
     base_text = measured["baseline"]["size"]["text"] - stub_bytes
     base_libc = measured["baseline"]["code"]["libc"]
-    for variant in ("baseline", "tables", "json"):
+    for variant in variants:
         m = measured[variant]
         row: Dict[str, Any] = {
             "variant": variant,
@@ -213,6 +219,9 @@ def run(ctx: Context, result: PartResult) -> None:
         "target_text": TARGET_TEXT,
         "target_met_tables": t["runtime_code"] <= TARGET_TEXT,
         "target_met_json": j["runtime_code"] <= TARGET_TEXT,
+        "runtime_text_tables_without_error_texts": measured["tables_lean"]["code"]["runtime"]
+        if "tables_lean" in measured
+        else None,
     }
     ctx.log(
         f"code size: runtime {t['runtime_code']} B (tables), {j['runtime_code']} B (json); "

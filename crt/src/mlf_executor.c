@@ -147,10 +147,7 @@ size_t mlf_executor_state_bytes(const mlf_graph* g) {
 /* ---- params ------------------------------------------------------------------------------ */
 
 static int param_fits(const mlf_graph* g, const mlf_view* v, const mlf_param* p) {
-  if (p->ndim != v->ndim || p->dtype.code != v->dtype.code || p->dtype.bits != v->dtype.bits ||
-      p->dtype.lanes != v->dtype.lanes) {
-    return 0;
-  }
+  if (p->ndim != v->ndim || !mlf_same_dtype(p->dtype, v->dtype)) return 0;
   for (uint32_t d = 0; d < v->ndim; ++d) {
     if (mlf_read_i64(p->shape + 8 * d) != g->shapes[v->shape + d]) return 0;
   }

@@ -323,8 +323,7 @@ static uint32_t find_earlier(parser* p, uint32_t eid, const entry_key* key) {
   entry_key other;
   open_lists(p, &l);
   for (uint32_t i = 0; i < eid && read_entry(p, &l, &other); ++i) {
-    if (other.storage == key->storage && other.dtype.code == key->dtype.code &&
-        other.dtype.bits == key->dtype.bits && other.dtype.lanes == key->dtype.lanes &&
+    if (other.storage == key->storage && mlf_same_dtype(other.dtype, key->dtype) &&
         same_shape_text(other.shape, key->shape)) {
       return i;
     }

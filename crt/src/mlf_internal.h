@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "mlf_runtime.h"
 
@@ -85,6 +86,14 @@ mlf_status mlf_fail(mlf_error* err, mlf_status status, mlf_why why);
 /* The same, naming the culprit: a slice, not NUL-terminated. */
 mlf_status mlf_fail_about(mlf_error* err, mlf_status status, mlf_why why, const char* subject,
                           size_t subject_len);
+
+/* 1 when two dtypes are equal (compared as the 32-bit words they are). */
+static inline int mlf_same_dtype(DLDataType a, DLDataType b) {
+  uint32_t x, y;
+  memcpy(&x, &a, sizeof(x));
+  memcpy(&y, &b, sizeof(y));
+  return x == y;
+}
 
 /* 1 when a and b hold the same bytes. */
 int mlf_name_equal(mlf_name a, mlf_name b);

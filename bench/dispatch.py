@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from project_api.errors import MlfProjectError
-
 from .common import (
     KWS,
     QEMU_BOARD,
@@ -87,6 +85,8 @@ def measure(ctx: Context, case: Case) -> Dict[str, Any]:
 
 
 def run(ctx: Context, result: PartResult) -> None:
+    from project_api.errors import MlfProjectError
+
     require_qemu()
     result.summary["board"] = f"{QEMU_BOARD} (-icount shift=0)"
     errors: List[str] = []

@@ -11,7 +11,10 @@ from typing import Any, Dict
 import pytest
 from conftest import REPO_ROOT, have_tool
 
-sys.path.insert(0, str(REPO_ROOT))
+# bench/ is a tool of the checkout, not part of the package: found at the end of the path,
+# so that project_api still comes from where the rest of the suite takes it (an install).
+if str(REPO_ROOT) not in sys.path:
+    sys.path.append(str(REPO_ROOT))
 from bench.common import PartResult, fit_line  # noqa: E402
 from bench.run import PARTS, table, targets  # noqa: E402
 

@@ -68,7 +68,8 @@ typedef struct {
   mlf_status status;
   uint32_t node;       /* graph node id for MLF_ERR_OPERATOR / graph errors, else UINT32_MAX */
   uint32_t offset;     /* byte offset in the JSON text or params blob, else UINT32_MAX */
-  const char* what;    /* static English description, or NULL ("" with MLF_ERROR_TEXT=0) */
+  const char* what;    /* static English description, or NULL ("" when the runtime's
+                        * mlf_error.c is built with MLF_ERROR_TEXT=0) */
   const char* subject; /* slice naming the culprit, or NULL */
   uint32_t subject_len;
 } mlf_error;
@@ -157,8 +158,10 @@ typedef struct mlf_graph {
  * show (views larger than their pools, arg_nodes naming operators, the 65535 limits) is
  * refused by the parse. Distinct views are counted by re-reading earlier entries in the text
  * and references are resolved by re-reading node_row_ptr, so the cost grows with the square
- * of the graph's size (fine at start-up for graphs that fit an MCU). Numbers in the graph
- * must be JSON integers (no leading zeros). */
+ * of the graph's size (fine at start-up for graphs that fit an MCU). Numbers the parser reads
+ * must be JSON integers below 10^9 (no sign, fraction, exponent or leading zero); content it
+ * skips (unknown keys and attrs) need only be well-bracketed tokens, brackets of either kind
+ * closing a list or an object. */
 mlf_status mlf_graph_measure_json(const char* json, size_t json_len, size_t* bytes, mlf_error* err);
 
 /* Parses graph.json in place. The text must outlive the graph (names are slices of it).

@@ -60,13 +60,19 @@ void mlf_error_clear(mlf_error* err) {
 #define MLF_WHY_TEXT(name, text) "\0"
 #endif
 static const char kWhyTexts[] = MLF_WHY_LIST(MLF_WHY_TEXT);
+static const char kWhyJsonTexts[] = MLF_WHY_JSON_LIST(MLF_WHY_TEXT);
 
-const char* mlf_why_text(mlf_why why) {
-  const char* text = kWhyTexts;
-  for (int i = 0; i < (int)why && (size_t)(text - kWhyTexts) < sizeof(kWhyTexts) - 1; ++i) {
-    text += strlen(text) + 1;
-  }
+/* Text `index` of a catalogue; "" past its end. */
+static const char* nth_text(const char* texts, size_t size, int index) {
+  const char* text = texts;
+  for (int i = 0; i < index && (size_t)(text - texts) < size - 1; ++i) text += strlen(text) + 1;
   return text;
+}
+
+const char* mlf_why_text(mlf_why why) { return nth_text(kWhyTexts, sizeof(kWhyTexts), (int)why); }
+
+const char* mlf_why_json_text(mlf_why why) {
+  return nth_text(kWhyJsonTexts, sizeof(kWhyJsonTexts), (int)why - MLF_WHY_JSON_FIRST);
 }
 
 mlf_status mlf_fail_about(mlf_error* err, mlf_status status, mlf_why why, const char* subject,

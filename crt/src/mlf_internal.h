@@ -32,30 +32,6 @@
   X(GRAPH_ARGUMENT, "no graph text, or over 256 MiB")                                    \
   X(GRAPH_MEMORY_ALIGN, "graph memory not 8-byte aligned")                               \
   X(GRAPH_MEMORY_SMALL, "graph memory too small")                                        \
-  X(TRAILING_TEXT, "text after the graph")                                               \
-  X(MISSING_SECTION, "missing section")                                                  \
-  X(ATTR_LIST, "attribute is not [\"list_<type>\", [...]]")                              \
-  X(ROW_PTR, "node_row_ptr must rise from 0")                                            \
-  X(BAD_REFERENCE, "bad node or output index")                                           \
-  X(LISTS_DISAGREE, "attribute lists and entries disagree")                              \
-  X(STORAGE_ID, "storage id out of range")                                               \
-  X(DEVICE, "device_index other than 1 (CPU)")                                           \
-  X(DTYPE, "unknown dtype")                                                              \
-  X(SHAPE, "shape with over 255 dimensions")                                             \
-  X(FUNC_NAME, "operator without func_name")                                             \
-  X(NULL_NODE, "a null node has a name, one output and no inputs")                       \
-  X(NODE_OP, "unknown node op")                                                          \
-  X(NODES_DISAGREE, "nodes and node_row_ptr disagree")                                   \
-  X(ARG_NODE, "arg_nodes names an operator node")                                        \
-  X(EXPECTED_CONTAINER, "expected [ or {")                                               \
-  X(EXPECTED_STRING, "expected string")                                                  \
-  X(EXPECTED_NUMBER, "expected unsigned integer below 10^9")                             \
-  X(MISSING_COMMA, "missing , or bracket")                                               \
-  X(MISSING_COLON, "missing :")                                                          \
-  X(UNEXPECTED_END, "unexpected end")                                                    \
-  X(UNEXPECTED, "unexpected character or end")                                           \
-  X(UNTERMINATED, "unterminated string")                                                 \
-  X(CONTROL_CHARACTER, "control character in string")                                    \
   X(NO_PARAMS, "no params")                                                              \
   X(PARAMS_HEADER, "bad magic, truncated names or counts differ")                        \
   X(TENSOR_TRUNCATED, "truncated tensor")                                                \
@@ -70,14 +46,50 @@
   X(PLATFORM_ALLOCATE, "TVMPlatformMemoryAllocate failed")                               \
   X(ARENA_SIZE, "cannot size the arena")
 
+/* The JSON parser's reasons, numbered after the others: their descriptions are a catalogue
+ * of their own that only mlf_json_fail_as() reaches, so a firmware that does not link the
+ * parser (generator tables) does not link them either. */
+#define MLF_WHY_JSON_LIST(X)                                       \
+  X(TRAILING_TEXT, "text after the graph")                         \
+  X(MISSING_SECTION, "missing section")                            \
+  X(ATTR_LIST, "attribute is not [\"list_<type>\", [...]]")        \
+  X(ROW_PTR, "node_row_ptr must rise from 0")                      \
+  X(BAD_REFERENCE, "bad node or output index")                     \
+  X(LISTS_DISAGREE, "attribute lists and entries disagree")        \
+  X(STORAGE_ID, "storage id out of range")                         \
+  X(DEVICE, "device_index other than 1 (CPU)")                     \
+  X(DTYPE, "unknown dtype")                                        \
+  X(SHAPE, "shape with over 255 dimensions")                       \
+  X(FUNC_NAME, "operator without func_name")                       \
+  X(NULL_NODE, "a null node has a name, one output and no inputs") \
+  X(NODE_OP, "unknown node op")                                    \
+  X(NODES_DISAGREE, "nodes and node_row_ptr disagree")             \
+  X(ARG_NODE, "arg_nodes names an operator node")                  \
+  X(EXPECTED_CONTAINER, "expected [ or {")                         \
+  X(EXPECTED_STRING, "expected string")                            \
+  X(EXPECTED_NUMBER, "expected unsigned integer below 10^9")       \
+  X(MISSING_COMMA, "missing , or bracket")                         \
+  X(MISSING_COLON, "missing :")                                    \
+  X(UNEXPECTED_END, "unexpected end")                              \
+  X(UNEXPECTED, "unexpected character or end")                     \
+  X(UNTERMINATED, "unterminated string")                           \
+  X(CONTROL_CHARACTER, "control character in string")
+
 typedef enum {
 #define MLF_WHY_ENUM(name, text) MLF_WHY_##name,
   MLF_WHY_LIST(MLF_WHY_ENUM)
+  /* the parser's reasons start at MLF_WHY_JSON_FIRST (the next enumerator takes its value) */
+  MLF_WHY_JSON_FIRST,
+  MLF_WHY_JSON_BEFORE_FIRST = MLF_WHY_JSON_FIRST - 1,
+  MLF_WHY_JSON_LIST(MLF_WHY_ENUM)
 #undef MLF_WHY_ENUM
 } mlf_why;
 
-/* The description of a reason ("" with MLF_ERROR_TEXT=0). */
+/* The description of a reason ("" with MLF_ERROR_TEXT=0, and for the parser's reasons). */
 const char* mlf_why_text(mlf_why why);
+
+/* The description of one of the parser's reasons (MLF_WHY_JSON_FIRST and after). */
+const char* mlf_why_json_text(mlf_why why);
 
 /* Records a failure in err (which may be NULL; only the first failure is kept) and returns
  * status, so callers can write `return mlf_fail(...)`. */

@@ -154,6 +154,7 @@ class Project:
         """Starts the firmware and returns a connected transport session (context manager;
         closing it stops the firmware and reaps its processes). ``timeout`` bounds every
         request, ``run_timeout`` (default: ``timeout``) a RUN."""
+        from .transport.link import Link
         from .transport.session import Session
 
         if self.project_type != "host_driven":
@@ -165,9 +166,16 @@ class Project:
         session = None
         try:
             link = runner.start(self.start_timeout())
+            connect_timeout = (
+                max(timeout, self.start_timeout()) if not self.board.is_host else timeout
+            )
+            explain = getattr(runner, "link_closed_reason", None)
+            if callable(explain):
+                # The runner knows best why its link died (QEMU: the fault and its registers).
+                link = Link(link, write_timeout=max(connect_timeout, 1.0), on_closed=explain)
             session = Session(
                 link,
-                timeout=max(timeout, self.start_timeout()) if not self.board.is_host else timeout,
+                timeout=connect_timeout,
                 run_timeout=run_timeout,
                 runner=runner,
             )

@@ -26,6 +26,12 @@ from .command import EXIT_FAILURE, EXIT_OK, Command
 from .generate import add_generate_arguments, dependency_options
 
 DEFAULT_TIMEOUTS = {"host": 10.0, "qemu": 60.0, "real": 30.0}
+# Without --timeout, a run (one inference, or a whole standalone firmware) gets at least this.
+MIN_RUN_TIMEOUT = 30.0
+# Options that change how a project runs, not what is generated.
+RUNTIME_OPTIONS = frozenset(
+    {"qemu_icount", "timeout_sec", "serial_port", "serial_number", "verbose"}
+)
 
 
 class RunCommand(Command):
@@ -63,7 +69,10 @@ class RunCommand(Command):
             help="QEMU boards: -icount shift=0, so 'instructions' is an exact count",
         )
         parser.add_argument(
-            "--timeout", type=float, help="seconds to wait for each answer (default by board)"
+            "--timeout",
+            type=float,
+            help="seconds to wait for each answer, the run's included (default by board: "
+            "host 10, QEMU 60, real 30; a run then gets at least 30)",
         )
 
     def do_run(self, args: argparse.Namespace) -> int:
@@ -100,10 +109,13 @@ class RunCommand(Command):
             finally:
                 progress.done()
             timeout = args.timeout or DEFAULT_TIMEOUTS[_kind(project.board)]
+            # An explicit --timeout bounds the run too: a firmware that hangs inside an
+            # operator must be reported within the time the user asked for.
+            run_timeout = args.timeout or max(timeout, MIN_RUN_TIMEOUT)
             if planned is None:
-                result = _run_standalone(project, timeout)
+                result = _run_standalone(project, run_timeout)
             else:
-                result = _run_host_driven(project, planned, timeout)
+                result = _run_host_driven(project, planned, timeout, run_timeout)
             _report(project, result, args)
             status = result.get("status", EXIT_OK)
         return int(status)
@@ -134,14 +146,17 @@ def _check_same(project: Any, args: argparse.Namespace, options: Mapping[str, st
     ):
         names = ", ".join(m["name"] for m in project.models)
         raise GenerateError(f"{project.dir} holds model(s) {names}, not {args.model!r}")
-    runtime_only = {"qemu_icount", "timeout_sec", "serial_port", "serial_number", "verbose"}
-    other = sorted(set(options) - runtime_only)
+    other = sorted(set(options) - RUNTIME_OPTIONS)
     if other:
         raise GenerateError(
             f"option {other[0]} changes generation; {project.dir} is already generated",
             hint="pass the archive instead, or regenerate the project",
         )
-    for key in set(options) & runtime_only:
+    _apply_runtime_options(project, options)
+
+
+def _apply_runtime_options(project: Any, options: Mapping[str, Any]) -> None:
+    for key in set(options) & RUNTIME_OPTIONS:
         value: Any = options[key]
         if key in ("qemu_icount", "verbose"):
             value = str(value).strip().lower() in ("1", "true", "yes", "on", "y")
@@ -181,15 +196,15 @@ def _project_for_archive(
                 "project_type": args.project_type,
                 "model": args.model,
                 "archive_sha256": _sha256(archive),
-                "requested_options": dict(sorted(options.items())),
+                "requested_options": _generation_options(options),
             }
-            if (
-                all(existing.info.get(k) == v for k, v in wanted.items())
-                and wanted["archive_sha256"]
-            ):
-                for key in ("qemu_icount",):
-                    if key in options:
-                        existing.options[key] = True
+            have = dict(
+                existing.info,
+                requested_options=_generation_options(existing.info.get("requested_options") or {}),
+            )
+            if all(have.get(k) == v for k, v in wanted.items()) and wanted["archive_sha256"]:
+                # Runtime options (e.g. --icount) need no new project: the build is reused.
+                _apply_runtime_options(existing, options)
                 return existing
     else:
         scratch = Path(tempfile.mkdtemp(prefix="mlf-run-"))
@@ -214,6 +229,11 @@ def _project_for_archive(
         if note:  # e.g. CMSIS-NN built without its DSP code: said once, when generated
             print(f"mlf-project run: {note}", file=sys.stderr)
     return project
+
+
+def _generation_options(options: Mapping[str, Any]) -> Dict[str, Any]:
+    """The options that shape the generated project (what a reused project must match)."""
+    return {k: v for k, v in sorted(options.items()) if k not in RUNTIME_OPTIONS}
 
 
 # --- inputs ------------------------------------------------------------------------------------
@@ -322,10 +342,10 @@ def _plan_inputs(project: Any, args: argparse.Namespace) -> List[Tuple[str, Dict
 
 
 def _run_host_driven(
-    project: Any, planned: List[Tuple[str, Dict[str, Any]]], timeout: float
+    project: Any, planned: List[Tuple[str, Dict[str, Any]]], timeout: float, run_timeout: float
 ) -> Dict[str, Any]:
     per_model: List[Dict[str, Any]] = []
-    with project.session(timeout=timeout, run_timeout=max(timeout, 30.0)) as session:
+    with project.session(timeout=timeout, run_timeout=run_timeout) as session:
         for name, inputs in planned:
             outputs = session.run(inputs, model=name)
             per_model.append({"model": name, "outputs": outputs, "stats": session.last_stats})
@@ -333,7 +353,7 @@ def _run_host_driven(
 
 
 def _run_standalone(project: Any, timeout: float) -> Dict[str, Any]:
-    report = project.run_standalone(timeout=max(timeout, 30.0))
+    report = project.run_standalone(timeout=timeout)
     runs = []
     for index, name in sorted(report.models.items()):
         outputs = report.outputs_of(model=index, sample=0)

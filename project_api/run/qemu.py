@@ -179,6 +179,23 @@ class QemuRunner(Runner):
             return "stopped by the host (killed)"
         return describe_exit(self._proc.returncode, self._raw_log())
 
+    def link_closed_reason(self, wait: float = 0.5) -> str:
+        """Why the console link died, for a transport error: how the firmware ended (a fault
+        with the registers the seam reported, an abort, a CPU lockup, an exit status) and,
+        unless that says it all, the tail of its log. Waits up to ``wait`` seconds for QEMU
+        to be seen ending (its pty may close a moment before it exits)."""
+        if self._proc is not None and not self._killed:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=wait)
+            if self._proc.poll() is not None:
+                for reader in self._readers:
+                    reader.join(timeout=wait)  # so the log holds the fault report
+        reason = self.exit_reason() or "QEMU is still running"
+        if reason.startswith(("firmware fault", "firmware abort", "CPU lockup", "QEMU died")):
+            return reason  # these name the cause (and QEMU's death quotes its output)
+        tail = _tail(self._raw_log())
+        return f"{reason}; its log ends with: {tail}" if tail else reason
+
     # --- internals ----------------------------------------------------------------------
 
     def _raw_log(self) -> str:
@@ -202,6 +219,9 @@ class QemuRunner(Runner):
                     if match is not None:
                         self.pty_path = match.group(1).decode()
                         self._pty_found.set()
+                        # QEMU's, not the firmware's: kept out of the log so that an error's
+                        # log tail shows what the firmware said.
+                        continue
                 if line.strip().decode("utf-8", "replace") in _NOISE:
                     continue
                 with self._log_lock:

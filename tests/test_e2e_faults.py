@@ -11,11 +11,13 @@ patched (its generated C, as a test-only archive) to do the bad thing its int32 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -180,6 +182,15 @@ def children_left(prefixes: Tuple[str, ...] = ("qemu-system", "firmware")) -> Li
     return found
 
 
+def open_fds() -> List[str]:
+    """What this process's open descriptors point at (a pty, a pipe, a log file)."""
+    targets = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the descriptor listdir itself used is gone
+            targets.append(os.readlink(f"/proc/self/fd/{fd}"))
+    return sorted(targets)
+
+
 def error_line(err: str) -> str:
     """The one line ``mlf-project run`` printed for its error (asserting there is one)."""
     lines = [line for line in err.splitlines() if line.startswith("mlf-project run: error:")]
@@ -234,6 +245,7 @@ def test_misbehaving_firmware_gives_a_clear_error_in_time(
 ) -> None:
     project = project_for(misbehaving, board)
     inputs = inputs_file(misbehaving["root"], behaviour)
+    fds = open_fds()
     argv = ["run", project.dir, "--input", inputs, "--timeout", TIMEOUT]
     status, out, err, seconds, hung = run_cli_bounded(capsys, argv, TIMEOUT + SLACK)
     try:
@@ -245,6 +257,8 @@ def test_misbehaving_firmware_gives_a_clear_error_in_time(
     finally:
         assert live_children() == []
         assert children_left() == []
+    leaked = Counter(open_fds()) - Counter(fds)
+    assert not leaked, f"descriptors left open: {sorted(leaked)}"  # the pty, QEMU's pipes
 
 
 @pytest.mark.parametrize(

@@ -216,20 +216,10 @@ EXPECTED = {
     (QEMU, "operator_error"): r"the device refused RUN: .*operator",
 }
 
-# Not strict: under QEMU the babble reaches the pty in bursts, and a pause of one poll period
-# lets the deadline be seen; on host the stream never pauses and the run hangs every time.
-TEXT_HANGS = pytest.mark.xfail(
-    strict=False,
-    reason="product bug: Session._next_event (transport/session.py) looks at its deadline "
-    "only when a read returns nothing, so a device that keeps sending bytes which never "
-    "form a frame (text, no A5 5A marker) holds `mlf-project run` forever",
-)
-
-
 def _cases() -> List[Any]:
     cases = []
     for board, behaviour in EXPECTED:
-        marks: List[Any] = [TEXT_HANGS] if behaviour == "text" else []
+        marks: List[Any] = []
         if board != HOST:
             marks += [pytest.mark.qemu, requires_arm]
         cases.append(pytest.param(board, behaviour, id=f"{board}-{behaviour}", marks=marks))

@@ -457,6 +457,9 @@ class Session:
         """The next frame event, settling a half-received frame after IDLE_RESET_SECONDS of
         silence and sending the wake-up bytes that are due meanwhile."""
         while not self._events:
+            if time.monotonic() >= deadline:
+                # Also when bytes keep coming: a device babbling non-frames must not hold us.
+                raise TransportTimeoutError(f"timed out waiting for {what}")
             wake = deadline
             if self._decoder.pending_bytes:
                 wake = min(wake, self._last_rx + IDLE_RESET_SECONDS)

@@ -81,7 +81,9 @@ class Project:
         """An existing generated project."""
         from .generate import MODEL_TAR, read_project_info
 
-        path = Path(project_dir)
+        # Absolute from here on: build paths are joined onto it and handed to CMake, whose
+        # working directory is not ours.
+        path = Path(project_dir).resolve()
         if not (path / MODEL_TAR).is_file():
             raise GenerateError(
                 f"{path} is not a generated project (no {MODEL_TAR})",

@@ -95,6 +95,18 @@ def test_paths_are_relative(archives: Dict[str, Path], tmp_path: Path) -> None:
     assert "CMAKE_CURRENT_SOURCE_DIR" in (tmp_path / "p/CMakeLists.txt").read_text()
 
 
+def test_project_opened_by_a_relative_path_builds_where_it_lies(
+    archives: Dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from project_api.driver import Project
+
+    generate(archives["mlp"], tmp_path / "p")
+    monkeypatch.chdir(tmp_path)
+    project = Project.open("p")
+    assert project.build_dir == tmp_path / "p" / "build"
+    assert project.firmware.parent == tmp_path / "p" / "build"
+
+
 def test_params_are_incbin_not_c(archives: Dict[str, Path], tmp_path: Path) -> None:
     generate(archives["mlp"], tmp_path / "p")
     asm = (tmp_path / "p/src/params_mlp.S").read_text()

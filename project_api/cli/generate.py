@@ -12,8 +12,9 @@ from .command import EXIT_OK, Command
 
 def add_generate_arguments(parser: argparse.ArgumentParser, *, board_default: str) -> None:
     """The options generate and run share."""
+    default_text = board_default or "host for an archive, the project's own board for a project"
     parser.add_argument(
-        "--board", default=board_default, help=f"target board (default: {board_default})"
+        "--board", default=board_default, help=f"target board (default: {default_text})"
     )
     parser.add_argument(
         "--model",

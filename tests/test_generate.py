@@ -259,9 +259,9 @@ def test_bad_graph_format(archives: Dict[str, Path], tmp_path: Path) -> None:
 
 
 def test_bad_option_values() -> None:
-    with pytest.raises(GenerateError, match="workspace_size_bytes: want a number"):
+    with pytest.raises(GenerateError, match="option workspace_size_bytes: want an integer"):
         normalize_options({"workspace_size_bytes": "lots"})
-    with pytest.raises(GenerateError, match="warning_as_error: want true or false"):
+    with pytest.raises(GenerateError, match="option warning_as_error: want a boolean"):
         normalize_options({"warning_as_error": "maybe"})
     with pytest.raises(GenerateError, match="compile_definitions"):
         normalize_options({"compile_definitions": "1X=2"})

@@ -156,11 +156,12 @@ def _check_same(project: Any, args: argparse.Namespace, options: Mapping[str, st
 
 
 def _apply_runtime_options(project: Any, options: Mapping[str, Any]) -> None:
+    from ..options import OPTIONS, coerce
+
     for key in set(options) & RUNTIME_OPTIONS:
-        value: Any = options[key]
-        if key in ("qemu_icount", "verbose"):
-            value = str(value).strip().lower() in ("1", "true", "yes", "on", "y")
-        project.options[key] = value
+        option = OPTIONS[key]
+        value = coerce(key, option.type, options[key])
+        project.options[key] = option.default if value is None else value
 
 
 def _sha256(path: Path) -> Optional[str]:

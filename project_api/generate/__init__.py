@@ -2,13 +2,13 @@
 
 Entry point: :func:`generate_project` (the driver's ``Project.generate`` calls it). The graph
 tables (:mod:`.tables`), the aligned params blob (:mod:`.params_blob`), memory sizes and the
-fit check (:mod:`.sizes`), standalone samples (:mod:`.samples`) and options (:mod:`.options`)
-are usable on their own.
+fit check (:mod:`.sizes`) and standalone samples (:mod:`.samples`) are usable on their own.
+Its options (:func:`normalize_options`, ...) are :mod:`project_api.options`, re-exported here.
 """
 
 from __future__ import annotations
 
-from .options import (
+from ..options import (
     GRAPH_FORMATS,
     OPTIONS,
     PROJECT_TYPES,

@@ -38,10 +38,10 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..boards import Board, load_board
 from ..errors import GenerateError, UnsupportedModelError
+from ..options import GRAPH_FORMATS, PROJECT_TYPES, normalize_options
 from ..read import Archive, Model, open_archive
 from ..resources import crt_dir, template_dir
 from . import samples as samples_mod
-from .options import GRAPH_FORMATS, PROJECT_TYPES, normalize_options
 from .params_blob import aligned_params
 from .registry import defined_functions, render_registry, unregistered_functions
 from .sizes import FitReport, WorkspaceEstimate, estimate_workspace, fit_report

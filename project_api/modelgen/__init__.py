@@ -14,6 +14,7 @@ catalog()["cnn_int8"]().write("cnn_int8.tar", version=7)
 
 from __future__ import annotations
 
+from ..read.model import TensorSpec
 from .catalog import catalog, chain_add, failing_inputs, params_sized
 from .model import (
     GeneratedModel,
@@ -22,7 +23,7 @@ from .model import (
     random_inputs,
     write_multi_model_archive,
 )
-from .network import Network, TensorSpec, Value
+from .network import Network, Value
 from .ops import OperatorFailure, quantize_multiplier
 
 __all__ = [

@@ -14,6 +14,8 @@ from typing import Iterator, List, Sequence, Tuple
 
 import numpy as np
 
+from ..read.dtypes import parse_dtype
+
 # TVM puts constant-size temporaries under this many bytes on the C stack and everything
 # else in TVMBackendAllocWorkspace memory.
 STACK_LIMIT_BYTES = 1024
@@ -28,15 +30,6 @@ C_TYPES = {
     "int32": "int32_t",
     "int64": "int64_t",
     "uint8": "uint8_t",
-}
-# DLPack type code and bits per dtype, passed as TVMBackendAllocWorkspace's hints.
-DTYPE_HINTS = {
-    "float32": (2, 32),
-    "int8": (0, 8),
-    "int16": (0, 16),
-    "int32": (0, 32),
-    "int64": (0, 64),
-    "uint8": (1, 8),
 }
 
 FUNCTION_SIGNATURE = (
@@ -191,10 +184,10 @@ def render_function(arg_names: Sequence[str], body: Body) -> FunctionText:
     if not workspace:
         lines.append("  (void)dev_id;")
     for scratch in workspace:
-        code, bits = DTYPE_HINTS[scratch.dtype]
+        hint = parse_dtype(scratch.dtype)  # TVMBackendAllocWorkspace's DLPack code and bits
         lines += [
             f"  void* {scratch.name} = TVMBackendAllocWorkspace(1, dev_id, "
-            f"(uint64_t){scratch.nbytes}, {code}, {bits});",
+            f"(uint64_t){scratch.nbytes}, {hint.code}, {hint.bits});",
             f"  if ({scratch.name} == NULL) {{",
             "    return -1;",
             "  }",

@@ -16,9 +16,9 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..read.model import TensorSpec
 from ..read.params import save_params
 from .lower import Lowered
-from .network import TensorSpec
 from .ops import TensorType
 
 TARGET = "c -keys=cpu -model=host"

@@ -9,9 +9,10 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Uni
 
 import numpy as np
 
+from ..read.model import TensorSpec
 from . import emit
 from .lower import Lowered, lower
-from .network import Network, TensorSpec
+from .network import Network
 from .ops import OperatorFailure
 
 Inputs = Dict[str, np.ndarray]

@@ -13,7 +13,6 @@ arrays passed as operands become constants (graph params ``p0, p1, ...``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -30,6 +29,7 @@ from typing import (
 
 import numpy as np
 
+from ..read.model import TensorSpec
 from . import ops
 from .cgen import C_TYPES
 from .ops import Op, OperatorFailure, TensorType
@@ -39,19 +39,6 @@ if TYPE_CHECKING:
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 IntPair = Union[int, Sequence[int]]
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """A named model input or output: shape and TVM dtype string."""
-
-    name: str
-    shape: Tuple[int, ...]
-    dtype: str
-
-    @property
-    def nbytes(self) -> int:
-        return TensorType(self.shape, self.dtype).nbytes
 
 
 class InputNode:

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from .command import EXIT_FAILURE, EXIT_OK, Command
+from .generate import add_option_argument
 
 
 class FootprintCommand(Command):
@@ -28,13 +29,8 @@ class FootprintCommand(Command):
             help="target board (required for an archive; a project knows its own board)",
         )
         parser.add_argument("--model", help="the model of a multi-model archive, or '*'")
-        parser.add_argument(
-            "--option",
-            "-o",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="a project option for an archive (e.g. graph_format=json); repeatable",
+        add_option_argument(
+            parser, help="a project option for an archive (e.g. graph_format=json); repeatable"
         )
         parser.add_argument(
             "--build",

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Dict
 
 from ..errors import GenerateError
+from ..options import PROJECT_TYPES
 from .command import EXIT_OK, Command
 
 
@@ -20,12 +21,8 @@ def add_generate_arguments(parser: argparse.ArgumentParser, *, board_default: st
         "--model",
         help="the model of a multi-model archive to build, or '*' for all of them in one firmware",
     )
-    parser.add_argument(
-        "--option",
-        "-o",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
+    add_option_argument(
+        parser,
         help="a project option (graph_format, workspace_size_bytes, compile_definitions, "
         "cmsis_path, sample_inputs, ...); repeatable",
     )
@@ -71,6 +68,13 @@ def add_generate_arguments(parser: argparse.ArgumentParser, *, board_default: st
         action="store_true",
         help="fetch git/url dependencies again (e.g. a moved branch) instead of reusing the "
         "cache and the project's own lock file",
+    )
+
+
+def add_option_argument(parser: argparse.ArgumentParser, *, help: str) -> None:
+    """``--option/-o KEY=VALUE``, repeatable: read with ``parse_option_assignments``."""
+    parser.add_argument(
+        "--option", "-o", action="append", default=[], metavar="KEY=VALUE", help=help
     )
 
 
@@ -120,7 +124,7 @@ class GenerateCommand(Command):
         add_generate_arguments(parser, board_default="host")
         parser.add_argument(
             "--project-type",
-            choices=["host_driven", "standalone"],
+            choices=PROJECT_TYPES,
             default="host_driven",
             help="host_driven (answers the device protocol; default) or standalone (runs its "
             "embedded samples once and prints the results)",

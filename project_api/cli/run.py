@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from ..errors import GenerateError, InputError
+from ..options import PROJECT_TYPES
 from .command import EXIT_FAILURE, EXIT_OK, Command
 from .generate import add_generate_arguments, dependency_options
 
@@ -60,7 +61,7 @@ class RunCommand(Command):
         )
         parser.add_argument(
             "--project-type",
-            choices=["host_driven", "standalone"],
+            choices=PROJECT_TYPES,
             help="host_driven (default) or standalone (the inputs are embedded, run once)",
         )
         parser.add_argument(

@@ -14,7 +14,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 BENCH_DIR = Path(__file__).resolve().parent
 FIRMWARE_DIR = BENCH_DIR / "firmware"
-CORPUS_ENV = "MLF_PROJECT_CORPUS"
 CMSIS_ENV = "MLF_PROJECT_CMSIS_NN"
 QEMU_BOARD = "qemu-mps2-an385"
 KWS = "kws_int8"
@@ -108,22 +107,20 @@ def host_compiler_available() -> bool:
 
 
 def corpus_dir() -> Path:
-    """$MLF_PROJECT_CORPUS, else ../shared/mlf beside the repository (as tests/conftest.py)."""
-    configured = os.environ.get(CORPUS_ENV)
-    if configured:
-        return Path(configured)
-    return REPO_ROOT.parent / "shared" / "mlf"
+    """$MLF_PROJECT_CORPUS, else ../shared/mlf beside the repository."""
+    from project_api.modelgen.corpus import corpus_dir as find_corpus
+
+    return find_corpus(REPO_ROOT)
 
 
 def corpus_archives() -> List[Path]:
     """The real TVM archives; CMSIS-NN ones only when $MLF_PROJECT_CMSIS_NN names a checkout."""
-    directory = corpus_dir()
-    if not directory.is_dir():
-        return []
+    from project_api.modelgen.corpus import corpus_archives as archives_in
+
     cmsis = cmsis_nn_path()
     return [
         path
-        for path in sorted(directory.glob("*.tar"))
+        for path in archives_in(corpus_dir())
         if "_cmsisnn" not in path.stem or cmsis is not None
     ]
 

@@ -5,28 +5,26 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import pytest
 
+from project_api.modelgen import corpus
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
-CORPUS_ENV = "MLF_PROJECT_CORPUS"
+CORPUS_ENV = corpus.CORPUS_ENV
 
 
 def corpus_dir() -> Path:
     """The real-TVM archive corpus: $MLF_PROJECT_CORPUS, else ../shared/mlf beside the repo."""
-    configured = os.environ.get(CORPUS_ENV)
-    if configured:
-        return Path(configured)
-    return REPO_ROOT.parent / "shared" / "mlf"
+    return corpus.corpus_dir(REPO_ROOT)
 
 
 def corpus_archives() -> List[Path]:
-    directory = corpus_dir()
-    if not directory.is_dir():
-        return []
-    return sorted(directory.glob("*.tar"))
+    return corpus.corpus_archives(corpus_dir())
 
 
 @pytest.fixture(scope="session")
@@ -59,3 +57,70 @@ requires_arm = pytest.mark.skipif(
     reason="needs arm-none-eabi-gcc and qemu-system-arm (apt-get install gcc-arm-none-eabi "
     "libnewlib-arm-none-eabi qemu-system-arm)",
 )
+
+
+# --- CMSIS-NN ---------------------------------------------------------------------------------
+
+CMSIS_ENV = "MLF_PROJECT_CMSIS_NN"
+CMSIS_NN_TAG = "v4.1.0"  # what kws_int8_cmsisnn was compiled against
+CMSIS_NN_SKIP = (
+    f"needs CMSIS-NN: set {CMSIS_ENV} to a CMSIS-NN git repository (path or url; tag "
+    f"{CMSIS_NN_TAG} is used) or to a CMSIS-NN checkout"
+)
+
+
+@dataclass(frozen=True)
+class CmsisNn:
+    """$MLF_PROJECT_CMSIS_NN understood: a git repository (``git_url``, a url or a file: uri)
+    to take tag :data:`CMSIS_NN_TAG` from, or a checked-out tree (``tree``)."""
+
+    git_url: Optional[str] = None
+    tree: Optional[Path] = None
+
+
+def cmsis_nn_given() -> bool:
+    """Whether $MLF_PROJECT_CMSIS_NN is set (for skip marks decided at collection)."""
+    return bool(os.environ.get(CMSIS_ENV))
+
+
+def cmsis_nn() -> CmsisNn:
+    """What $MLF_PROJECT_CMSIS_NN names; skips the calling test when it is unset. A bare
+    repository, or one whose tree holds no CMSIS-NN, is a repository; any other directory is
+    a checkout (CMSIS-NN, or CMSIS_5 with CMSIS/NN)."""
+    where = os.environ.get(CMSIS_ENV)
+    if not where:
+        pytest.skip(CMSIS_NN_SKIP)
+    if "://" in where:
+        return CmsisNn(git_url=where)
+    local = Path(where)
+    header = "Include/arm_nnfunctions.h"
+    has_sources = (local / header).is_file() or (local / "CMSIS/NN" / header).is_file()
+    is_bare = (local / "HEAD").is_file() and (local / "objects").is_dir()
+    if is_bare or ((local / ".git").exists() and not has_sources):
+        return CmsisNn(git_url=local.resolve().as_uri())
+    return CmsisNn(tree=local)
+
+
+@pytest.fixture(scope="session")
+def cmsis_nn_checkout(tmp_path_factory: pytest.TempPathFactory) -> Optional[Path]:
+    """A CMSIS-NN tree from $MLF_PROJECT_CMSIS_NN: the checkout it names, or tag
+    :data:`CMSIS_NN_TAG` of the repository it names, checked out once per session; None
+    when it is unset (tests that need it skip with :data:`CMSIS_NN_SKIP`)."""
+    if not cmsis_nn_given():
+        return None
+    source = cmsis_nn()
+    if source.tree is not None:
+        return source.tree
+    assert source.git_url is not None
+    tree = tmp_path_factory.mktemp("cmsis-nn") / "CMSIS-NN"
+    done = subprocess.run(
+        ["git", "-c", "advice.detachedHead=false", "clone", "--quiet", "--depth", "1",
+         "--branch", CMSIS_NN_TAG, source.git_url, str(tree)],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    if done.returncode != 0:
+        pytest.fail(
+            f"{CMSIS_ENV}={source.git_url}: cannot check out {CMSIS_NN_TAG}: {done.stderr.strip()}"
+        )
+    return tree

@@ -24,7 +24,7 @@ from typing import Dict, Iterator, List, Tuple
 
 import numpy as np
 import pytest
-from conftest import corpus_case, requires_arm
+from conftest import CMSIS_NN_TAG, cmsis_nn, corpus_case, requires_arm
 
 from project_api.cli import main
 from project_api.modelgen import GeneratedModel, Network
@@ -36,7 +36,6 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("cmake") is None, reason="needs cmake"),
 ]
 
-CMSIS_ENV = "MLF_PROJECT_CMSIS_NN"
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t",
     "GIT_AUTHOR_EMAIL": "t@example.invalid",
@@ -470,26 +469,14 @@ def test_hostile_dependency_flags_write_nothing_outside_the_cache(
 
 
 def cmsis_nn_flags() -> List[str]:
-    """How to hand $MLF_PROJECT_CMSIS_NN to mlf-project: a git repository (bare or not, path
-    or url) at tag v4.1.0, or a checked-out tree through --cmsis-path."""
-    where = os.environ.get(CMSIS_ENV)
-    if not where:
-        pytest.skip(
-            f"needs CMSIS-NN: set {CMSIS_ENV} to a CMSIS-NN git repository (tag v4.1.0 is "
-            "used) or to a CMSIS-NN checkout"
-        )
-    local = Path(where)
-    if "://" in where:
-        url = where
-    elif (local / "HEAD").is_file() and (local / "objects").is_dir():
-        url = local.resolve().as_uri()  # a bare repository (e.g. a mirror)
-    elif (local / ".git").exists() and not (local / "Include" / "arm_nnfunctions.h").is_file():
-        url = local.resolve().as_uri()
-    else:
-        return ["--cmsis-path", str(local)]
+    """How to hand $MLF_PROJECT_CMSIS_NN to mlf-project: a git repository as a dependency at
+    tag v4.1.0, a checked-out tree through --cmsis-path."""
+    source = cmsis_nn()
+    if source.git_url is None:
+        return ["--cmsis-path", str(source.tree)]
     return [
         "--dependency",
-        f"short_name=cmsis-nn,url={url},url_type=git,version_spec=v4.1.0",
+        f"short_name=cmsis-nn,url={source.git_url},url_type=git,version_spec={CMSIS_NN_TAG}",
     ]
 
 

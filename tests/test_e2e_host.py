@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import pytest
-from conftest import corpus_archives, corpus_case
+from conftest import CMSIS_NN_SKIP, cmsis_nn_given, corpus_archives, corpus_case
 
 from project_api.cli import main
 from project_api.driver import Project
@@ -29,7 +29,6 @@ from project_api.run.base import live_children
 
 pytestmark = pytest.mark.slow
 
-CMSIS_ENV = "MLF_PROJECT_CMSIS_NN"
 CATALOG = sorted(catalog())
 
 
@@ -115,27 +114,27 @@ def _corpus_params() -> List[Any]:
     params = []
     for archive in archives:
         marks = []
-        if "_cmsisnn" in archive.name and not os.environ.get(CMSIS_ENV):
-            marks.append(
-                pytest.mark.skip(reason=f"needs CMSIS-NN: set {CMSIS_ENV} to a CMSIS-NN checkout")
-            )
+        if "_cmsisnn" in archive.name and not cmsis_nn_given():
+            marks.append(pytest.mark.skip(reason=CMSIS_NN_SKIP))
         params.append(pytest.param(archive, id=archive.stem, marks=marks))
     return params
 
 
 @pytest.fixture(scope="module")
-def corpus_projects(tmp_path_factory: pytest.TempPathFactory) -> Dict[Path, Any]:
+def corpus_projects(
+    tmp_path_factory: pytest.TempPathFactory, cmsis_nn_checkout: Optional[Path]
+) -> Dict[Path, Any]:
     root = tmp_path_factory.mktemp("corpus")
     jobs = []
     for archive in corpus_archives():
-        if "_cmsisnn" in archive.name and not os.environ.get(CMSIS_ENV):
+        if "_cmsisnn" in archive.name and cmsis_nn_checkout is None:
             continue
         case = corpus_case(archive)
         kwargs: Dict[str, Any] = {}
         if "all_models" in case:
             kwargs["model"] = case["model_name"]
         if "_cmsisnn" in archive.name:
-            kwargs["options"] = {"cmsis_path": os.environ[CMSIS_ENV]}
+            kwargs["options"] = {"cmsis_path": str(cmsis_nn_checkout)}
         jobs.append((archive, root / archive.stem, kwargs))
     return build_all(jobs)
 

@@ -16,14 +16,20 @@ at a time; ``mlf-project run --project-dir`` then finds each project up to date.
 from __future__ import annotations
 
 import json
-import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import pytest
-from conftest import corpus_archives, corpus_case, corpus_dir, requires_arm
+from conftest import (
+    CMSIS_NN_SKIP,
+    cmsis_nn_given,
+    corpus_archives,
+    corpus_case,
+    corpus_dir,
+    requires_arm,
+)
 
 from project_api.boards import list_boards
 from project_api.cli import main
@@ -36,7 +42,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.qemu, requires_arm]
 
 QEMU_BOARDS = [board.name for board in list_boards() if board.is_qemu]
 AN385 = "qemu-mps2-an385"
-CMSIS_ENV = "MLF_PROJECT_CMSIS_NN"
 # Every factory model runs on AN385: none needs an exclusion (the largest, chain_add_400,
 # params_64k and many_functions, build in ~2-4 s and run in under a second).
 FACTORY = sorted(catalog())
@@ -60,11 +65,13 @@ def cli(capsys: pytest.CaptureFixture, *argv: object) -> Tuple[int, str, str]:
 
 
 def corpus_wanted(archive: Path) -> bool:
-    """Corpus archives CI runs: all, but CMSIS-NN ones only with a CMSIS-NN checkout."""
-    return "_cmsisnn" not in archive.name or bool(os.environ.get(CMSIS_ENV))
+    """Corpus archives CI runs: all, but CMSIS-NN ones only with CMSIS-NN at hand."""
+    return "_cmsisnn" not in archive.name or cmsis_nn_given()
 
 
-def corpus_kwargs(archive: Path, model: Optional[str] = None) -> Dict[str, Any]:
+def corpus_kwargs(
+    archive: Path, cmsis_nn: Optional[Path], model: Optional[str] = None
+) -> Dict[str, Any]:
     case = corpus_case(archive)
     kwargs: Dict[str, Any] = {}
     if model is not None:
@@ -72,7 +79,7 @@ def corpus_kwargs(archive: Path, model: Optional[str] = None) -> Dict[str, Any]:
     elif "all_models" in case:
         kwargs["model"] = case["model_name"]
     if "_cmsisnn" in archive.name:
-        kwargs["options"] = {"cmsis_path": os.environ[CMSIS_ENV]}
+        kwargs["options"] = {"cmsis_path": str(cmsis_nn)}
     return kwargs
 
 
@@ -81,7 +88,9 @@ def key(name: str, board: str, model: Optional[str] = None) -> str:
 
 
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Tuple[Path, Any]]:
+def builds(
+    tmp_path_factory: pytest.TempPathFactory, cmsis_nn_checkout: Optional[Path]
+) -> Dict[str, Tuple[Path, Any]]:
     """key(name, board[, "*"]) -> (archive, built Project or the exception its build
     raised) for every pair the tests of this module run."""
     root = tmp_path_factory.mktemp("qemu")
@@ -111,14 +120,14 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Tuple[Path, An
             add(name, AN385, **({"model": "*"} if catalog()[name]().companions else {}))
     for archive in corpus_archives():
         if corpus_wanted(archive):
-            add(archive.stem, AN385, **corpus_kwargs(archive))
+            add(archive.stem, AN385, **corpus_kwargs(archive, cmsis_nn_checkout))
             if "all_models" in corpus_case(archive):
-                add(archive.stem, AN385, **corpus_kwargs(archive, "*"))
+                add(archive.stem, AN385, **corpus_kwargs(archive, cmsis_nn_checkout, "*"))
     for board, name, _ in OTHER_BOARDS:
         if name in catalog():
             add(name, board)
         elif archive_of(name) is not None:
-            add(name, board, **corpus_kwargs(corpus_dir() / f"{name}.tar"))
+            add(name, board, **corpus_kwargs(corpus_dir() / f"{name}.tar", cmsis_nn_checkout))
 
     def one(job: Tuple[str, Path, str, Dict[str, Any]]) -> Any:
         name, archive, board, kwargs = job
@@ -252,9 +261,7 @@ def _corpus_params() -> List[Any]:
     for archive in archives:
         marks = []
         if not corpus_wanted(archive):
-            marks.append(
-                pytest.mark.skip(reason=f"needs CMSIS-NN: set {CMSIS_ENV} to a CMSIS-NN checkout")
-            )
+            marks.append(pytest.mark.skip(reason=CMSIS_NN_SKIP))
         params.append(pytest.param(archive, id=archive.stem, marks=marks))
     return params
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 import pytest
+from conftest import CMSIS_NN_TAG, cmsis_nn, corpus_dir
 
 from project_api.errors import DependencyError
 from project_api.resolve import (
@@ -34,7 +35,6 @@ CMAKE = shutil.which("cmake")
 NINJA = shutil.which("ninja")
 CC = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
 ARM_GCC = shutil.which("arm-none-eabi-gcc")
-CMSIS_ENV = "MLF_PROJECT_CMSIS_NN"
 
 needs_cmake = pytest.mark.skipif(
     CMAKE is None or CC is None, reason="needs cmake and a host C compiler"
@@ -424,24 +424,23 @@ def test_cmsis_nn_is_built_with_the_board_cpu_flags(
 
 
 def real_cmsis_spec() -> DependencySpec:
-    where = os.environ.get(CMSIS_ENV)
-    if not where:
-        pytest.skip(
-            f"no real CMSIS-NN: set {CMSIS_ENV} to a CMSIS-NN git repository (path or url; "
-            "tag v4.1.0 is used) or to a checked-out CMSIS-NN/CMSIS_5 directory"
-        )
-    local = Path(where)
-    is_repo = (local / ".git").exists() or (local / "HEAD").is_file() or "://" in where
-    if is_repo:
+    source = cmsis_nn()
+    if source.git_url is None:
         return parse_dependency(
-            {"short_name": "cmsis-nn", "url": where, "url_type": "git", "version_spec": "v4.1.0"}
+            {"short_name": "cmsis-nn", "url": str(source.tree), "url_type": "path"}
         )
-    return parse_dependency({"short_name": "cmsis-nn", "url": where, "url_type": "path"})
+    return parse_dependency(
+        {
+            "short_name": "cmsis-nn",
+            "url": source.git_url,
+            "url_type": "git",
+            "version_spec": CMSIS_NN_TAG,
+        }
+    )
 
 
 def kws_sources(tmp_path: Path) -> Optional[List[Path]]:
-    corpus = Path(os.environ.get("MLF_PROJECT_CORPUS", Path(__file__).parents[2] / "shared/mlf"))
-    archive = corpus / "kws_int8_cmsisnn.tar"
+    archive = corpus_dir() / "kws_int8_cmsisnn.tar"
     if not archive.is_file():
         return None
     out = []

@@ -59,6 +59,32 @@ requires_arm = pytest.mark.skipif(
 )
 
 
+# --- git --------------------------------------------------------------------------------------
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    """Runs git in ``repo`` as a fixed author, away from the user's and the system's git
+    configuration; returns its output."""
+    env = {**os.environ, **GIT_ENV, "HOME": str(repo.parent)}
+    done = subprocess.run(
+        ["git", "-c", "init.defaultBranch=main", *args],
+        cwd=repo,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.strip()
+
+
 # --- CMSIS-NN ---------------------------------------------------------------------------------
 
 CMSIS_ENV = "MLF_PROJECT_CMSIS_NN"

@@ -14,9 +14,7 @@ import hashlib
 import http.server
 import io
 import json
-import os
 import shutil
-import subprocess
 import tarfile
 import threading
 from pathlib import Path
@@ -24,7 +22,7 @@ from typing import Dict, Iterator, List, Tuple
 
 import numpy as np
 import pytest
-from conftest import CMSIS_NN_TAG, cmsis_nn, corpus_case, requires_arm
+from conftest import CMSIS_NN_TAG, cmsis_nn, corpus_case, git, requires_arm
 
 from project_api.cli import main
 from project_api.modelgen import GeneratedModel, Network
@@ -36,13 +34,6 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("cmake") is None, reason="needs cmake"),
 ]
 
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.invalid",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.invalid",
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
 HEADER = "#include <stdint.h>\nint32_t mylib_scale(const int32_t* in, int32_t* out, int32_t n);\n"
 
 
@@ -61,19 +52,6 @@ def write_library(root: Path, factor: int) -> Path:
     (root / "include" / "mylib.h").write_text(HEADER)
     (root / "src" / "mylib.c").write_text(library_source(factor))
     return root
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, **GIT_ENV, "HOME": str(repo.parent)}
-    done = subprocess.run(
-        ["git", "-c", "init.defaultBranch=main", *args],
-        cwd=repo,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout.strip()
 
 
 def commit_factor(repo: Path, factor: int) -> str:

@@ -4,7 +4,6 @@ CMSIS-NN when MLF_PROJECT_CMSIS_NN points at one."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tarfile
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 import pytest
-from conftest import CMSIS_NN_TAG, cmsis_nn, corpus_dir
+from conftest import CMSIS_NN_TAG, cmsis_nn, corpus_dir, git
 
 from project_api.errors import DependencyError
 from project_api.resolve import (
@@ -141,24 +140,6 @@ def run_firmware(project: Path) -> str:
         [str(project / "build" / "firmware")], capture_output=True, text=True, check=True
     )
     return done.stdout.strip()
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.invalid",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.invalid",
-    }
-    return subprocess.run(
-        ["git", "-c", "init.defaultBranch=main", *args],
-        cwd=repo,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
 
 
 # --- unit ---------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Mapping, Optional
 
 import pytest
+from conftest import git
 
 from project_api.errors import DependencyError
 from project_api.resolve import (
@@ -43,27 +44,6 @@ from project_api.resolve import url as url_module
 from project_api.resolve.git import fetch_git, git_environment
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.invalid",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.invalid",
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, **GIT_ENV, "HOME": str(repo.parent)}
-    done = subprocess.run(
-        ["git", "-c", "init.defaultBranch=main", *args],
-        cwd=repo,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout.strip()
 
 
 def commit_answer(repo: Path, value: int, message: str) -> str:

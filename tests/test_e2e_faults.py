@@ -216,6 +216,7 @@ EXPECTED = {
     (QEMU, "operator_error"): r"the device refused RUN: .*operator",
 }
 
+
 def _cases() -> List[Any]:
     cases = []
     for board, behaviour in EXPECTED:

@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT, corpus_archives, corpus_case, requires_arm
+from conftest import CMSIS_NN_SKIP, REPO_ROOT, corpus_archives, corpus_case, requires_arm
 
 CRT_DIR = REPO_ROOT / "crt"
 CTEST_NAMES = ["test_graph_json", "test_executor", "test_params", "test_misc", "ram_chain"]
@@ -50,19 +50,8 @@ def _c_compiler() -> str:
     return ""
 
 
-CMSIS_ENV = "MLF_PROJECT_CMSIS_NN"
-
-
 def _needs_cmsis_nn(case: Dict[str, object]) -> bool:
     return bool(case.get("cmsis_nn"))
-
-
-def _cmsis_nn() -> Optional[Path]:
-    """A CMSIS-NN checkout (Include/, Source/) named by $MLF_PROJECT_CMSIS_NN, if usable."""
-    root = os.environ.get(CMSIS_ENV)
-    if root and (Path(root) / "Include" / "arm_nnfunctions.h").is_file():
-        return Path(root)
-    return None
 
 
 def _model_sources(root: Path, case: Dict[str, object]) -> List[Path]:
@@ -118,7 +107,7 @@ def _registry_source(graph: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def crt_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def crt_build(tmp_path_factory: pytest.TempPathFactory, cmsis_nn_checkout: Optional[Path]) -> Path:
     """crt/tests configured and built (with a run_model_<archive> per usable corpus archive)."""
     if shutil.which("cmake") is None:
         pytest.skip("cmake not found (pip install cmake)")
@@ -127,7 +116,7 @@ def crt_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("no C compiler found (apt-get install gcc)")
     work = tmp_path_factory.mktemp("crt")
     models = []
-    cmsis = _cmsis_nn()
+    cmsis = cmsis_nn_checkout
     for archive in corpus_archives():
         case = corpus_case(archive)
         if _needs_cmsis_nn(case) and cmsis is None:
@@ -188,12 +177,17 @@ def _archive_cases() -> List[object]:
 
 @pytest.mark.parametrize(("stem", "mode"), _archive_cases())
 def test_real_archive(
-    mlf_corpus: Path, crt_build: Path, tmp_path: Path, stem: str, mode: str
+    mlf_corpus: Path,
+    crt_build: Path,
+    cmsis_nn_checkout: Optional[Path],
+    tmp_path: Path,
+    stem: str,
+    mode: str,
 ) -> None:
     archive = mlf_corpus / f"{stem}.tar"
     case = corpus_case(archive)
-    if _needs_cmsis_nn(case) and _cmsis_nn() is None:
-        pytest.skip(f"{stem} calls CMSIS-NN kernels: set {CMSIS_ENV} to a CMSIS-NN checkout")
+    if _needs_cmsis_nn(case) and cmsis_nn_checkout is None:
+        pytest.skip(f"{stem} calls CMSIS-NN kernels: {CMSIS_NN_SKIP}")
     runner = crt_build / f"run_model_{stem}"
     assert runner.is_file(), f"run_model_{stem} was not built"
     root = crt_build.parent / "archives" / stem

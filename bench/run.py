@@ -101,7 +101,13 @@ def targets(results: Dict[str, PartResult]) -> List[Dict[str, Any]]:
             else f"{c['runtime_text_tables']} B tables, {c['runtime_text_json']} B with JSON "
             f"parser (+libc: {c['runtime_plus_libc_delta_tables']} / "
             f"{c['runtime_plus_libc_delta_json']} B)",
-            "status": verdict(c or None, c.get("target_met_tables"), "codesize"),
+            # The issue counts the JSON parser in; firmware from const tables leaves it out.
+            "status": verdict(c or None, c.get("target_met_json"), "codesize")
+            + (
+                " (met without the JSON parser)"
+                if c.get("target_met_tables") and not c.get("target_met_json")
+                else ""
+            ),
         }
     )
     r = summary("ram")

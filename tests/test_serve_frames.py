@@ -21,7 +21,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEVICE_SOURCES = [
     REPO_ROOT / "tests" / "device_c" / "device_test_main.c",
     REPO_ROOT / "tests" / "device_c" / "fake_runtime.c",
-    REPO_ROOT / "tests" / "device_c" / "posix_platform.c",
+    REPO_ROOT / "crt" / "platform" / "host" / "mlf_platform_host.c",
     REPO_ROOT / "template_project" / "firmware" / "mlf_device.c",
     REPO_ROOT / "template_project" / "firmware" / "mlf_frame.c",
 ]

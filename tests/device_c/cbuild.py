@@ -16,6 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 FIRMWARE = REPO / "template_project" / "firmware"
 CRT_INCLUDE = REPO / "crt" / "include"
 DEVICE_C = Path(__file__).resolve().parent
+# The test firmwares use the real host platform, so its behaviour on a pty is what is tested.
+CRT_HOST_PLATFORM = REPO / "crt" / "platform" / "host" / "mlf_platform_host.c"
 WARNINGS = ("-Wall", "-Wextra", "-Werror")
 
 
@@ -75,7 +77,7 @@ def device_test_firmware(cache: Path) -> Path:
         [
             DEVICE_C / "device_test_main.c",
             DEVICE_C / "fake_runtime.c",
-            DEVICE_C / "posix_platform.c",
+            CRT_HOST_PLATFORM,
             FIRMWARE / "mlf_device.c",
             FIRMWARE / "mlf_frame.c",
         ],
@@ -89,7 +91,7 @@ def standalone_test_firmware(cache: Path) -> Path:
         [
             DEVICE_C / "standalone_test_main.c",
             DEVICE_C / "fake_runtime.c",
-            DEVICE_C / "posix_platform.c",
+            CRT_HOST_PLATFORM,
             FIRMWARE / "mlf_standalone.c",
             FIRMWARE / "mlf_frame.c",
         ],

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
 import os
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -150,3 +153,49 @@ def cmsis_nn_checkout(tmp_path_factory: pytest.TempPathFactory) -> Optional[Path
             f"{CMSIS_ENV}={source.git_url}: cannot check out {CMSIS_NN_TAG}: {done.stderr.strip()}"
         )
     return tree
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture()
+def http_root(tmp_path: Path) -> Iterator[Tuple[Path, str]]:
+    """A directory served over HTTP on 127.0.0.1: (the directory, its base URL)."""
+    root = tmp_path / "www"
+    root.mkdir()
+    handler = functools.partial(_QuietHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass(frozen=True)
+class ChildProcess:
+    pid: int
+    name: str
+    state: str  # "Z" for a zombie: ended but not reaped
+
+
+def child_processes(prefixes: Tuple[str, ...]) -> List[ChildProcess]:
+    """This process's children (zombies included) whose name starts with a prefix."""
+    found = []
+    me = os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if int(ppid) == me and name.startswith(prefixes):
+            found.append(ChildProcess(int(entry.name), name, state))
+    return found

@@ -9,16 +9,13 @@ QEMU when ``MLF_PROJECT_CMSIS_NN`` names a CMSIS-NN git repository or checkout.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import io
 import json
 import shutil
 import tarfile
-import threading
 from pathlib import Path
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 import pytest
@@ -308,26 +305,6 @@ def test_project_api_options_override_and_cache(
 
 
 # --- url and path ------------------------------------------------------------------------
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture()
-def http_root(tmp_path: Path) -> Iterator[Tuple[Path, str]]:
-    root = tmp_path / "www"
-    root.mkdir()
-    handler = functools.partial(_Quiet, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield root, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def tar_gz(path: Path, members: Dict[str, bytes]) -> str:

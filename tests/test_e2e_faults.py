@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import pytest
-from conftest import corpus_case, have_tool, requires_arm
+from conftest import child_processes, corpus_case, have_tool, requires_arm
 from mlf_builders import write_tar
 
 from project_api.cli import main
@@ -164,22 +164,8 @@ def run_cli_bounded(
 
 
 def children_left(prefixes: Tuple[str, ...] = ("qemu-system", "firmware")) -> List[str]:
-    """Processes whose parent is this one and whose name starts with a prefix, zombies
-    included (an unreaped child is a leak too)."""
-    found = []
-    me = os.getpid()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
-        if int(ppid) == me and name.startswith(prefixes):
-            found.append(f"{entry.name} {name} ({state})")
-    return found
+    """Children left behind, zombies included (an unreaped child is a leak too)."""
+    return [f"{c.pid} {c.name} ({c.state})" for c in child_processes(prefixes)]
 
 
 def open_fds() -> List[str]:

@@ -10,7 +10,6 @@ within its time-out and no QEMU process left behind.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import signal
 import struct
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
-from conftest import REPO_ROOT, requires_arm
+from conftest import REPO_ROOT, child_processes, requires_arm
 
 from project_api.boards import Board, list_boards, load_board
 from project_api.errors import FlashError
@@ -60,21 +59,8 @@ def wait_gone(pid: int, seconds: float = 5.0) -> bool:
 
 
 def our_qemu_processes() -> List[int]:
-    """qemu-system-arm processes whose parent is this test process."""
-    found = []
-    me = os.getpid()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat.rsplit(")", 1)[1].split()
-        if name.startswith("qemu-system") and int(fields[1]) == me and fields[0] != "Z":
-            found.append(int(entry.name))
-    return found
+    """qemu-system-arm processes whose parent is this test process (zombies aside)."""
+    return [c.pid for c in child_processes(("qemu-system",)) if c.state != "Z"]
 
 
 def read_exactly(port, count: int) -> bytes:

@@ -7,9 +7,7 @@ Everything is local: a git repository and archives built in tmp_path, an HTTP se
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import io
 import json
 import os
@@ -19,7 +17,7 @@ import tarfile
 import threading
 import zipfile
 from pathlib import Path
-from typing import Dict, Iterator, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional
 
 import pytest
 from conftest import git
@@ -284,26 +282,6 @@ def test_offline_lists_exactly_the_missing_dependencies(
 
 
 # --- url ---------------------------------------------------------------------------------
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture()
-def http_root(tmp_path: Path) -> Iterator[tuple]:
-    root = tmp_path / "www"
-    root.mkdir()
-    handler = functools.partial(_Quiet, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield root, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def make_tar(path: Path, members: Mapping[str, object], gz: bool = True) -> str:

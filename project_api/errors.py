@@ -85,6 +85,11 @@ class ParamsError(ValidationError):
     """A params file is malformed or disagrees with its graph."""
 
 
+class AotError(ValidationError):
+    """An AOT model's entry point (header, ``tvmgen_<mod>_run``, ``__tvm_main__``) is missing,
+    disagrees with metadata.json, or uses an interface option this tool cannot drive."""
+
+
 class UnsupportedModelError(MlfProjectError):
     """The model is valid but this operation cannot handle it (AOT or operator-style archive,
     unknown model name in a multi-model archive, ...)."""

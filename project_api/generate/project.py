@@ -42,9 +42,10 @@ from ..options import GRAPH_FORMATS, PROJECT_TYPES, normalize_options
 from ..read import Archive, Model, open_archive
 from ..resources import crt_dir, template_dir
 from . import samples as samples_mod
+from .executors import ExecutorKind, LibraryCode, executor_for
 from .params_blob import aligned_params
-from .registry import defined_functions, render_registry, unregistered_functions
-from .sizes import FitReport, WorkspaceEstimate, estimate_workspace, fit_report
+from .registry import defined_functions
+from .sizes import FitReport, WorkspaceEstimate, fit_report
 from .tables import (
     GraphTables,
     c_string,
@@ -89,6 +90,7 @@ class ModelPlan:
     """One model as it goes into the firmware, with every size the generator computed."""
 
     model: Model
+    kind: ExecutorKind
     c_name: str
     tables: GraphTables
     params_blob: bytes
@@ -102,7 +104,6 @@ class ModelPlan:
     tables_flash_bytes: int = 0
     samples: Optional[samples_mod.SampleSet] = None
     samples_blob: bytes = b""
-    direct_functions: List[str] = field(default_factory=list)
     renames: Dict[str, str] = field(default_factory=dict)
     sources: List[str] = field(default_factory=list)
     objects: List[str] = field(default_factory=list)
@@ -116,10 +117,18 @@ class ModelPlan:
     def entry_point(self) -> str:
         return _ENTRY_POINT.format(self.c_name)
 
+    @property
+    def library(self) -> LibraryCode:
+        """The function library the executor resolves the graph's functions in."""
+        return self.kind.library(
+            self.model, self.c_name, self.tables.funcs, self.entry_point, self.renames
+        )
+
     def describe(self) -> Dict[str, Any]:
         return {
             "name": self.name,
             "c_name": self.c_name,
+            **self.kind.describe(self.model),
             "inputs": [spec.to_dict() for spec in self.model.inputs],
             "outputs": [spec.to_dict() for spec in self.model.outputs],
             "graph_format": self.graph_format,
@@ -139,7 +148,7 @@ class ModelPlan:
                 "samples_bytes": len(self.samples_blob),
             },
             "samples": None if self.samples is None else self.samples.describe(),
-            "functions_outside_registry": list(self.direct_functions),
+            "functions_outside_registry": list(self.library.linked_by_name),
             "renamed_symbols": dict(self.renames),
         }
 
@@ -292,23 +301,24 @@ def _plan_models(
     graph_format = opts["graph_format"]
     assert graph_format in GRAPH_FORMATS
     for the_model, c_name in zip(models, c_names([m.name for m in models])):
-        graph = the_model.require_graph()
+        kind = executor_for(the_model)
+        graph = kind.graph(the_model)
         tables = compile_graph(graph)
         blob, _ = aligned_params(the_model.params) if the_model.params else (b"", {})
         in_place = sorted(tables.bound_in_place(the_model.params)) if the_model.params else []
         plan = ModelPlan(
             model=the_model,
+            kind=kind,
             c_name=c_name,
             tables=tables,
             params_blob=blob,
             in_place=in_place,
             arena_bytes=tables.arena_bytes(in_place),
-            workspace=estimate_workspace(the_model, opts["workspace_size_bytes"]),
+            workspace=kind.workspace(the_model, opts["workspace_size_bytes"]),
             state_bytes=state_bytes(tables, ptr),
-            graph_format=graph_format,
+            graph_format=kind.graph_format(graph_format),
         )
-        plan.direct_functions = unregistered_functions(tables.funcs, the_model.sources)
-        if graph_format == "json":
+        if plan.graph_format == "json":
             assert the_model.graph_member is not None
             plan.graph_json = (the_model.root / the_model.graph_member).read_bytes()
             plan.parse_bytes = json_parse_bytes(graph, tables, ptr) + 64
@@ -350,6 +360,8 @@ def memory_fit(plans: Sequence[ModelPlan], board: Board, stack_bytes: int) -> Fi
         ram[f"{tag}arena"] = plan.arena_bytes
         ram[f"{tag}workspace"] = plan.workspace.bytes
         ram[f"{tag}executor state"] = plan.state_bytes
+        for what, size in plan.kind.ram_items(plan.model).items():
+            ram[f"{tag}{what}"] = size
         if plan.parse_bytes:
             ram[f"{tag}graph tables"] = plan.parse_bytes
         flash[f"{tag}params"] = len(plan.params_blob)
@@ -419,7 +431,8 @@ def _write_project(
     shutil.copyfile(template_dir() / SERVER_FILE, root / SERVER_FILE)
     for plan in plans:
         _copy_model_code(plan, archive, root)
-    runtime_sources = _copy_runtime(root, project_type, opts["graph_format"])
+    any_json = any(plan.graph_format == "json" for plan in plans)
+    runtime_sources = _copy_runtime(root, project_type, "json" if any_json else "tables")
     seam_sources, seam_dirs = _copy_board(root, board, stack)
 
     dependencies = _install_dependencies(
@@ -740,15 +753,11 @@ def _write_blobs(env: Any, src: Path, plan: ModelPlan) -> List[Dict[str, str]]:
 
 def _model_context(plan: ModelPlan) -> Dict[str, Any]:
     symbol = f"mlf_graph_{plan.c_name}"
-    library = f"mlf_{plan.c_name}_functions"
-    registry = (
-        render_registry(library, plan.tables.funcs, plan.model.sources, plan.renames)
-        if plan.direct_functions
-        else ""
-    )
+    library = plan.library
     return {
-        "registry_c": registry,
-        "library": f"&{library}" if registry else f"{plan.entry_point}()",
+        "executor": plan.kind.name,
+        "registry_c": library.c_text,
+        "library": library.library,
         "name": plan.name,
         "c_name": plan.c_name,
         "c_name_literal": c_string(json_raw(plan.name)),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Iterable, List, Mapping, Optional, Sequence, Set
+from typing import Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .tables import c_string, json_raw
 
@@ -79,22 +79,27 @@ def render_registry(
     c_symbol = dict(renames or {})
     defined = defined_functions(sources) | registered_functions(sources)
     names = [n for n in dict.fromkeys(graph_funcs) if n in defined and n.isidentifier()]
-    lines = [
-        "/* Every function the graph calls, linked by name: some are missing from the system",
-        " * library's registry (external codegens such as CMSIS-NN register nothing there). */",
-    ]
-    for name in names:
-        lines.append(
-            f"int {c_symbol.get(name, name)}(TVMValue*, int*, int, TVMValue*, int*, void*);"
-        )
+    comment = (
+        "/* Every function the graph calls, linked by name: some are missing from the system\n"
+        " * library's registry (external codegens such as CMSIS-NN register nothing there). */"
+    )
+    return registry_c(symbol, [(name, c_symbol.get(name, name)) for name in names], comment)
+
+
+def registry_c(symbol: str, entries: Sequence[Tuple[str, str]], comment: str = "") -> str:
+    """C defining ``static const TVMModule <symbol>`` whose registry maps each name of
+    ``entries`` (name, C function) to that function, in that order."""
+    lines = [comment] if comment else []
+    for _, function in entries:
+        lines.append(f"int {function}(TVMValue*, int*, int, TVMValue*, int*, void*);")
     lines.append(f"static const TVMBackendPackedCFunc {symbol}_funcs[] = {{")
-    lines.extend(f"    {c_symbol.get(name, name)}," for name in names)
-    if not names:
+    lines.extend(f"    {function}," for _, function in entries)
+    if not entries:
         lines.append("    NULL,")
     lines.append("};")
-    count = len(names)
+    count = len(entries)
     blob = bytes([count & 0xFF, count >> 8]) + b"".join(
-        json_raw(n).encode("utf-8") + b"\0" for n in names
+        json_raw(name).encode("utf-8") + b"\0" for name, _ in entries
     )
     lines.append(f"static const TVMFuncRegistry {symbol}_registry = {{")
     lines.append(f"    {_bytes_literal(blob)},")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import FitError
 
@@ -48,13 +48,11 @@ def _split_functions(text: str) -> List[str]:
     return [text[bounds[i] : bounds[i + 1]] for i in range(len(starts))]
 
 
-def code_workspace(sources: Iterable[Path]) -> Optional[Dict[str, int]]:
-    """Reads the generated C: for every function, the sum of its TVMBackendAllocWorkspace
-    sizes each rounded up to 64 bytes (the runtime's block rule), and the number of calls.
-    Returns ``{"bytes": max over functions, "allocations": most calls in one function}``,
-    or None when some size is not a literal (then only the metadata can tell)."""
-    worst = 0
-    most_calls = 0
+def function_allocations(sources: Iterable[Path]) -> Optional[List[Tuple[str, List[int]]]]:
+    """Reads the generated C: for every function that calls TVMBackendAllocWorkspace, its
+    first line and the sizes it asks for, each rounded up to 64 bytes (the runtime's block
+    rule). None when some size is not a literal (then only the metadata can tell)."""
+    found: List[Tuple[str, List[int]]] = []
     for source in sources:
         try:
             text = Path(source).read_text(encoding="utf-8", errors="replace")
@@ -63,20 +61,28 @@ def code_workspace(sources: Iterable[Path]) -> Optional[Dict[str, int]]:
         if "TVMBackendAllocWorkspace" not in text:
             continue
         for body in _split_functions(text):
-            total = 0
-            calls = 0
+            sizes = []
             for match in _ALLOC_RE.finditer(body):
                 args = match.group(1).split(",")
-                if len(args) < 3:
-                    return None
-                size = _SIZE_ARG_RE.match(args[2])
+                size = _SIZE_ARG_RE.match(args[2]) if len(args) >= 3 else None
                 if size is None:
                     return None
-                total += align(int(size.group(1)), WORKSPACE_ALIGN)
-                calls += 1
-            worst = max(worst, total)
-            most_calls = max(most_calls, calls)
-    return {"bytes": worst, "allocations": most_calls}
+                sizes.append(align(int(size.group(1)), WORKSPACE_ALIGN))
+            if sizes:
+                found.append((body.split("\n", 1)[0], sizes))
+    return found
+
+
+def code_workspace(sources: Iterable[Path]) -> Optional[Dict[str, int]]:
+    """``{"bytes": the most one function allocates, "allocations": most calls in one
+    function}`` from :func:`function_allocations`, or None when it cannot tell."""
+    found = function_allocations(sources)
+    if found is None:
+        return None
+    return {
+        "bytes": max((sum(sizes) for _, sizes in found), default=0),
+        "allocations": max((len(sizes) for _, sizes in found), default=0),
+    }
 
 
 def metadata_operator_workspace(metadata: Mapping[str, Any]) -> Optional[int]:

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from ..errors import GraphError, MetadataError, ParamsError
+from .aot import read_aot
 from .dtypes import UnknownDTypeError, dtype_from_numpy, parse_dtype
 from .graph import Graph
 from .metadata import MEMBER, ModelMetadata, main_io, operator_function_names, parse_metadata
@@ -73,7 +74,10 @@ def _build_model(root: Path, version: int, meta: ModelMetadata, multi: bool) -> 
     if meta.executor == "graph":
         _attach_graph(model, root, version, meta)
     else:
-        model.inputs, model.outputs = _aot_io(meta)
+        inputs, outputs = _aot_io(meta)
+        model.aot, model.inputs, model.outputs = read_aot(
+            root, meta.name, model.sources, inputs, outputs, meta.workspace_bytes
+        )
     return model
 
 

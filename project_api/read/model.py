@@ -63,6 +63,7 @@ class Model:
     workspace_bytes: int = 0
     external_dependencies: List[dict] = field(default_factory=list)
     metadata_functions: List[str] = field(default_factory=list)
+    aot: Optional[Any] = None  # read.aot.AotEntry for AOT models: how the firmware calls them
 
     @property
     def params_path(self) -> Optional[Path]:
@@ -127,6 +128,7 @@ class Model:
             "op_count": self.op_count,
             "operator_functions": self.operator_functions,
             "external_dependencies": list(self.external_dependencies),
+            "aot": self.aot.describe() if self.aot is not None else None,
             "graph": self.graph_member,
             "params": self.params_member,
             "sources": [str(path.relative_to(self.root)) for path in self.sources],

@@ -1,0 +1,56 @@
+"""What every executor kind provides to the generator (:class:`ExecutorKind`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, Mapping, Optional, Sequence
+
+from ...read import Graph, Model
+from ..sizes import WorkspaceEstimate
+
+
+@dataclass(frozen=True)
+class LibraryCode:
+    """C placed in ``model_<mod>.c`` before the executor is set up, and the expression that
+    gives the executor its function library (a ``const TVMModule*``)."""
+
+    c_text: str
+    library: str
+    linked_by_name: Sequence[str] = ()  # functions reached by name, outside TVM's registry
+
+
+class ExecutorKind:
+    """One way of driving a model's generated C. Subclasses override every method."""
+
+    name = ""
+
+    def graph(self, model: Model) -> Graph:
+        """The operator calls the runtime executes for ``model``."""
+        raise NotImplementedError
+
+    def graph_format(self, requested: str) -> str:
+        """How the graph reaches the device (``tables`` or ``json``) given the option."""
+        return requested
+
+    def workspace(self, model: Model, override: Optional[int]) -> WorkspaceEstimate:
+        """The ``TVMBackendAllocWorkspace`` pool the model's C needs."""
+        raise NotImplementedError
+
+    def library(
+        self,
+        model: Model,
+        c_name: str,
+        funcs: Sequence[str],
+        entry_point: str,
+        renames: Mapping[str, str],
+    ) -> LibraryCode:
+        """The function library the executor resolves ``funcs`` in."""
+        raise NotImplementedError
+
+    def ram_items(self, model: Model) -> Dict[str, int]:
+        """RAM the model's own C reserves (beyond arena, workspace, state), by name."""
+        return {}
+
+    def describe(self, model: Model) -> Dict[str, Any]:
+        """What project.json records about the kind."""
+        return {"executor": self.name}

@@ -1,0 +1,390 @@
+"""AOT models: how the generated C is entered, and the inputs/outputs it takes.
+
+TVM's AOT executor writes no graph. The model is one C function; what this reader needs to
+call it comes from three places, each checked against metadata.json:
+
+- the entry point: ``tvmgen_<mod>_run(struct tvmgen_<mod>_inputs*, struct
+  tvmgen_<mod>_outputs*)`` declared in ``codegen/host/include/tvmgen_<mod>.h`` (interface
+  ``c``), or ``tvmgen_<mod>___tvm_main__`` in TVM's packed calling convention, reached through
+  the system library (interface ``packed``, no header);
+- the order of inputs and outputs: the header's structs (``c``), or the ``get_c_metadata``
+  tables of the generated C (``packed``); metadata.json sorts its keys, so it has lost it;
+- shapes: ``@main``'s signature in ``src/<mod>.relay`` (metadata records byte sizes only);
+  flat vectors where it gives none.
+
+USMP models (``tvmc --enable-usmp``) carry their own pools as static arrays in
+``.bss.noinit.tvm``; they are recorded here so the firmware's linker script and the fit check
+can place and count them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from ..errors import AotError
+from .dtypes import UnknownDTypeError, parse_dtype
+from .model import TensorSpec
+
+INTERFACES = ("c", "packed")
+INCLUDE_DIR = "codegen/host/include"
+RELAY_DIR = "src"
+NOINIT_SECTION = ".bss.noinit"
+
+# Parameters of tvmgen_<mod>_run beyond inputs/outputs: TVM interface options we cannot drive.
+_EXTRA_PARAMETERS = {
+    "workspace_pools": "workspace pools passed by the caller (USMP with --workspace-pools)",
+    "constant_pools": "constant pools passed by the caller (USMP with constant pools)",
+    "devices": "device contexts (an accelerator such as Ethos-U)",
+}
+_STATIC_POOL_RE = re.compile(
+    r"__attribute__\s*\(\(\s*section\s*\(\s*\"(\.bss\.noinit[^\"]*)\"\s*\)[^;{]*?\)\)\s*"
+    r"static\s+u?int8_t\s+(\w+)\s*\[\s*(\d+)\s*\]\s*;"
+)
+_COMMENT_RE = re.compile(r"/\*.*?\*/", re.DOTALL)
+_TENSOR_RE = re.compile(r"Tensor\[\(([^)]*)\),\s*([A-Za-z0-9_]+)\]")
+_PARAM_RE = re.compile(r"%([^\s:,()]+)\s*:\s*Tensor\[\(([^)]*)\),\s*([A-Za-z0-9_]+)\]")
+
+
+def sanitize(name: str) -> str:
+    """A name as TVM's code generator spells it in C identifiers."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+@dataclass(frozen=True)
+class StaticPool:
+    """A memory pool the model's C defines itself (USMP): ``static uint8_t name[size]``."""
+
+    name: str
+    size: int
+    section: str
+
+
+@dataclass(frozen=True)
+class AotEntry:
+    """How the firmware calls an AOT model."""
+
+    interface: str  # "c" | "packed"
+    prefix: str  # "tvmgen_<mod>"
+    header_member: Optional[str]
+    input_fields: Tuple[str, ...]  # the header's struct members (c), in call order
+    output_fields: Tuple[str, ...]
+    workspace_bytes: int  # what TVM reports for main (header define, else metadata)
+    static_pools: Tuple[StaticPool, ...] = ()
+
+    @property
+    def run_function(self) -> str:
+        return f"{self.prefix}_run"
+
+    @property
+    def main_function(self) -> str:
+        return f"{self.prefix}___tvm_main__"
+
+    @property
+    def usmp(self) -> bool:
+        return bool(self.static_pools)
+
+    @property
+    def static_pool_bytes(self) -> int:
+        return sum(pool.size for pool in self.static_pools)
+
+    def describe(self) -> Dict[str, object]:
+        return {
+            "interface": self.interface,
+            "entry_point": self.run_function if self.interface == "c" else self.main_function,
+            "header": self.header_member,
+            "usmp": self.usmp,
+            "static_pools": [
+                {"name": p.name, "bytes": p.size, "section": p.section} for p in self.static_pools
+            ],
+            "workspace_bytes": self.workspace_bytes,
+        }
+
+
+def read_aot(
+    root: Path,
+    name: str,
+    sources: Sequence[Path],
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+    metadata_workspace: int,
+) -> Tuple[AotEntry, List[TensorSpec], List[TensorSpec]]:
+    """The entry point of AOT model ``name`` and its inputs/outputs in call order with shapes.
+
+    ``inputs``/``outputs`` are what metadata.json records (flat, sorted by name).
+    """
+    prefix = "tvmgen_" + sanitize(name)
+    texts = {path: path.read_text(encoding="utf-8", errors="replace") for path in sources}
+    header_member = f"{INCLUDE_DIR}/{prefix}.h"
+    header = root / header_member
+    pools = _static_pools(texts.values())
+    if header.is_file():
+        text = _COMMENT_RE.sub("", header.read_text(encoding="utf-8", errors="replace"))
+        entry, ins, outs = _c_interface(header_member, text, prefix, inputs, outputs, pools)
+        _require_definition(texts, entry.run_function, header_member)
+    elif _defines_packed_main(texts.values(), prefix):
+        ins, outs = _packed_order(texts.values(), inputs, outputs)
+        entry = AotEntry("packed", prefix, None, (), (), metadata_workspace, pools)
+    elif any(re.search(rf"\b{prefix}_run\s*\(\s*struct\b", t) for t in texts.values()):
+        raise AotError(
+            header_member,
+            "",
+            f"missing: the model's C defines {prefix}_run(struct {prefix}_inputs*, ...) "
+            "and that header declares the structs",
+            hint="export the archive again with tvm.micro.export_model_library_format",
+        )
+    else:
+        raise AotError(
+            "codegen/host/src",
+            "",
+            f"no AOT entry point: neither {prefix}_run nor {prefix}___tvm_main__ is defined",
+        )
+    relay_member = f"{RELAY_DIR}/{name}.relay"
+    relay = root / relay_member
+    if relay.is_file():
+        ins, outs = _apply_relay(relay_member, relay.read_text(errors="replace"), ins, outs)
+    if entry.interface == "packed":
+        outs = _packed_output_shapes(texts.values(), outs)
+    return entry, ins, outs
+
+
+def _require_definition(texts: Dict[Path, str], function: str, header_member: str) -> None:
+    pattern = re.compile(rf"\b{function}\s*\([^;{{]*\)\s*\{{")
+    if not any(pattern.search(text) for text in texts.values()):
+        raise AotError(
+            "codegen/host/src",
+            "",
+            f"{function}, declared in {header_member}, is defined in none of the sources",
+        )
+
+
+# --- interface c: the header -------------------------------------------------------------
+
+
+def _c_interface(
+    member: str,
+    text: str,
+    prefix: str,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+    pools: Tuple[StaticPool, ...],
+) -> Tuple[AotEntry, List[TensorSpec], List[TensorSpec]]:
+    _check_run_prototype(member, text, prefix)
+    in_fields = _struct_fields(member, text, f"{prefix}_inputs")
+    out_fields = _struct_fields(member, text, f"{prefix}_outputs")
+    ins = _match_fields(member, text, prefix, "inputs", in_fields, inputs)
+    outs = _match_fields(member, text, prefix, "outputs", out_fields, outputs)
+    workspace = _define(text, f"{prefix.upper()}_WORKSPACE_SIZE")
+    if workspace is None:
+        raise AotError(member, f"{prefix.upper()}_WORKSPACE_SIZE", "missing")
+    entry = AotEntry("c", prefix, member, tuple(in_fields), tuple(out_fields), workspace, pools)
+    return entry, ins, outs
+
+
+def _check_run_prototype(member: str, text: str, prefix: str) -> None:
+    match = re.search(rf"\b{prefix}_run\s*\(([^)]*)\)\s*;", text)
+    if match is None:
+        raise AotError(member, f"{prefix}_run", "no declaration of the entry point")
+    types = [re.sub(r"\s+", "", part).split("*")[0] for part in match.group(1).split(",")]
+    wanted = [f"struct{prefix}_inputs", f"struct{prefix}_outputs"]
+    if types[:2] != wanted:
+        raise AotError(
+            member,
+            f"{prefix}_run",
+            f"takes ({match.group(1).strip()}); expected struct {prefix}_inputs* and "
+            f"struct {prefix}_outputs* first",
+        )
+    for extra in types[2:]:
+        kind = extra.replace(f"struct{prefix}_", "")
+        what = _EXTRA_PARAMETERS.get(kind, f"an unknown parameter {extra!r}")
+        raise AotError(
+            member,
+            f"{prefix}_run",
+            f"also takes {what}; only the inputs and outputs structs are supported",
+            hint="build with the interface options interface-api=c, unpacked-api=1 and USMP "
+            "pools the model defines itself (or no USMP)",
+        )
+
+
+def _struct_fields(member: str, text: str, struct: str) -> List[str]:
+    match = re.search(rf"\bstruct\s+{struct}\s*\{{([^}}]*)\}}", text)
+    if match is None:
+        raise AotError(member, f"struct {struct}", "missing")
+    body = match.group(1)
+    fields = re.findall(r"void\s*\*\s*(\w+)\s*;", body)
+    declared = [part for part in body.split(";") if part.strip()]
+    if len(fields) != len(declared):
+        raise AotError(member, f"struct {struct}", "members must all be void* tensor pointers")
+    return fields
+
+
+def _define(text: str, macro: str) -> Optional[int]:
+    match = re.search(rf"#define\s+{macro}\s+(\d+)", text)
+    return int(match.group(1)) if match else None
+
+
+def _match_fields(
+    member: str,
+    text: str,
+    prefix: str,
+    key: str,
+    fields: List[str],
+    specs: Sequence[TensorSpec],
+) -> List[TensorSpec]:
+    """metadata's specs in the header's order; names and sizes must agree."""
+    by_c_name = {sanitize(spec.name): spec for spec in specs}
+    listed = ", ".join(spec.name for spec in specs) or "none"
+    if len(fields) != len(specs) or set(fields) != set(by_c_name):
+        raise AotError(
+            member,
+            f"struct {prefix}_{key}",
+            f"has {', '.join(fields) or 'no members'} but metadata.json lists {key}: {listed}",
+        )
+    ordered = [by_c_name[field] for field in fields]
+    for field, spec in zip(fields, ordered):
+        macro = f"{prefix.upper()}_{field.upper()}_SIZE"
+        size = _define(text, macro)
+        if size is not None and size != spec.nbytes:
+            raise AotError(
+                member,
+                macro,
+                f"is {size} bytes but metadata.json says {spec.nbytes} for {spec.name}",
+            )
+    return ordered
+
+
+# --- interface packed ----------------------------------------------------------------------
+
+
+def _defines_packed_main(texts: Iterable[str], prefix: str) -> bool:
+    pattern = re.compile(
+        rf"\b{prefix}___tvm_main__\s*\(\s*(?:TVMValue\s*\*|void\s*\*\s*args\b)[^;{{]*\)\s*\{{"
+    )
+    return any(pattern.search(text) for text in texts)
+
+
+def _c_metadata_names(texts: Iterable[str], key: str) -> List[Tuple[str, Tuple[int, ...]]]:
+    """Names and shapes of the ``kTvmgenMetadata_<key>`` table (packed interface)."""
+    for text in texts:
+        table = re.search(rf"kTvmgenMetadata_{key}\[\d+\]\s*=\s*\{{(.*?)\n\}};", text, re.DOTALL)
+        if table is None:
+            continue
+        found = []
+        for index, name in enumerate(re.findall(r'"([^"]*)"\s*/\*\s*name\s*\*/', table.group(1))):
+            shape = re.search(
+                rf"kTvmgenMetadata_{key}_{index}_shape\[\d+\]\s*=\s*\{{([^}}]*)\}}", text
+            )
+            dims = re.findall(r"(-?\d+)L", shape.group(1)) if shape else []
+            found.append((name, tuple(int(d) for d in dims)))
+        return found
+    return []
+
+
+def _packed_order(
+    texts: Iterable[str], inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]
+) -> Tuple[List[TensorSpec], List[TensorSpec]]:
+    listed = [name for name, _ in _c_metadata_names(texts, "inputs")]
+    if sorted(listed) == sorted(spec.name for spec in inputs):
+        by_name = {spec.name: spec for spec in inputs}
+        return [by_name[name] for name in listed], list(outputs)
+    return list(inputs), list(outputs)
+
+
+def _packed_output_shapes(texts: Iterable[str], outputs: List[TensorSpec]) -> List[TensorSpec]:
+    tables = _c_metadata_names(texts, "outputs")
+    if len(tables) != len(outputs):
+        return outputs
+    return [
+        _reshaped(spec, shape) if len(spec.shape) == 1 else spec
+        for spec, (_, shape) in zip(outputs, tables)
+    ]
+
+
+def _reshaped(spec: TensorSpec, shape: Tuple[int, ...]) -> TensorSpec:
+    if shape and math.prod(shape) == math.prod(spec.shape):
+        return TensorSpec(spec.name, shape, spec.dtype)
+    return spec
+
+
+# --- shapes from Relay ------------------------------------------------------------------
+
+
+def main_signature(text: str) -> Tuple[Dict[str, Tuple[Tuple[int, ...], str]], List[tuple]]:
+    """``@main``'s parameters {name: (shape, dtype)} and its result tensors [(shape, dtype)]
+    (empty when the result type is not written)."""
+    text = _COMMENT_RE.sub("", text)
+    start = text.find("def @main(")
+    if start < 0:
+        return {}, []
+    depth, index = 0, start
+    for index in range(start + len("def @main"), len(text)):
+        if text[index] == "(":
+            depth += 1
+        elif text[index] == ")":
+            depth -= 1
+            if depth == 0:
+                break
+    params_text = text[start:index]
+    rest = text[index + 1 : text.find("{", index)]
+    params = {name: (_dims(dims), dtype) for name, dims, dtype in _PARAM_RE.findall(params_text)}
+    results = []
+    if "->" in rest:
+        results = [(_dims(d), t) for d, t in _TENSOR_RE.findall(rest.split("->", 1)[1])]
+    return params, results
+
+
+def _dims(text: str) -> Tuple[int, ...]:
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    return tuple(int(part) if part.isdigit() else -1 for part in parts)
+
+
+def _apply_relay(
+    member: str, text: str, inputs: List[TensorSpec], outputs: List[TensorSpec]
+) -> Tuple[List[TensorSpec], List[TensorSpec]]:
+    params, results = main_signature(text)
+    by_c_name = {sanitize(name): value for name, value in params.items()}
+    shaped_in = []
+    for spec in inputs:
+        found = params.get(spec.name) or by_c_name.get(sanitize(spec.name))
+        shaped_in.append(_relay_spec(member, spec, found, f"@main parameter %{spec.name}"))
+    shaped_out = list(outputs)
+    if len(results) == len(outputs):
+        shaped_out = [
+            _relay_spec(member, spec, found, f"@main result {i}")
+            for i, (spec, found) in enumerate(zip(outputs, results))
+        ]
+    return shaped_in, shaped_out
+
+
+def _relay_spec(member: str, spec: TensorSpec, found: Optional[tuple], where: str) -> TensorSpec:
+    if found is None:
+        return spec
+    shape, dtype = found
+    if any(dim < 0 for dim in shape):
+        return spec  # a dynamic dimension: keep the flat size metadata gives
+    try:
+        itemsize = parse_dtype(dtype).itemsize
+    except UnknownDTypeError as err:
+        raise AotError(member, where, str(err)) from None
+    if parse_dtype(dtype) != parse_dtype(spec.dtype) or itemsize * math.prod(shape) != spec.nbytes:
+        raise AotError(
+            member,
+            where,
+            f"is {dtype}{list(shape)} but metadata.json says {spec.name} is {spec.nbytes} "
+            f"bytes of {spec.dtype}",
+        )
+    return TensorSpec(spec.name, shape, spec.dtype)
+
+
+# --- USMP pools ----------------------------------------------------------------------------
+
+
+def _static_pools(texts: Iterable[str]) -> Tuple[StaticPool, ...]:
+    pools = []
+    for text in texts:
+        for section, name, size in _STATIC_POOL_RE.findall(text):
+            pools.append(StaticPool(name, int(size), section))
+    return tuple(pools)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import http.server
 import json
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,10 +94,34 @@ def git(repo: Path, *args: str) -> str:
 
 CMSIS_ENV = "MLF_PROJECT_CMSIS_NN"
 CMSIS_NN_TAG = "v4.1.0"  # what kws_int8_cmsisnn was compiled against
+# Where CI keeps CMSIS-NN (a bare git repository holding the tag) when the variable is unset.
+CMSIS_NN_SHARED = REPO_ROOT.parent / "shared" / "deps" / "CMSIS-NN.git"
 CMSIS_NN_SKIP = (
     f"needs CMSIS-NN: set {CMSIS_ENV} to a CMSIS-NN git repository (path or url; tag "
-    f"{CMSIS_NN_TAG} is used) or to a CMSIS-NN checkout"
+    f"{CMSIS_NN_TAG} is used) or to a CMSIS-NN checkout (default: {CMSIS_NN_SHARED}, absent)"
 )
+
+
+def _cmsis_nn_location() -> Optional[str]:
+    """$MLF_PROJECT_CMSIS_NN, else a usable copy of ../shared/deps/CMSIS-NN.git."""
+    configured = os.environ.get(CMSIS_ENV)
+    if configured:
+        return configured
+    return str(_shared_cmsis_nn()) if CMSIS_NN_SHARED.is_dir() else None
+
+
+@functools.cache
+def _shared_cmsis_nn() -> Path:
+    """The shared bare repository comes read-only and without its (empty) refs/ folder, which
+    git needs to recognise a repository: tests use a copy with the folder restored."""
+    copy = Path(tempfile.mkdtemp(prefix="mlf-cmsis-nn-")) / "CMSIS-NN.git"
+    shutil.copytree(CMSIS_NN_SHARED, copy)
+    for path in [copy, *copy.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)
+    (copy / "refs" / "heads").mkdir(parents=True, exist_ok=True)
+    (copy / "refs" / "tags").mkdir(parents=True, exist_ok=True)
+    atexit.register(shutil.rmtree, copy.parent, True)
+    return copy
 
 
 @dataclass(frozen=True)
@@ -108,15 +134,15 @@ class CmsisNn:
 
 
 def cmsis_nn_given() -> bool:
-    """Whether $MLF_PROJECT_CMSIS_NN is set (for skip marks decided at collection)."""
-    return bool(os.environ.get(CMSIS_ENV))
+    """Whether a CMSIS-NN is at hand (for skip marks decided at collection)."""
+    return _cmsis_nn_location() is not None
 
 
 def cmsis_nn() -> CmsisNn:
     """What $MLF_PROJECT_CMSIS_NN names; skips the calling test when it is unset. A bare
     repository, or one whose tree holds no CMSIS-NN, is a repository; any other directory is
     a checkout (CMSIS-NN, or CMSIS_5 with CMSIS/NN)."""
-    where = os.environ.get(CMSIS_ENV)
+    where = _cmsis_nn_location()
     if not where:
         pytest.skip(CMSIS_NN_SKIP)
     if "://" in where:

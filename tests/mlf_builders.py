@@ -12,7 +12,7 @@ import io
 import json
 import tarfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -190,23 +190,154 @@ STANDALONE_CRT = {
 }
 
 
-def aot_files(name: str = "default") -> Files:
-    """An AOT model with the C interface and the standalone CRT packed inside."""
-    meta = model_metadata(name, 7, executor="aot", dependencies=[STANDALONE_CRT])
+AotOutputs = List[Tuple[str, int]]
+
+
+def aot_files(
+    name: str = "default",
+    *,
+    interface: str = "c",
+    usmp: bool = False,
+    outputs: Optional[AotOutputs] = None,
+) -> Files:
+    """A runnable AOT model as TVM 0.14 writes it, with the standalone CRT packed inside:
+    ``x`` float32[1,4] in; each output ``j`` (name, n int8 elements) holds
+    ``int8(2 * x[i % 4] + j)`` (:func:`aot_reference`). Interface ``c`` (a header and
+    ``tvmgen_<name>_run``) or ``packed``; ``usmp`` keeps scratch in a static
+    ``.bss.noinit.tvm`` pool instead of TVMBackendAllocWorkspace."""
+    outputs = outputs if outputs is not None else [("output", 8)]
+    meta = model_metadata(name, 7, executor="aot", workspace=0 if usmp else 96,
+                          dependencies=[STANDALONE_CRT])  # fmt: skip
     main = meta["memory"]["functions"]["main"][0]
     main["inputs"] = {"x": {"size": 16, "dtype": "float32"}}
-    main["outputs"] = {"output": {"size": 8, "dtype": "int8"}}
-    metadata = {"version": 7, "modules": {name: meta}}
-    return {
-        "metadata.json": _encode(metadata),
-        f"codegen/host/src/{name}_lib0.c": C_STUB % 0,
-        f"codegen/host/include/tvmgen_{name}.h": b"int32_t tvmgen_default_run(void*, void*);\n",
+    main["outputs"] = {out: {"size": size, "dtype": "int8"} for out, size in outputs}
+    files: Files = {
+        "metadata.json": _encode({"version": 7, "modules": {name: meta}}),
+        f"codegen/host/src/{name}_lib1.c": _aot_ops_c(name, outputs, interface, usmp).encode(),
         f"parameters/{name}.params": save_params({}),
-        f"src/{name}.relay": b"def @main() {}\n",
         "runtime/include/tvm/runtime/crt/module.h": b"/* crt */\n",
-        "runtime/src/runtime/crt/common/crt_runtime_api.c": b"/* crt */\n",
+        "runtime/src/runtime/crt/common/crt_runtime_api.c": b"#error TVM's CRT is not ours\n",
         "templates/crt_config.h.template": b"/* template */\n",
     }
+    results = ", ".join(f"Tensor[({size}), int8]" for _, size in outputs)
+    result = results if len(outputs) == 1 else f"({results})"
+    files[f"src/{name}.relay"] = (
+        f"def @main(%x: Tensor[(1, 4), float32] /* span=x:0:0 */) -> {result} {{\n  %x\n}}\n"
+    ).encode()
+    if interface == "c":
+        files[f"codegen/host/include/tvmgen_{name}.h"] = aot_header(name, outputs, 96).encode()
+        files[f"codegen/host/src/{name}_lib0.c"] = _aot_run_c(name, outputs).encode()
+    else:
+        files[f"codegen/host/src/{name}_lib0.c"] = _aot_registry_c(name).encode()
+    return files
+
+
+def aot_reference(x: np.ndarray, outputs: Optional[AotOutputs] = None) -> Dict[str, np.ndarray]:
+    """The outputs of :func:`aot_files`' model, keyed output0..N-1."""
+    outputs = outputs if outputs is not None else [("output", 8)]
+    flat = np.asarray(x, dtype=np.float32).reshape(-1)
+    return {
+        f"output{j}": np.array([int(2 * flat[i % 4] + j) for i in range(size)], dtype=np.int8)
+        for j, (_, size) in enumerate(outputs)
+    }
+
+
+def aot_header(name: str, outputs: AotOutputs, workspace: int) -> str:
+    upper = f"TVMGEN_{name.upper()}"
+    lines = ["#ifndef TVMGEN_H_", "#define TVMGEN_H_", "#include <stdint.h>"]
+    lines.append(f"#define {upper}_X_SIZE 16")
+    lines += [f"#define {upper}_{out.upper()}_SIZE {size}" for out, size in outputs]
+    lines += [f"struct tvmgen_{name}_inputs {{", "  void* x;", "};"]
+    lines += [f"struct tvmgen_{name}_outputs {{"] + [f"  void* {o};" for o, _ in outputs] + ["};"]
+    lines.append(f"int32_t tvmgen_{name}_run(")
+    lines.append(f"  struct tvmgen_{name}_inputs* inputs,")
+    lines.append(f"  struct tvmgen_{name}_outputs* outputs")
+    lines.append(");")
+    lines += [f"#define {upper}_WORKSPACE_SIZE {workspace}", "#endif", ""]
+    return "\n".join(lines)
+
+
+def _aot_run_c(name: str, outputs: AotOutputs) -> str:
+    params = ", ".join(["void* x"] + [f"void* {o}" for o, _ in outputs])
+    args = ", ".join(["inputs->x"] + [f"outputs->{o}" for o, _ in outputs])
+    return (
+        '#include "tvm/runtime/c_runtime_api.h"\n'
+        f"#include <tvmgen_{name}.h>\n"
+        f"TVM_DLL int32_t tvmgen_{name}___tvm_main__({params});\n"
+        f"int32_t tvmgen_{name}_run(struct tvmgen_{name}_inputs* inputs,"
+        f"struct tvmgen_{name}_outputs* outputs) {{return tvmgen_{name}___tvm_main__({args});\n}}\n"
+    )
+
+
+def _aot_registry_c(name: str) -> str:
+    main = f"tvmgen_{name}___tvm_main__"
+    return (
+        "#include <tvm/runtime/crt/module.h>\n"
+        f"TVM_DLL int32_t {main}(TVMValue* args, int* type_code, int num_args, "
+        "TVMValue* out_value, int* out_type_code, void* resource_handle);\n"
+        "static TVMBackendPackedCFunc _tvm_func_array[] = {\n"
+        f"    (TVMBackendPackedCFunc){main},\n}};\n"
+        f'static const TVMFuncRegistry _tvm_func_registry = {{\n    "\\001\\000{main}\\000", '
+        "_tvm_func_array,\n};\n"
+        "static const TVMModule _tvm_system_lib = {\n    &_tvm_func_registry,\n};\n"
+        "const TVMModule* TVMSystemLibEntryPoint(void) {\n    return &_tvm_system_lib;\n}\n"
+    )
+
+
+def _aot_ops_c(name: str, outputs: AotOutputs, interface: str, usmp: bool) -> str:
+    """One operator per output (scratch: 16 bytes each) called from __tvm_main__."""
+    lines = [
+        '#include "tvm/runtime/c_runtime_api.h"',
+        '#include "tvm/runtime/c_backend_api.h"',
+        "#include <stdint.h>",
+    ]
+    if usmp:
+        lines += ['__attribute__((section(".bss.noinit.tvm"), aligned(8)))',
+                  "static uint8_t global_workspace[32];"]  # fmt: skip
+    for j, (_, size) in enumerate(outputs):
+        scratch = (
+            "  float* tmp = (float*)&global_workspace[16];"
+            if usmp
+            else "  float* tmp = (float*)TVMBackendAllocWorkspace(1, 0, (uint64_t)16, 0, 8);\n"
+            "  if (tmp == NULL) return -1;"
+        )
+        lines += [
+            f"TVM_DLL int32_t tvmgen_{name}_fused_op_{j}(float* p0, int8_t* T_out) {{",
+            scratch,
+            "  for (int i = 0; i < 4; ++i) tmp[i] = 2.0f * p0[i];",
+            f"  for (int i = 0; i < {size}; ++i) T_out[i] = (int8_t)((int)tmp[i % 4] + {j});",
+        ]
+        if not usmp:
+            lines.append("  if (TVMBackendFreeWorkspace(1, 0, tmp) != 0) return -1;")
+        lines += ["  return 0;", "}"]
+    outs = [f"int8_t* {o}_buffer_var" for o, _ in outputs]
+    main = f"tvmgen_{name}___tvm_main__"
+    if interface == "c":
+        lines.append(f"TVM_DLL int32_t {main}(float* x_buffer_var, {', '.join(outs)}) {{")
+    else:
+        lines += [
+            f"TVM_DLL int32_t {main}(void* args, int32_t* arg_type_ids, int32_t num_args, "
+            "void* out_ret_value, int32_t* out_ret_tcode, void* resource_handle) {",
+            f"  if (num_args != {1 + len(outputs)}) return -1;",
+            "  float* x_buffer_var = (float*)(((DLTensor*)(((TVMValue*)args)[0].v_handle))->data);",
+        ]
+        for j, (o, _) in enumerate(outputs):
+            lines.append(
+                f"  int8_t* {o}_buffer_var = "
+                f"(int8_t*)(((DLTensor*)(((TVMValue*)args)[{j + 1}].v_handle))->data);"
+            )
+    if usmp:
+        lines.append("  float* sid_1 = (float*)&global_workspace[0];")
+    else:
+        lines += ["  float* sid_1 = (float*)TVMBackendAllocWorkspace(1, 0, (uint64_t)16, 0, 8);",
+                  "  if (sid_1 == NULL) return -1;"]  # fmt: skip
+    lines.append("  for (int i = 0; i < 4; ++i) sid_1[i] = x_buffer_var[i];")
+    for j, (o, _) in enumerate(outputs):
+        lines.append(f"  if (tvmgen_{name}_fused_op_{j}(sid_1, {o}_buffer_var) != 0) return -1;")
+    if not usmp:
+        lines.append("  if (TVMBackendFreeWorkspace(1, 0, sid_1) != 0) return -1;")
+    lines += ["  return 0;", "}", ""]
+    return "\n".join(lines)
 
 
 def with_json(files: Files, member: str, edit: Any) -> Files:

@@ -455,14 +455,35 @@ def test_registry_parsing(tmp_path: Path) -> None:
     assert '"\\002\\000f_a\\000f_b\\000"' in text and "f_d" not in text
 
 
-def test_aot_model_is_refused_with_the_export_hint(tmp_path: Path) -> None:
+@pytest.mark.parametrize("project_type", ["host_driven", "standalone"])
+def test_aot_model_generates_an_entry_point_adapter(tmp_path: Path, project_type: str) -> None:
     from mlf_builders import aot_files
 
     archive = write_tar(tmp_path / "aot.tar", aot_files())
-    with pytest.raises(UnsupportedModelError, match="AOT model") as caught:
-        generate(archive, tmp_path / "p")
-    assert 'Executor("graph")' in str(caught.value)
-    assert not (tmp_path / "p").exists()
+    info = generate(archive, tmp_path / "p", project_type=project_type)
+    [model] = info["models"]
+    assert model["executor"] == "aot" and model["interface"] == "c"
+    assert model["graph_format"] == "tables"
+    assert model["sizes"]["workspace_bytes"] >= 96 and model["sizes"]["arena_bytes"] >= 24
+    text = (tmp_path / "p" / "src" / "model_default.c").read_text()
+    assert '#include "tvmgen_default.h"' in text
+    assert "return (int)tvmgen_default_run(&inputs, &outputs);" in text
+    assert "tvmgen_default_run\\000" in text  # the registry name the graph calls
+    cmake = (tmp_path / "p" / "CMakeLists.txt").read_text()
+    assert "model/default/codegen/host/include" in cmake
+    assert "runtime/src/runtime" not in cmake  # TVM's CRT inside the archive is never built
+    assert info["dependencies"][0]["short_name"] == "tvm_standalone_crt"
+    assert info["dependencies"][0]["compiled"] is False
+
+
+def test_aot_usmp_pools_count_in_the_fit_check(tmp_path: Path) -> None:
+    from mlf_builders import aot_files
+
+    archive = write_tar(tmp_path / "aot.tar", aot_files(usmp=True))
+    info = generate(archive, tmp_path / "p", board="qemu-mps2-an385")
+    assert info["fit"]["ram"]["items"]["model pools (USMP)"] == 32
+    assert info["models"][0]["sizes"]["workspace_bytes"] == 0
+    assert ".noinit (NOLOAD)" in (tmp_path / "p" / "board" / "linker.ld").read_text()
 
 
 def test_missing_archive(tmp_path: Path) -> None:

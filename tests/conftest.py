@@ -28,8 +28,32 @@ def corpus_dir() -> Path:
     return corpus.corpus_dir(REPO_ROOT)
 
 
-def corpus_archives() -> List[Path]:
-    return corpus.corpus_archives(corpus_dir())
+def corpus_archives(aot: bool = False) -> List[Path]:
+    """The graph archives of the corpus; with ``aot``, its AOT archives (``aot/``) too."""
+    found = corpus.corpus_archives(corpus_dir())
+    return found + corpus.corpus_archives(corpus_dir() / "aot") if aot else found
+
+
+def corpus_archive(stem: str) -> Optional[Path]:
+    """The corpus archive ``stem``.tar, graph or AOT (None when absent)."""
+    for folder in (corpus_dir(), corpus_dir() / "aot"):
+        if (folder / f"{stem}.tar").is_file():
+            return folder / f"{stem}.tar"
+    return None
+
+
+def cmsis_nn_dependency() -> Dict[str, str]:
+    """CMSIS-NN as a real git dependency at :data:`CMSIS_NN_TAG` (the option ``dependencies``
+    takes it), from wherever :func:`cmsis_nn` finds a repository; skips without one."""
+    source = cmsis_nn()
+    if source.git_url is None:
+        pytest.skip(f"{CMSIS_ENV} names a checkout; this test needs a git repository")
+    return {
+        "short_name": "cmsis-nn",
+        "url": source.git_url,
+        "url_type": "git",
+        "version_spec": CMSIS_NN_TAG,
+    }
 
 
 @pytest.fixture(scope="session")

@@ -108,7 +108,7 @@ def test_factory_model_runs_on_host(
 
 
 def _corpus_params() -> List[Any]:
-    archives = corpus_archives()
+    archives = corpus_archives(aot=True)
     if not archives:
         return [pytest.param(None, marks=pytest.mark.skip(reason="no corpus (MLF_PROJECT_CORPUS)"))]
     params = []
@@ -126,7 +126,7 @@ def corpus_projects(
 ) -> Dict[Path, Any]:
     root = tmp_path_factory.mktemp("corpus")
     jobs = []
-    for archive in corpus_archives():
+    for archive in corpus_archives(aot=True):
         if "_cmsisnn" in archive.name and cmsis_nn_checkout is None:
             continue
         case = corpus_case(archive)

@@ -24,10 +24,11 @@ import numpy as np
 import pytest
 from conftest import (
     CMSIS_NN_SKIP,
+    cmsis_nn_dependency,
     cmsis_nn_given,
+    corpus_archive,
     corpus_archives,
     corpus_case,
-    corpus_dir,
     requires_arm,
 )
 
@@ -52,7 +53,11 @@ OTHER_BOARDS = [
     ("qemu-mps2-an505", "kws_int8", "M33: a real TVM int8 model"),
     ("qemu-lm3s6965evb", "cnn_int8", "the 64 KiB M3: a factory int8 model"),
     ("qemu-lm3s6965evb", "mnist8", "the 64 KiB M3: a real TVM float model (47 KiB of RAM)"),
+    ("qemu-mps2-an386", "kws_int8_aot_cmsisnn_usmp", "AOT + USMP + CMSIS-NN as a git dependency"),
+    ("qemu-mps2-an505", "mnist8_aot", "M33: a real TVM AOT float model"),
 ]
+# AOT archives that need CMSIS-NN run on the M4F (qemu-mps2-an386) only: OTHER_BOARDS.
+AOT_CMSIS_NN = "_aot_cmsisnn"
 
 
 def cli(capsys: pytest.CaptureFixture, *argv: object) -> Tuple[int, str, str]:
@@ -78,7 +83,9 @@ def corpus_kwargs(
         kwargs["model"] = model
     elif "all_models" in case:
         kwargs["model"] = case["model_name"]
-    if "_cmsisnn" in archive.name:
+    if AOT_CMSIS_NN in archive.name:
+        kwargs["options"] = {"dependencies": [cmsis_nn_dependency()]}
+    elif "_cmsisnn" in archive.name:
         kwargs["options"] = {"cmsis_path": str(cmsis_nn)}
     return kwargs
 
@@ -100,8 +107,8 @@ def builds(
         if name not in archives:
             if name in catalog():
                 archives[name] = catalog()[name]().write(root / f"{name}.tar")
-            elif (corpus_dir() / f"{name}.tar").is_file():
-                archives[name] = corpus_dir() / f"{name}.tar"
+            elif corpus_archive(name) is not None:
+                archives[name] = corpus_archive(name)  # type: ignore[assignment]
             else:
                 return None  # no corpus here: its tests skip through mlf_corpus
         return archives[name]
@@ -118,16 +125,16 @@ def builds(
     for name in FACTORY:
         if name != "mlp":
             add(name, AN385, **({"model": "*"} if catalog()[name]().companions else {}))
-    for archive in corpus_archives():
-        if corpus_wanted(archive):
+    for archive in corpus_archives(aot=True):
+        if corpus_wanted(archive) and AOT_CMSIS_NN not in archive.name:
             add(archive.stem, AN385, **corpus_kwargs(archive, cmsis_nn_checkout))
             if "all_models" in corpus_case(archive):
                 add(archive.stem, AN385, **corpus_kwargs(archive, cmsis_nn_checkout, "*"))
     for board, name, _ in OTHER_BOARDS:
         if name in catalog():
             add(name, board)
-        elif archive_of(name) is not None:
-            add(name, board, **corpus_kwargs(corpus_dir() / f"{name}.tar", cmsis_nn_checkout))
+        elif archive_of(name) is not None and corpus_wanted(archives[name]):
+            add(name, board, **corpus_kwargs(archives[name], cmsis_nn_checkout))
 
     def one(job: Tuple[str, Path, str, Dict[str, Any]]) -> Any:
         name, archive, board, kwargs = job
@@ -233,9 +240,12 @@ def test_more_models_on_the_other_boards(
         inputs = model.sample_inputs()
         expected = model.reference(inputs)
     else:
-        if not (corpus_dir() / f"{name}.tar").is_file():
-            pytest.skip(f"no {name}.tar in the corpus at {corpus_dir()}")
-        case = corpus_case(corpus_dir() / f"{name}.tar")
+        archive = corpus_archive(name)
+        if archive is None:
+            pytest.skip(f"no {name}.tar in the corpus (MLF_PROJECT_CORPUS)")
+        if not corpus_wanted(archive):
+            pytest.skip(CMSIS_NN_SKIP)
+        case = corpus_case(archive)
         inputs = dict(np.load(str(case["inputs_npz"])))
         expected = dict(np.load(str(case["outputs_npz"])))
     _, project = built(builds, key(name, board))
@@ -254,7 +264,7 @@ def test_more_models_on_the_other_boards(
 
 
 def _corpus_params() -> List[Any]:
-    archives = corpus_archives()
+    archives = [a for a in corpus_archives(aot=True) if AOT_CMSIS_NN not in a.name]
     if not archives:
         return [pytest.param(None, marks=pytest.mark.skip(reason="no corpus (MLF_PROJECT_CORPUS)"))]
     params = []

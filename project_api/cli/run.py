@@ -227,9 +227,10 @@ def _project_for_archive(
     )
     project.temporary = not args.project_dir
     for dependency in project.info.get("dependencies") or []:
-        note = dependency.get("cpu_features_note")
-        if note:  # e.g. CMSIS-NN built without its DSP code: said once, when generated
-            print(f"mlf-project run: {note}", file=sys.stderr)
+        # e.g. CMSIS-NN built without its DSP code, TVM's CRT not compiled: said once
+        for key in ("note", "cpu_features_note"):
+            if dependency.get(key):
+                print(f"mlf-project run: {dependency[key]}", file=sys.stderr)
     return project
 
 

@@ -709,6 +709,8 @@ def _install_dependencies(
             "resolved": dep.resolved,
             "compiled": not dep.skipped,
         }
+        if dep.spec.is_tvm_crt:
+            entry["note"] = dep.note
         if cmsis is not None and dep.recipe.kind == "cmsis-nn" and not dep.skipped:
             entry["cpu_features"] = cmsis.name
             entry["cpu_features_note"] = cmsis.reason

@@ -46,6 +46,8 @@ from .spec import DependencySpec, parse_dependency
 
 LOCK_FILE_NAME = "dependencies.lock.json"
 LOCK_FORMAT = 1
+# What stands in for TVM's standalone C runtime (an archive's tvm_standalone_crt).
+SATISFIED_BY_OWN_RUNTIME = "mlf-project-api's runtime (runtime/ in the project)"
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -75,6 +77,8 @@ class LockEntry:
         )
         out["placed"] = self.placed
         out["tree_sha256"] = self.tree_sha256
+        if self.spec.is_tvm_crt:
+            out["satisfied_by"] = SATISFIED_BY_OWN_RUNTIME
         return out
 
     def differs_from(self, spec: DependencySpec) -> List[str]:

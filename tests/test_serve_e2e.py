@@ -71,10 +71,15 @@ def assert_matches_reference(outputs: Dict[str, np.ndarray], reference: Any) -> 
             np.testing.assert_array_equal(got, want, err_msg=key)
 
 
-def test_template_to_outputs_on_host(tmp_path: Path, mlf_corpus: Path) -> None:
+# A graph archive, and an AOT one (interface c, shapes from its Relay text).
+ARCHIVES = ["mlp_default.tar", "aot/mnist8_aot.tar"]
+
+
+@pytest.mark.parametrize("member", ARCHIVES)
+def test_template_to_outputs_on_host(tmp_path: Path, mlf_corpus: Path, member: str) -> None:
     from project_api.transport.session import Session
 
-    case = corpus_case(mlf_corpus / "mlp_default.tar")
+    case = corpus_case(mlf_corpus / member)
     archive = Path(str(case["archive"]))
     project_dir = tmp_path / "generated"
     options = tvmc_options(board="host", project_type="host_driven", verbose="false")

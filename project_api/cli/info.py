@@ -68,9 +68,22 @@ def describe_model(model: Model) -> List[str]:
         f"  sources: {len(model.sources)} C files, {len(model.objects)} objects",
         f"  external dependencies: {_dependencies(model.external_dependencies)}",
     ]
-    if model.graph is None:
+    if model.aot is not None:
+        lines += _aot_lines(model.aot.describe())
+    elif model.graph is None:
         lines.append(f"  note: {model.executor} model, no graph executor configuration")
     return lines
+
+
+def _aot_lines(aot: Dict[str, Any]) -> List[str]:
+    pools = ", ".join(
+        f"{p['name']} {_bytes(p['bytes'])} in {p['section']}" for p in aot["static_pools"]
+    )
+    return [
+        f"  entry point: {aot['entry_point']} (interface {aot['interface']}"
+        f"{', declared in ' + aot['header'] if aot['header'] else ''})",
+        f"  memory: {'USMP pools ' + pools if aot['usmp'] else 'TVMBackendAllocWorkspace'}",
+    ]
 
 
 def _tensor_lines(specs: List[TensorSpec]) -> List[str]:

@@ -42,7 +42,7 @@ from ..options import GRAPH_FORMATS, PROJECT_TYPES, normalize_options
 from ..read import Archive, Model, open_archive
 from ..resources import crt_dir, template_dir
 from . import samples as samples_mod
-from .executors import ExecutorKind, LibraryCode, executor_for
+from .executors import ExecutorKind, LibraryCode, LibraryRequest, executor_for
 from .params_blob import aligned_params
 from .registry import defined_functions
 from .sizes import FitReport, WorkspaceEstimate, fit_report
@@ -121,7 +121,9 @@ class ModelPlan:
     def library(self) -> LibraryCode:
         """The function library the executor resolves the graph's functions in."""
         return self.kind.library(
-            self.model, self.c_name, self.tables.funcs, self.entry_point, self.renames
+            LibraryRequest(
+                self.model, self.c_name, self.tables.funcs, self.entry_point, self.renames
+            )
         )
 
     def describe(self) -> Dict[str, Any]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from ...errors import UnsupportedModelError
 from ...read import Model
 from .aot import AotExecutor
-from .base import ExecutorKind, LibraryCode
+from .base import ExecutorKind, LibraryCode, LibraryRequest
 from .graph import GraphExecutor
 
 KINDS = {"graph": GraphExecutor(), "aot": AotExecutor()}
@@ -31,4 +31,4 @@ def executor_for(model: Model) -> ExecutorKind:
     return kind
 
 
-__all__ = ["KINDS", "ExecutorKind", "LibraryCode", "executor_for"]
+__all__ = ["KINDS", "ExecutorKind", "LibraryCode", "LibraryRequest", "executor_for"]

@@ -17,13 +17,13 @@ the fit check.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Optional
 
 from ...read import Graph, Model
 from ...read.aot import AotEntry
 from ..registry import registry_c
 from ..sizes import WORKSPACE_ALIGN, WorkspaceEstimate, align, function_allocations
-from .base import ExecutorKind, LibraryCode
+from .base import ExecutorKind, LibraryCode, LibraryRequest
 from .graph import system_library
 
 AOT_GRAPH_MEMBER = "(AOT entry point)"
@@ -49,19 +49,12 @@ class AotExecutor(ExecutorKind):
     def workspace(self, model: Model, override: Optional[int]) -> WorkspaceEstimate:
         return aot_workspace(model, override)
 
-    def library(
-        self,
-        model: Model,
-        c_name: str,
-        funcs: Sequence[str],
-        entry_point: str,
-        renames: Mapping[str, str],
-    ) -> LibraryCode:
-        entry = aot_entry(model)
+    def library(self, request: LibraryRequest) -> LibraryCode:
+        entry = aot_entry(request.model)
         if entry.interface == "packed":
-            return system_library(model, c_name, funcs, entry_point, renames)
-        symbol = f"mlf_{c_name}_aot"
-        text = adapter_c(entry, f"{symbol}_run", renames.get(entry.run_function))
+            return system_library(request)
+        symbol = f"mlf_{request.c_name}_aot"
+        text = adapter_c(entry, f"{symbol}_run", request.renames.get(entry.run_function))
         return LibraryCode(text + "\n" + _registry(symbol, entry.run_function), f"&{symbol}")
 
     def ram_items(self, model: Model) -> Dict[str, int]:

@@ -19,6 +19,17 @@ class LibraryCode:
     linked_by_name: Sequence[str] = ()  # functions reached by name, outside TVM's registry
 
 
+@dataclass(frozen=True)
+class LibraryRequest:
+    """What the generator knows when it asks a kind for a model's function library."""
+
+    model: Model
+    c_name: str  # the model's C identifier in the firmware
+    funcs: Sequence[str]  # the functions the graph calls, by name
+    entry_point: str  # TVMSystemLibEntryPoint as renamed for this model
+    renames: Mapping[str, str]  # functions given another C symbol at compile time
+
+
 class ExecutorKind:
     """One way of driving a model's generated C. Subclasses override every method."""
 
@@ -36,15 +47,8 @@ class ExecutorKind:
         """The ``TVMBackendAllocWorkspace`` pool the model's C needs."""
         raise NotImplementedError
 
-    def library(
-        self,
-        model: Model,
-        c_name: str,
-        funcs: Sequence[str],
-        entry_point: str,
-        renames: Mapping[str, str],
-    ) -> LibraryCode:
-        """The function library the executor resolves ``funcs`` in."""
+    def library(self, request: LibraryRequest) -> LibraryCode:
+        """The function library the executor resolves ``request.funcs`` in."""
         raise NotImplementedError
 
     def ram_items(self, model: Model) -> Dict[str, int]:

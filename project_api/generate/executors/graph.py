@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from typing import Optional
 
 from ...read import Graph, Model
 from ..registry import render_registry, unregistered_functions
 from ..sizes import WorkspaceEstimate, estimate_workspace
-from .base import ExecutorKind, LibraryCode
+from .base import ExecutorKind, LibraryCode, LibraryRequest
 
 
 class GraphExecutor(ExecutorKind):
@@ -19,29 +19,17 @@ class GraphExecutor(ExecutorKind):
     def workspace(self, model: Model, override: Optional[int]) -> WorkspaceEstimate:
         return estimate_workspace(model, override)
 
-    def library(
-        self,
-        model: Model,
-        c_name: str,
-        funcs: Sequence[str],
-        entry_point: str,
-        renames: Mapping[str, str],
-    ) -> LibraryCode:
-        return system_library(model, c_name, funcs, entry_point, renames)
+    def library(self, request: LibraryRequest) -> LibraryCode:
+        return system_library(request)
 
 
-def system_library(
-    model: Model,
-    c_name: str,
-    funcs: Sequence[str],
-    entry_point: str,
-    renames: Mapping[str, str],
-) -> LibraryCode:
-    """TVM's system library, unless ``funcs`` include functions TVM left out of its
+def system_library(request: LibraryRequest) -> LibraryCode:
+    """TVM's system library, unless the graph calls functions TVM left out of its
     registry: then a registry of our own linking every one of them by name."""
-    direct = unregistered_functions(funcs, model.sources)
+    sources = request.model.sources
+    direct = unregistered_functions(request.funcs, sources)
     if not direct:
-        return LibraryCode("", f"{entry_point}()", ())
-    symbol = f"mlf_{c_name}_functions"
-    text = render_registry(symbol, funcs, model.sources, renames)
+        return LibraryCode("", f"{request.entry_point}()", ())
+    symbol = f"mlf_{request.c_name}_functions"
+    text = render_registry(symbol, request.funcs, sources, request.renames)
     return LibraryCode(text, f"&{symbol}", tuple(direct))

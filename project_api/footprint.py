@@ -146,7 +146,9 @@ def section_bucket(name: str, flags: int) -> Optional[str]:
         return ".text"
     if name.startswith((".bss", ".tbss", ".noinit")) or name == "COMMON":
         return ".bss"
-    if flags & SHF_WRITE:
+    # TVM's constants are non-const arrays placed in .rodata.tvm (so "aw"): the linker
+    # script puts them in flash with the other .rodata.
+    if flags & SHF_WRITE and not name.startswith(".rodata"):
         return ".data"
     return ".rodata"
 
@@ -171,7 +173,7 @@ def classify(obj: str, section: str) -> str:
     if "/runtime/firmware/" in path:
         return "firmware"
     if "/mlf_model_" in path or "/model/" in path or path.startswith("model/"):
-        return "model"
+        return _model_category(section)
     if "/deps/" in path or path.startswith("deps/") or "/_deps/" in path:
         return "model"
     if "/src/" in path or path.startswith("src/"):
@@ -191,6 +193,11 @@ def classify(obj: str, section: str) -> str:
     if "/board/" in path or path.startswith("board/"):
         return "board"
     return "other"
+
+
+def _model_category(section: str) -> str:
+    # USMP's static pools: the model's own RAM, placed in .noinit so start-up skips them.
+    return "pools" if section.startswith(".bss.noinit") else "model"
 
 
 def _static_category(section: str, statics: Mapping[str, str]) -> str:
@@ -254,7 +261,7 @@ def _map_bucket(output: str) -> Optional[str]:
         return output
     if output in (".data",):
         return ".data"
-    if output in (".bss",):
+    if output in (".bss", ".noinit"):
         return ".bss"
     if output == ".rodata":
         return ".rodata"
@@ -415,7 +422,6 @@ def _was_linked(obj: Path, linked_symbols: set) -> bool:
 
 
 def _add_object(result: LinkedSizes, obj: Path, rel: str) -> None:
-    category = classify(rel, ".text")
     statics: Mapping[str, str] = {}
     base = obj.name
     if "/src/" in f"/{rel}" and base.startswith("model_"):
@@ -442,6 +448,7 @@ def _add_object(result: LinkedSizes, obj: Path, rel: str) -> None:
         named = carved.get(index, {})
         for target, size in named.items():
             result.add(bucket, target, size)
+        category = classify(rel, section.name)
         result.add(bucket, category, max(0, section.size - sum(named.values())))
 
 
@@ -556,6 +563,13 @@ class Footprint:
         return self._sum_sizes("workspace_bytes")
 
     @property
+    def model_pools_bytes(self) -> int:
+        """RAM the model's C reserves itself (USMP's static pools)."""
+        if self.linked is not None:
+            return self.linked.category_bytes("pools", (".bss", ".data"))
+        return self.planned_ram.get("model pools", 0)
+
+    @property
     def params_flash_bytes(self) -> int:
         if self.linked is not None:
             return self.linked.category_bytes("params", (".rodata", ".text"))
@@ -652,6 +666,7 @@ class Footprint:
             "runtime_ram_bytes": self.runtime_ram_bytes,
             "arena_bytes": self.arena_bytes,
             "workspace_bytes": self.workspace_bytes,
+            "model_pools_bytes": self.model_pools_bytes,
             "params_flash_bytes": self.params_flash_bytes,
             "params_ram_bytes": self.params_ram_bytes,
             "params_in_place": self.params_in_place,
@@ -675,11 +690,17 @@ class Footprint:
             },
         }
 
+    def _kinds(self) -> str:
+        kinds = sorted(
+            {f"{m.get('executor', 'graph')} executor" for m in self.models}
+            | {f"{m.get('graph_format')} graph" for m in self.models}
+        )
+        return ", ".join(kinds)
+
     def text(self) -> str:
         lines = [
             f"{', '.join(m['name'] for m in self.models)} on {self.board.name} "
-            f"({self.info.get('project_type')}, "
-            f"{'/'.join(sorted({str(m.get('graph_format')) for m in self.models}))} graph) — "
+            f"({self.info.get('project_type')}, {self._kinds()}) — "
             + (
                 f"linked {self.linked.firmware} ({self.linked.method})"
                 if self.linked is not None
@@ -696,6 +717,7 @@ class Footprint:
         ram_rows += [
             ("arena (tensors)", self.planned_ram.get("arena"), got("arena")),
             ("workspace", self.planned_ram.get("workspace"), got("workspace")),
+            ("model pools (USMP)", self.planned_ram.get("model pools", 0), got("pools")),
             ("executor state", self.planned_ram.get("executor state"), got("state")),
             ("graph tables", self.planned_ram.get("graph tables", 0), got("graph", (".bss",))),
             ("receive buffer", self.planned_ram.get("rx buffer", 0), got("rx_buffer")),
@@ -794,6 +816,9 @@ def _planned(info: Mapping[str, Any]) -> Tuple[Dict[str, int], Dict[str, Optiona
         if info.get("project_type") == "host_driven"
         else 0,
         "stack": int(info.get("stack_bytes") or 0),
+        "model pools": sum(
+            int(pool["bytes"]) for m in models for pool in m.get("static_pools") or ()
+        ),
     }
     planned_flash: Dict[str, Optional[int]] = {
         "params": sum(int(m["sizes"]["params_blob_bytes"]) for m in models),
@@ -931,13 +956,14 @@ def _opt(board: Any) -> List[str]:
 
 def _project_params_ram(project: Any) -> Tuple[int, int, int]:
     from .generate import MODEL_TAR
+    from .generate.executors import executor_for
     from .generate.tables import compile_graph
     from .read import open_archive
 
     names = {str(m["name"]) for m in project.models}
     with open_archive(Path(project.dir) / MODEL_TAR) as archive:
         return _params_ram(
-            (compile_graph(model.require_graph()), model.params or {})
+            (compile_graph(executor_for(model).graph(model)), model.params or {})
             for model in archive.models
             if model.name in names
         )

@@ -10,6 +10,7 @@ from typing import Any, Dict, Tuple
 
 import pytest
 from conftest import have_tool
+from mlf_builders import aot_files, write_dir
 
 from project_api.cli import main as cli_main
 from project_api.driver import Project
@@ -102,6 +103,16 @@ def host_project(mlp_archive: Path, tmp_path_factory: pytest.TempPathFactory) ->
         ("/x/arm-none-eabi/lib/thumb/v7-m/nofp/libc_nano.a(lib_a-memcpy.o)", ".text", "libc"),
         ("CMakeFiles/cmsis_nn.dir/deps/cmsis_nn/Source/x.c.obj", ".text", "model"),
         ("somewhere/else.o", ".text", "other"),
+        (
+            "CMakeFiles/mlf_model_kws.dir/model/kws/codegen/host/src/kws_lib0.c.obj",
+            ".bss.noinit.tvm",
+            "pools",
+        ),
+        (
+            "CMakeFiles/mlf_model_kws.dir/model/kws/codegen/host/src/kws_lib0.c.obj",
+            ".rodata.tvm",
+            "model",
+        ),
     ],
 )
 def test_classify(obj: str, section: str, category: str) -> None:
@@ -115,6 +126,9 @@ def test_section_bucket() -> None:
     assert section_bucket(".data.rel.ro", SHF_ALLOC | SHF_WRITE) == ".data"
     assert section_bucket(".bss", SHF_ALLOC | SHF_WRITE) == ".bss"
     assert section_bucket(".stack", SHF_ALLOC | SHF_WRITE) == ".stack"
+    # TVM's constants are writable arrays in .rodata.tvm; the linker script puts them in flash.
+    assert section_bucket(".rodata.tvm", SHF_ALLOC | SHF_WRITE) == ".rodata"
+    assert section_bucket(".bss.noinit.tvm", SHF_ALLOC | SHF_WRITE) == ".bss"
     assert section_bucket(".debug_info", 0) is None
     assert section_bucket(".comment", 0) is None
 
@@ -370,3 +384,35 @@ def test_build_flag_on_an_archive(mlp_archive: Path) -> None:
     assert report.linked is not None
     assert not Path(report.project_dir).exists()  # the scratch project is gone
     assert report.to_json()["stage"] == "linked"
+
+
+# --- AOT ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def usmp_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_dir(tmp_path_factory.mktemp("fp_aot") / "usmp.mlf", aot_files(usmp=True))
+
+
+def test_aot_planned_counts_the_model_pools(usmp_archive: Path) -> None:
+    report = footprint(usmp_archive, board="qemu-mps2-an385", estimate=False)
+    assert report.planned_ram["model pools"] == 32 == report.model_pools_bytes
+    assert report.ram_total_bytes == report.info["fit"]["ram"]["needed"]
+    assert "aot executor" in report.text().splitlines()[0]
+    assert "model pools (USMP)" in report.text()
+
+
+@requires_arm_gcc
+def test_aot_linked_pools_and_constants(usmp_archive: Path, tmp_path: Path) -> None:
+    """USMP's pool is linked into .noinit (counted as RAM, as the model's pools), and the
+    model's code is what it was planned to be; nothing is left unexplained."""
+    project = Project.generate(usmp_archive, tmp_path / "p", board="qemu-mps2-an385")
+    project.build()
+    report = project_footprint(project, estimate=True)
+    linked = report.linked
+    assert linked is not None and linked.method == "linker map"
+    assert linked.category_bytes("pools", (".bss",)) == 32 == report.model_pools_bytes
+    for bucket in (".text", ".rodata", ".data", ".bss"):
+        explained = sum(linked.split.get(bucket, {}).values())
+        assert 0 <= explained - linked.totals.get(bucket, 0) <= 64, bucket
+    assert report.to_json()["model_pools_bytes"] == 32

@@ -69,6 +69,7 @@ def probe_context(
 ) -> Dict[str, Any]:
     """The template context for a generated single-model project."""
     from project_api.generate import MODEL_TAR
+    from project_api.generate.executors import executor_for
     from project_api.generate.tables import MLF_FUNC_COPY, compile_graph, state_bytes_expression
     from project_api.read import open_archive
 
@@ -76,11 +77,13 @@ def probe_context(
     name = str(described["name"])
     with open_archive(Path(project.dir) / MODEL_TAR) as archive:
         (model,) = [m for m in archive.models if m.name == name]
-        tables = compile_graph(model.require_graph())
+        tables = compile_graph(executor_for(model).graph(model))
         params = dict(model.params or {})
+        aot_direct = _aot_direct_call(model, described) if direct else None
     in_place = tables.bound_in_place(params) if params else set()
     funcs = list(tables.funcs)
-    direct_ok = direct and all(_IDENT.match(f) for f in funcs)
+    # An AOT model's one call goes to tvmgen_<mod>_run in its own convention, not packed.
+    direct_ok = direct and aot_direct is None and all(_IDENT.match(f) for f in funcs)
     shapes: List[int] = []
     views = []
     for view in tables.views:
@@ -117,6 +120,7 @@ def probe_context(
         "target_ticks": int(target_ticks),
         "max_reps": int(max_reps),
         "direct": direct_ok,
+        "aot_direct": aot_direct,
         "funcs": funcs,
         "views": views,
         "shapes": shapes,
@@ -133,6 +137,25 @@ def probe_context(
         "num_ops": len(tables.ops),
         "num_views": len(tables.views),
         "storage_bytes": sum(tables.storage_bytes),
+    }
+
+
+def _aot_direct_call(model: Any, described: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """For an AOT model with the C interface: what a bare program calling
+    ``tvmgen_<mod>_run`` needs (TVM's header, its struct members and the executor storage
+    each points at: the one-call graph stores inputs, then outputs, one storage each)."""
+    entry = getattr(model, "aot", None)
+    if entry is None or entry.interface != "c" or not entry.header_member:
+        return None
+    header = f"../model/{described['c_name']}/{entry.header_member}"
+    fields = list(entry.input_fields) + list(entry.output_fields)
+    return {
+        "header": header,
+        "prefix": entry.prefix,
+        "run": entry.run_function,
+        "inputs": [(f, i) for i, f in enumerate(entry.input_fields)],
+        "outputs": [(f, len(entry.input_fields) + j) for j, f in enumerate(entry.output_fields)],
+        "num_fields": len(fields),
     }
 
 

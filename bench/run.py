@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 if __package__ in (None, ""):  # run as a script: make `bench` and `project_api` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import buildtime, codesize, dispatch, params, ram, streaming  # noqa: E402
+from bench import aot, buildtime, codesize, dispatch, params, ram, streaming  # noqa: E402
 from bench.common import REPO_ROOT, Context, PartResult, Skip  # noqa: E402
 
 PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
@@ -35,6 +35,7 @@ PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
     ("buildtime", "4. generate + build time on the host", buildtime.run),
     ("streaming", "5. streaming throughput over the pty", streaming.run),
     ("params", "6. params bound in place vs copied", params.run),
+    ("aot", "7. AOT archives beside the graph archive; firmware vs a bare tvmgen_<m>_run", aot.run),
 ]
 DEFAULT_JSON = REPO_ROOT / "bench" / "results" / "latest.json"
 
@@ -53,6 +54,9 @@ COLUMNS: Dict[str, List[str]] = {
                   "download_mb_s", "download_median_mb_s"],
     "params": ["model", "params_blob_bytes", "arena_in_place_bytes", "arena_copied_bytes",
                "params_ram_in_place", "params_ram_copied", "copy_path_matches"],
+    "aot": ["model", "executor", "instructions", "bare_instructions", "overhead_instructions",
+            "overhead_percent", "vs_graph_instructions", "flash_bytes", "ram_bytes",
+            "model_pools_bytes", "workspace_bytes", "outputs_match"],
 }  # fmt: skip
 
 
@@ -168,6 +172,18 @@ def targets(results: Dict[str, PartResult]) -> List[Dict[str, Any]]:
             "target": "streaming >= 1 MB/s over the pty",
             "figure": figure,
             "status": verdict(s or None, s.get("target_met"), "streaming"),
+        }
+    )
+    a = summary("aot")
+    rows.append(
+        {
+            "target": "AOT firmware vs a bare tvmgen_kws_run <= 0.01 % of instructions",
+            "figure": None
+            if a.get("kws_aot_percent") is None
+            else f"{a['kws_aot_percent']:.5f} % ({a['kws_aot_overhead_instructions']:,.0f} of "
+            f"{a['kws_aot_instructions']:,.0f} instructions, kws_int8_aot_usmp); worst "
+            f"{a['worst_model']} {a['worst_percent']:.5f} %",
+            "status": verdict(a.get("kws_aot_percent"), a.get("target_met"), "aot"),
         }
     )
     return rows

@@ -70,7 +70,7 @@ CATEGORIES = (
 )
 SECTIONS = (".text", ".rodata", ".data", ".bss")
 # Files of template_project/firmware/ (compiled into the runtime library of a project).
-LOOP_SOURCES = ("mlf_device", "mlf_frame", "mlf_standalone")
+LOOP_SOURCES = ("mlf_device", "mlf_frame", "mlf_standalone", "mlf_profile")
 # Statics of the generated model_<mod>.c and main.c that are buffers the report names.
 _MODEL_STATICS = {
     "arena": "arena",
@@ -697,24 +697,15 @@ class Footprint:
         )
         return ", ".join(kinds)
 
-    def text(self) -> str:
-        lines = [
-            f"{', '.join(m['name'] for m in self.models)} on {self.board.name} "
-            f"({self.info.get('project_type')}, {self._kinds()}) — "
-            + (
-                f"linked {self.linked.firmware} ({self.linked.method})"
-                if self.linked is not None
-                else "planned (not built)"
-            )
-        ]
+    def ram_rows(self) -> List[Tuple[str, Optional[int], Optional[int]]]:
+        """(what, planned, linked) RAM figures, total left out."""
         linked = self.linked
-        ram_rows: List[Tuple[str, Optional[int], Optional[int]]] = []
         ram = (".data", ".bss")
 
         def got(category: str, buckets: Iterable[str] = ram) -> Optional[int]:
             return None if linked is None else linked.category_bytes(category, buckets)
 
-        ram_rows += [
+        rows: List[Tuple[str, Optional[int], Optional[int]]] = [
             ("arena (tensors)", self.planned_ram.get("arena"), got("arena")),
             ("workspace", self.planned_ram.get("workspace"), got("workspace")),
             ("model pools (USMP)", self.planned_ram.get("model pools", 0), got("pools")),
@@ -724,38 +715,67 @@ class Footprint:
             ("stack", self.planned_ram.get("stack", 0), got("stack", (".stack",))),
         ]
         if linked is not None:
-            ram_rows.append(("runtime globals", None, got("runtime")))
+            rows.append(("runtime globals", None, got("runtime")))
             other = sum(
                 linked.category_bytes(c, ram)
                 for c in ("firmware", "board", "libc", "model", "other")
             ) + linked.category_bytes("heap", (".heap",))
-            ram_rows.append(("glue, board, libc", None, other))
-        planned_ram_total = sum(self.planned_ram.values())
-        ram_rows.append(
-            ("total", planned_ram_total, linked.ram_bytes if linked is not None else None)
-        )
-        lines.append(_table("RAM", ram_rows, self.ram_available))
+            rows.append(("glue, board, libc", None, other))
+        return rows
+
+    def flash_rows(self) -> List[Tuple[str, Optional[int], Optional[int]]]:
+        """(what, planned, linked) flash figures, total left out."""
+        linked = self.linked
         code = (".text", ".rodata")
-        flash_rows: List[Tuple[str, Optional[int], Optional[int]]] = [
-            ("params", self.planned_flash.get("params"), got("params", code)),
-            ("graph tables / json", self.planned_flash.get("graph"), got("graph", code)),
+
+        def got(category: str) -> Optional[int]:
+            return None if linked is None else linked.category_bytes(category, code)
+
+        rows: List[Tuple[str, Optional[int], Optional[int]]] = [
+            ("params", self.planned_flash.get("params"), got("params")),
+            ("graph tables / json", self.planned_flash.get("graph"), got("graph")),
         ]
-        if self.planned_flash.get("samples") or (linked is not None and got("samples", code)):
-            flash_rows.append(("samples", self.planned_flash.get("samples"), got("samples", code)))
-        flash_rows += [
-            ("model code", self.planned_flash.get("model code"), got("model", code)),
-            ("runtime", self.planned_flash.get("runtime"), got("runtime", code)),
+        if self.planned_flash.get("samples") or got("samples"):
+            rows.append(("samples", self.planned_flash.get("samples"), got("samples")))
+        rows += [
+            ("model code", self.planned_flash.get("model code"), got("model")),
+            ("runtime", self.planned_flash.get("runtime"), got("runtime")),
         ]
         if linked is not None:
-            flash_rows += [
-                ("firmware loop + glue", None, got("firmware", code)),
-                ("board seam", None, got("board", code)),
-                ("libc", None, got("libc", code)),
+            rows += [
+                ("firmware loop + glue", None, got("firmware")),
+                ("board seam", None, got("board")),
+                ("libc", None, got("libc")),
                 (".data initialisers", None, linked.bucket_total(".data")),
             ]
-            rest = got("other", code)
-            if rest:
-                flash_rows.append(("other", None, rest))
+            if got("other"):
+                rows.append(("other", None, got("other")))
+        return rows
+
+    def headline(self) -> str:
+        return (
+            f"{', '.join(m['name'] for m in self.models)} on {self.board.name} "
+            f"({self.info.get('project_type')}, {self._kinds()}) — "
+            + (
+                f"linked {self.linked.firmware} ({self.linked.method})"
+                if self.linked is not None
+                else "planned (not built)"
+            )
+        )
+
+    def text(self) -> str:
+        linked = self.linked
+        lines = [self.headline()]
+        ram_rows = self.ram_rows()
+        ram_rows.append(
+            (
+                "total",
+                sum(self.planned_ram.values()),
+                linked.ram_bytes if linked is not None else None,
+            )
+        )
+        lines.append(_table("RAM", ram_rows, self.ram_available))
+        flash_rows = self.flash_rows()
         flash_rows.append(
             (
                 "total",
@@ -764,11 +784,10 @@ class Footprint:
             )
         )
         lines.append(_table("flash", flash_rows, self.flash_available))
-        in_place = (
+        lines.append(
             f"params: {self.params_in_place} of {self.params_total} bound in place in flash, "
             f"{self.params_ram_bytes:,} B copied into RAM"
         )
-        lines.append(in_place)
         lines.append(
             f"runtime: {_num(self.runtime_text_bytes)} B code+rodata, "
             f"{self.runtime_ram_bytes:,} B RAM beyond tensors and workspace"

@@ -267,6 +267,15 @@ OPTIONS: Dict[str, Option] = _table(
         None,
         "The cmake executable; default: a system cmake >= 3.20.",
     ),
+    Option(
+        "profile",
+        "bool",
+        False,
+        "host_driven projects: record the time and workspace of every call of the model's "
+        "functions (its C compiled with -finstrument-functions) for `mlf-project profile`. "
+        "Off: the firmware holds none of it.",
+        optional=_GENERATE,
+    ),
 )
 
 

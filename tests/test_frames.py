@@ -193,6 +193,8 @@ def test_a_fake_header_completed_by_real_bytes_is_rescanned_at_once() -> None:
         (0x84, 24),
         (0x85, MAX_PAYLOAD),
         (0x86, 0),
+        (0x07, 4),
+        (0x87, MAX_PAYLOAD),
         (0xFF, 135),
         (0x00, SMALL_PAYLOAD),
         (0x7E, SMALL_PAYLOAD),

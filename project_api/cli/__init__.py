@@ -20,6 +20,7 @@ COMMANDS = [
     ("build", "BuildCommand"),
     ("flash", "FlashCommand"),
     ("run", "RunCommand"),
+    ("profile", "ProfileCommand"),
     ("demo", "DemoCommand"),
     ("boards", "BoardsCommand"),
     ("footprint", "FootprintCommand"),

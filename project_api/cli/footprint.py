@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
+from typing import Any, Dict
 
 from .command import EXIT_FAILURE, EXIT_OK, Command
 from .generate import add_option_argument
@@ -43,6 +46,7 @@ class FootprintCommand(Command):
             help="do not compile the model and runtime to estimate their code before building",
         )
         parser.add_argument("--json", action="store_true", help="print one JSON object")
+        parser.add_argument("--html", help="also write a self-contained HTML report here")
 
     def do_run(self, args: argparse.Namespace) -> int:
         from ..footprint import footprint
@@ -67,4 +71,22 @@ class FootprintCommand(Command):
             print(json.dumps(report.to_json(), indent=2))
         else:
             print(report.text())
+        if args.html:
+            _write_html(Path(args.html), report)
         return EXIT_OK if report.fits else EXIT_FAILURE
+
+
+def _write_html(path: Path, report: Any) -> None:
+    from ..generate.project import generator_version
+    from ..report.html import page, toolchain_versions
+
+    metadata: Dict[str, Any] = {
+        "board": report.board.name,
+        "models": ", ".join(m["name"] for m in report.models),
+        "what": report.headline(),
+        "mlf-project-api": generator_version(),
+        **toolchain_versions(report.board),
+    }
+    title = f"Footprint of {metadata['models'] or 'the firmware'} on {report.board.name}"
+    path.write_text(page(title, metadata=metadata, footprint=report), encoding="utf-8")
+    print(f"report written to {path}", file=sys.stderr)

@@ -85,6 +85,7 @@ class RunCommand(Command):
         options: Dict[str, Any] = dependency_options(args, parse_option_assignments(args.option))
         if args.icount:
             options["qemu_icount"] = "true"
+        options.update(self.forced_options(args))
         progress = ProgressPrinter(prefix="")
         with contextlib.ExitStack() as stack:
             if target.is_dir() and is_generated_project(target):
@@ -113,13 +114,28 @@ class RunCommand(Command):
             # An explicit --timeout bounds the run too: a firmware that hangs inside an
             # operator must be reported within the time the user asked for.
             run_timeout = args.timeout or max(timeout, MIN_RUN_TIMEOUT)
-            if planned is None:
-                result = _run_standalone(project, run_timeout)
-            else:
-                result = _run_host_driven(project, planned, timeout, run_timeout)
-            _report(project, result, args)
-            status = result.get("status", EXIT_OK)
+            status = self.execute(project, planned, timeout, run_timeout, args)
         return int(status)
+
+    def forced_options(self, args: argparse.Namespace) -> Dict[str, str]:
+        """Project options this command needs whatever the user passed."""
+        return {}
+
+    def execute(
+        self,
+        project: Any,
+        planned: Optional[List[Tuple[str, Dict[str, Any]]]],
+        timeout: float,
+        run_timeout: float,
+        args: argparse.Namespace,
+    ) -> int:
+        """Runs the built project and reports; the exit status."""
+        if planned is None:
+            result = _run_standalone(project, run_timeout)
+        else:
+            result = _run_host_driven(project, planned, timeout, run_timeout)
+        _report(project, result, args)
+        return int(result.get("status", EXIT_OK))
 
 
 # --- project ---------------------------------------------------------------------------------

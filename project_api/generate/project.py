@@ -297,6 +297,11 @@ def _plan_models(
     project_type: str,
     opts: Mapping[str, Any],
 ) -> List[ModelPlan]:
+    if opts["profile"] and project_type != "host_driven":
+        raise GenerateError(
+            f"option profile needs a host_driven project, not {project_type}",
+            hint="the profile is read over the device protocol after a run",
+        )
     models = choose_models(archive, model)
     plans: List[ModelPlan] = []
     ptr = pointer_bytes(board)
@@ -434,7 +439,9 @@ def _write_project(
     for plan in plans:
         _copy_model_code(plan, archive, root)
     any_json = any(plan.graph_format == "json" for plan in plans)
-    runtime_sources = _copy_runtime(root, project_type, "json" if any_json else "tables")
+    runtime_sources = _copy_runtime(
+        root, project_type, "json" if any_json else "tables", bool(opts["profile"])
+    )
     seam_sources, seam_dirs = _copy_board(root, board, stack)
 
     dependencies = _install_dependencies(
@@ -453,6 +460,8 @@ def _write_project(
     definitions = [f"{name}={value}" for name, value in board.compile_definitions().items()] + list(
         opts["compile_definitions"] or []
     )
+    if opts["profile"]:
+        definitions.append("MLF_PROFILE=1")
     context = {
         "generator_version": generator_version(),
         "board": board,
@@ -461,6 +470,7 @@ def _write_project(
         "cross": not board.is_host,
         "cpu_flags": board.cpu_flags(),
         "werror": bool(opts["warning_as_error"]),
+        "profile": bool(opts["profile"]),
         "opt_flags": ["-O2", "-g"] if not board.is_host else ["-O2"],
         "definitions": definitions,
         "runtime_sources": runtime_sources,
@@ -546,6 +556,7 @@ def _copy_model_code(plan: ModelPlan, archive: Archive, root: Path) -> None:
 # product): TVM's graph-executor API needs TVMPlatformMemoryAllocate, which our firmware has
 # no use for; the JSON parser only serves graph_format=json; each project type has its loop.
 _NOT_COMPILED = {"mlf_tvm_compat.c"}
+_PROFILE_ONLY = {"mlf_profile.c"}
 _JSON_ONLY = {"mlf_graph_json.c", "mlf_json.c"}
 _LOOP_OF = {"host_driven": "mlf_device.c", "standalone": "mlf_standalone.c"}
 
@@ -558,11 +569,13 @@ def _runtime_skips(project_type: str, graph_format: str) -> set:
     return skip
 
 
-def _copy_runtime(root: Path, project_type: str, graph_format: str) -> List[str]:
+def _copy_runtime(root: Path, project_type: str, graph_format: str, profile: bool) -> List[str]:
     crt = crt_dir()
     runtime = root / "runtime"
     shutil.copytree(crt / "include", runtime / "include")
     skip = _runtime_skips(project_type, graph_format)
+    if not profile:
+        skip |= _PROFILE_ONLY
     sources: List[str] = []
     for source_dir, target in ((crt / "src", "src"), (template_dir() / "firmware", "firmware")):
         (runtime / target).mkdir(parents=True)

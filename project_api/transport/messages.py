@@ -29,6 +29,7 @@ class MsgType(enum.IntEnum):
     RUN = 0x04
     GET_OUTPUT = 0x05
     EXIT = 0x06
+    PROFILE = 0x07
     ERROR = 0xFF
 
 
@@ -132,6 +133,10 @@ def get_output_request(model: int, index: int, offset: int, max_length: int) -> 
 
 def exit_request(status: int) -> bytes:
     return struct.pack("<i", status)
+
+
+def profile_request(first: int) -> bytes:
+    return struct.pack("<I", first)
 
 
 # ---- replies ----------------------------------------------------------------------------
@@ -243,6 +248,41 @@ class RunReply:
     @classmethod
     def decode(cls, payload: bytes) -> RunReply:
         return cls(*_Reader(payload, "RUN").take("<IQQI"))
+
+
+@dataclass(frozen=True)
+class ProfileRecord:
+    """One recorded call of a model function (mlf_profile.h)."""
+
+    function: int  # its address as the firmware ran
+    enter_ticks: int
+    exit_ticks: int
+    workspace_bytes: int
+    depth: int
+
+    @property
+    def ticks(self) -> int:
+        return max(0, self.exit_ticks - self.enter_ticks)
+
+
+@dataclass(frozen=True)
+class ProfileReply:
+    count: int  # records held on the device
+    dropped: int  # calls not recorded (the device's table was full)
+    anchor: int  # the address of mlf_profile_start as the firmware ran
+    first: int
+    records: Tuple[ProfileRecord, ...]
+
+    @classmethod
+    def decode(cls, payload: bytes) -> ProfileReply:
+        r = _Reader(payload, "PROFILE")
+        count, dropped, anchor, first, n = r.take("<IIQII")
+        if first + n > count:
+            raise ProtocolError(f"PROFILE reply holds records {first}..{first + n - 1} of {count}")
+        records = tuple(ProfileRecord(*r.take("<QQQII")) for _ in range(n))
+        if r.pos != len(payload):
+            raise ProtocolError(f"PROFILE reply has {len(payload) - r.pos} bytes too many")
+        return cls(count, dropped, anchor, first, records)
 
 
 @dataclass(frozen=True)

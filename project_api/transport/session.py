@@ -351,6 +351,28 @@ class Session:
         )
         return self.last_stats
 
+    def profile(self) -> Tuple[List[msg.ProfileRecord], int, int]:
+        """The model calls recorded during the last run (firmware built with the ``profile``
+        option): (records in call order, calls dropped, anchor address)."""
+        records: List[msg.ProfileRecord] = []
+        while True:
+            try:
+                payload = self._request(msg.MsgType.PROFILE, msg.profile_request(len(records)))
+            except DeviceError as err:
+                if err.code == msg.ErrorCode.UNKNOWN_TYPE:
+                    raise DeviceError(
+                        "this firmware records no profile",
+                        hint="generate the project with -o profile=true (mlf-project profile does)",
+                        code=err.code,
+                    ) from err
+                raise
+            reply = msg.ProfileReply.decode(payload)
+            if reply.first != len(records):
+                raise ProtocolError(f"PROFILE reply starts at {reply.first}, not {len(records)}")
+            records.extend(reply.records)
+            if len(records) >= reply.count or not reply.records:
+                return records, reply.dropped, reply.anchor
+
     def get_output(self, index: int, *, model: ModelRef = 0) -> np.ndarray:
         """Reads output ``index`` of the last run, as an array of its shape and dtype (raw
         uint8 bytes for dtypes numpy lacks)."""

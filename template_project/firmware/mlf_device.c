@@ -10,6 +10,9 @@
 #include <string.h>
 
 #include "mlf_platform.h"
+#if MLF_PROFILE
+#include "mlf_profile.h"
+#endif
 
 /* ---- little-endian fields ---------------------------------------------------------- */
 
@@ -398,9 +401,15 @@ static void on_run(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t 
     model->workspace->top = 0;
     mlf_workspace_bind(model->workspace);
   }
+#if MLF_PROFILE
+  mlf_profile_start(model->workspace);
+#endif
   uint64_t start = mlf_platform_ticks();
   mlf_status status = mlf_executor_run(model->executor);
   uint64_t ticks = mlf_platform_ticks() - start;
+#if MLF_PROFILE
+  mlf_profile_stop();
+#endif
   if (model->workspace != NULL) mlf_workspace_bind(NULL);
   if (status != MLF_OK) {
     fail_runtime(dev, seq, request, status, model->executor, "");
@@ -462,6 +471,42 @@ static void on_exit(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t
   tx_end(dev);
 }
 
+#if MLF_PROFILE
+/* PROFILE: the calls recorded during the last RUN, from record `first` on, as many as fit
+ * one reply (docs/protocol.md 2.4). */
+static void on_profile(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t length) {
+  if (length != 4) {
+    fail(dev, seq, MLF_MSG_PROFILE, MLF_DEVICE_ERR_BAD_PAYLOAD, "PROFILE takes u32 first");
+    return;
+  }
+  uint32_t first = get_u32(payload);
+  uint32_t count = mlf_profile_count();
+  if (first > count) {
+    fail_range(dev, seq, MLF_MSG_PROFILE, first, 0, count);
+    return;
+  }
+  uint32_t n = count - first;
+  uint32_t room = (MLF_FRAME_MAX_PAYLOAD - MLF_PROFILE_REPLY_HEADER) / MLF_PROFILE_RECORD_BYTES;
+  if (n > room) n = room;
+  tx_begin(dev, MLF_MSG_PROFILE | MLF_MSG_REPLY, seq,
+           MLF_PROFILE_REPLY_HEADER + (size_t)n * MLF_PROFILE_RECORD_BYTES);
+  tx_u32(dev, count);
+  tx_u32(dev, mlf_profile_dropped());
+  tx_u64(dev, (uint64_t)mlf_profile_anchor());
+  tx_u32(dev, first);
+  tx_u32(dev, n);
+  const mlf_profile_record* records = mlf_profile_records();
+  for (uint32_t i = first; i < first + n; ++i) {
+    tx_u64(dev, (uint64_t)records[i].function);
+    tx_u64(dev, records[i].enter_ticks);
+    tx_u64(dev, records[i].exit_ticks);
+    tx_u32(dev, records[i].workspace_bytes);
+    tx_u32(dev, records[i].depth);
+  }
+  tx_end(dev);
+}
+#endif
+
 static void dispatch(mlf_device* dev, const mlf_frame_event* ev) {
   switch (ev->type) {
     case MLF_MSG_HELLO:
@@ -482,6 +527,11 @@ static void dispatch(mlf_device* dev, const mlf_frame_event* ev) {
     case MLF_MSG_EXIT:
       on_exit(dev, ev->seq, ev->payload, ev->length);
       break;
+#if MLF_PROFILE
+    case MLF_MSG_PROFILE:
+      on_profile(dev, ev->seq, ev->payload, ev->length);
+      break;
+#endif
     default:
       fail(dev, ev->seq, ev->type, MLF_DEVICE_ERR_UNKNOWN_TYPE, "unknown request type");
       break;

@@ -43,6 +43,7 @@ extern "C" {
 #define MLF_MSG_RUN 0x04u
 #define MLF_MSG_GET_OUTPUT 0x05u
 #define MLF_MSG_EXIT 0x06u
+#define MLF_MSG_PROFILE 0x07u /* answered by firmware built with the profile option only */
 #define MLF_MSG_REPLY 0x80u
 #define MLF_MSG_ERROR 0xFFu
 
@@ -55,6 +56,11 @@ extern "C" {
 #define MLF_DEVICE_ERR_BAD_INDEX 0x105u    /* no input/output with that index */
 #define MLF_DEVICE_ERR_OUT_OF_RANGE 0x106u /* byte range or describe index beyond the end */
 #define MLF_DEVICE_ERR_UNSUPPORTED 0x107u  /* cannot be described on the wire (e.g. ndim>255) */
+
+/* PROFILE reply: u32 count, u32 dropped, u64 anchor, u32 first, u32 n, then n records of
+ * u64 function, u64 enter ticks, u64 exit ticks, u32 workspace bytes, u32 depth. */
+#define MLF_PROFILE_REPLY_HEADER 24u
+#define MLF_PROFILE_RECORD_BYTES 32u
 
 /* No operator node involved (the ERROR payload's node field). */
 #define MLF_DEVICE_NO_NODE 0xFFFFFFFFu

@@ -274,7 +274,7 @@ OPTIONS: Dict[str, Option] = _table(
         "host_driven projects: record the time and workspace of every call of the model's "
         "functions (its C compiled with -finstrument-functions) for `mlf-project profile`. "
         "Off: the firmware holds none of it.",
-        optional=_GENERATE,
+        # Not advertised over the Project API: TVM's client cannot read the records.
     ),
 )
 

@@ -396,7 +396,13 @@ def test_standalone_parser_rejects_garbled_text() -> None:
 
 # ---- portability --------------------------------------------------------------------
 
-FIRMWARE_SOURCES = ["mlf_frame.c", "mlf_device.c", "mlf_standalone.c"]
+FIRMWARE_SOURCES = [
+    "mlf_frame.c",
+    "mlf_device.c",
+    "mlf_standalone.c",
+    "mlf_text.c",
+    "mlf_mlperftiny.c",
+]
 
 
 @pytest.mark.parametrize("compiler", ["gcc", "clang"])

@@ -4,7 +4,8 @@
  * Implemented once per platform: crt/platform/host/ for a POSIX process, and by the C seam
  * of each board family under boards/families/. The runtime itself needs none of it except
  * through the TVM compatibility hooks (TVMPlatformAbort, TVMLogf, TVMPlatformTimer*); the
- * firmware's device-protocol loop uses the byte link, the tick counter and exit.
+ * firmware's loops use the byte link, the tick counter and exit (mlperftiny: the timestamp
+ * pulse).
  */
 #ifndef MLF_PLATFORM_H_
 #define MLF_PLATFORM_H_
@@ -36,6 +37,12 @@ void mlf_platform_write(const uint8_t* buf, size_t n);
  * Cortex-M under QEMU with -icount shift=0 one tick is a fixed number of instructions. */
 uint64_t mlf_platform_ticks(void);
 uint64_t mlf_platform_tick_hz(void);
+
+/* MLPerf Tiny energy mode (template_project/firmware/mlf_mlperftiny.c): marks a timestamp for
+ * the energy monitor with a falling edge on the board's timestamp pin, held low for at least
+ * 1 us, then released. Returns 1 after the pulse, 0 when the board has no such pin (host,
+ * QEMU boards): the board family seam decides. */
+int mlf_platform_timestamp_pulse(void);
 
 /* A diagnostic line that must not disturb the console link (host: stderr; QEMU:
  * semihosting; real boards: dropped). msg is NUL-terminated, without newline. */

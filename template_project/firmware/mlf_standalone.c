@@ -1,8 +1,7 @@
 /*
  * mlf_standalone.c — the standalone firmware's run-once loop (see mlf_standalone.h).
  *
- * Text goes out through a small line buffer with hand-written number formatting: printf
- * would drag a large, possibly allocating formatter into small images.
+ * Text goes out through mlf_text (hand-written number formatting, no printf).
  */
 #include "mlf_standalone.h"
 
@@ -10,145 +9,39 @@
 
 #include "mlf_frame.h" /* mlf_crc32 */
 #include "mlf_platform.h"
+#include "mlf_text.h"
 
-typedef struct {
-  char line[128];
-  size_t fill;
-} text_out;
-
-static void out_flush(text_out* out) {
-  if (out->fill > 0) {
-    mlf_platform_write((const uint8_t*)out->line, out->fill);
-    out->fill = 0;
-  }
+static void out_hex32(mlf_text* out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) mlf_text_hex_byte(out, (uint8_t)(v >> shift));
 }
 
-static void out_char(text_out* out, char c) {
-  if (out->fill == sizeof(out->line)) out_flush(out);
-  out->line[out->fill++] = c;
+static void out_field_u64(mlf_text* out, const char* key, uint64_t v) {
+  mlf_text_char(out, ' ');
+  mlf_text_str(out, key);
+  mlf_text_char(out, '=');
+  mlf_text_u64(out, v);
 }
 
-static void out_str(text_out* out, const char* s) {
-  while (*s) out_char(out, *s++);
+static void out_end_line(mlf_text* out) {
+  mlf_text_char(out, '\n');
+  mlf_text_flush(out);
 }
 
-/* Text that must stay on one line and inside one field: control characters become '?'. */
-static void out_text(text_out* out, const char* s) {
-  for (; *s; ++s) out_char(out, (unsigned char)*s < 0x20 ? '?' : *s);
-}
-
-static void out_u64(text_out* out, uint64_t v) {
-  char digits[20];
-  size_t n = 0;
-  do {
-    digits[n++] = (char)('0' + v % 10u);
-    v /= 10u;
-  } while (v != 0);
-  while (n > 0) out_char(out, digits[--n]);
-}
-
-static void out_i64(text_out* out, int64_t v) {
-  if (v < 0) {
-    out_char(out, '-');
-    out_u64(out, (uint64_t)0 - (uint64_t)v);
-  } else {
-    out_u64(out, (uint64_t)v);
-  }
-}
-
-static void out_hex_byte(text_out* out, uint8_t b) {
-  static const char kHex[] = "0123456789abcdef";
-  out_char(out, kHex[b >> 4]);
-  out_char(out, kHex[b & 15u]);
-}
-
-static void out_hex32(text_out* out, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out_hex_byte(out, (uint8_t)(v >> shift));
-}
-
-static void out_field_u64(text_out* out, const char* key, uint64_t v) {
-  out_char(out, ' ');
-  out_str(out, key);
-  out_char(out, '=');
-  out_u64(out, v);
-}
-
-static void out_end_line(text_out* out) {
-  out_char(out, '\n');
-  out_flush(out);
-}
-
-static void out_dtype(text_out* out, DLDataType t) {
+static void out_dtype(mlf_text* out, DLDataType t) {
   static const char* const kNames[] = {"int", "uint", "float", "handle", "bfloat"};
   if (t.code == kDLUInt && t.bits == 1 && t.lanes == 1) {
-    out_str(out, "bool");
+    mlf_text_str(out, "bool");
     return;
   }
-  out_str(out, t.code < 5 ? kNames[t.code] : "code");
-  out_u64(out, t.bits);
+  mlf_text_str(out, t.code < 5 ? kNames[t.code] : "code");
+  mlf_text_u64(out, t.bits);
   if (t.lanes != 1) {
-    out_char(out, 'x');
-    out_u64(out, t.lanes);
+    mlf_text_char(out, 'x');
+    mlf_text_u64(out, t.lanes);
   }
 }
 
-/* ---- element access for comparison and argmax -------------------------------------- */
-
-static double half_to_double(uint16_t h) {
-  int exponent = (h >> 10) & 0x1F;
-  double mantissa = (double)(h & 0x3FF);
-  double value;
-  if (exponent == 0) {
-    value = mantissa / 1024.0 / 16384.0; /* subnormal: m * 2^-24 */
-  } else if (exponent == 31) {
-    value = mantissa != 0 ? 0.0 / 0.0 : 1.0 / 0.0;
-  } else {
-    value = 1.0 + mantissa / 1024.0;
-    for (int e = exponent - 15; e > 0; --e) value *= 2.0;
-    for (int e = exponent - 15; e < 0; ++e) value *= 0.5;
-  }
-  return (h & 0x8000u) ? -value : value;
-}
-
-/* Element i as a double; 0 when the dtype has no such reading. */
-static int element(const uint8_t* data, DLDataType t, size_t i, double* value) {
-  const size_t width = (t.bits + 7u) / 8u;
-  if (t.lanes != 1 || (width != 1 && width != 2 && width != 4 && width != 8)) return 0;
-  union {
-    uint8_t u8;
-    int8_t i8;
-    uint16_t u16;
-    int16_t i16;
-    uint32_t u32;
-    int32_t i32;
-    uint64_t u64;
-    int64_t i64;
-    float f32;
-    double f64;
-  } v;
-  memcpy(&v, data + i * width, width); /* the device's own byte order */
-  const int whole = t.bits == 8 * width;
-  if (t.code == kDLInt && whole) {
-    *value = width == 1 ? v.i8 : width == 2 ? v.i16 : width == 4 ? v.i32 : (double)v.i64;
-    return 1;
-  }
-  if (t.code == kDLUInt && (whole || t.bits == 1)) {
-    *value = width == 1 ? v.u8 : width == 2 ? v.u16 : width == 4 ? v.u32 : (double)v.u64;
-    return 1;
-  }
-  if (t.code == kDLFloat && whole && width >= 2) {
-    *value = width == 2 ? half_to_double(v.u16) : width == 4 ? v.f32 : v.f64;
-    return 1;
-  }
-  if (t.code == kDLBfloat && t.bits == 16) {
-    uint32_t bits = (uint32_t)v.u16 << 16;
-    float f;
-    memcpy(&f, &bits, sizeof(f));
-    *value = f;
-    return 1;
-  }
-  return 0;
-}
+/* ---- comparison and argmax ------------------------------------------------------------ */
 
 static int is_float(DLDataType t) {
   return t.lanes == 1 && ((t.code == kDLFloat && (t.bits == 16 || t.bits == 32 || t.bits == 64)) ||
@@ -163,8 +56,8 @@ static int outputs_match(const uint8_t* got, const uint8_t* want, const mlf_tens
   size_t count = info->nbytes / ((info->dtype.bits + 7u) / 8u);
   for (size_t i = 0; i < count; ++i) {
     double g, w;
-    element(got, info->dtype, i, &g);
-    element(want, info->dtype, i, &w);
+    mlf_text_element(got, info->dtype, i, &g);
+    mlf_text_element(want, info->dtype, i, &w);
     if (g != g || w != w) {
       if ((g != g) != (w != w)) return 0;
       continue;
@@ -183,7 +76,7 @@ static int64_t argmax(const uint8_t* data, const mlf_tensor_info* info) {
   int64_t best_index = -1;
   for (size_t i = 0; i < count; ++i) {
     double v;
-    if (!element(data, info->dtype, i, &v)) return -1;
+    if (!mlf_text_element(data, info->dtype, i, &v)) return -1;
     if (v == v && (best_index < 0 || v > best)) {
       best = v;
       best_index = (int64_t)i;
@@ -196,7 +89,7 @@ static int64_t argmax(const uint8_t* data, const mlf_tensor_info* info) {
 
 typedef struct {
   const mlf_standalone_config* config;
-  text_out out;
+  mlf_text out;
   uint32_t runs;
   uint32_t mismatches;
   uint32_t errors;
@@ -214,60 +107,60 @@ static void report_error(standalone* st, uint32_t model, int64_t sample, mlf_sta
     memcpy(st->message, mlf_status_name(status), n);
     st->message[n] = '\0';
   }
-  text_out* out = &st->out;
-  out_str(out, "error");
+  mlf_text* out = &st->out;
+  mlf_text_str(out, "error");
   out_field_u64(out, "model", model);
   if (sample >= 0) out_field_u64(out, "sample", (uint64_t)sample);
   out_field_u64(out, "code", (uint64_t)status);
   if (err != NULL && err->status == status && err->node != UINT32_MAX) {
     out_field_u64(out, "node", err->node);
   }
-  out_str(out, " message=");
-  out_text(out, st->message);
+  mlf_text_str(out, " message=");
+  mlf_text_safe(out, st->message);
   out_end_line(out);
   st->errors++;
 }
 
 static void report_output(standalone* st, uint32_t model, uint32_t sample, uint32_t index,
                           const mlf_tensor_info* info, const uint8_t* data, const void* expected) {
-  text_out* out = &st->out;
-  out_str(out, "output");
+  mlf_text* out = &st->out;
+  mlf_text_str(out, "output");
   out_field_u64(out, "model", model);
   out_field_u64(out, "sample", sample);
   out_field_u64(out, "index", index);
-  out_str(out, " dtype=");
+  mlf_text_str(out, " dtype=");
   out_dtype(out, info->dtype);
-  out_str(out, " shape=");
-  if (info->ndim == 0) out_str(out, "scalar");
+  mlf_text_str(out, " shape=");
+  if (info->ndim == 0) mlf_text_str(out, "scalar");
   for (int32_t d = 0; d < info->ndim; ++d) {
-    if (d > 0) out_char(out, 'x');
-    out_i64(out, info->shape[d]);
+    if (d > 0) mlf_text_char(out, 'x');
+    mlf_text_i64(out, info->shape[d]);
   }
   out_field_u64(out, "nbytes", info->nbytes);
-  out_str(out, " crc32=");
+  mlf_text_str(out, " crc32=");
   out_hex32(out, mlf_crc32(0, data, info->nbytes));
   int64_t best = argmax(data, info);
   if (best >= 0) out_field_u64(out, "argmax", (uint64_t)best);
-  out_str(out, " check=");
+  mlf_text_str(out, " check=");
   if (expected == NULL) {
-    out_str(out, "none");
+    mlf_text_str(out, "none");
   } else if (outputs_match(data, (const uint8_t*)expected, info, st->config)) {
-    out_str(out, "pass");
+    mlf_text_str(out, "pass");
   } else {
-    out_str(out, "fail");
+    mlf_text_str(out, "fail");
     st->mismatches++;
   }
   out_end_line(out);
   if (info->nbytes > st->config->max_print_bytes) return;
   for (size_t offset = 0; offset < info->nbytes; offset += 32) {
-    out_str(out, "data");
+    mlf_text_str(out, "data");
     out_field_u64(out, "model", model);
     out_field_u64(out, "sample", sample);
     out_field_u64(out, "index", index);
     out_field_u64(out, "offset", offset);
-    out_str(out, " hex=");
+    mlf_text_str(out, " hex=");
     size_t end = offset + 32 < info->nbytes ? offset + 32 : info->nbytes;
-    for (size_t i = offset; i < end; ++i) out_hex_byte(out, data[i]);
+    for (size_t i = offset; i < end; ++i) mlf_text_hex_byte(out, data[i]);
     out_end_line(out);
   }
 }
@@ -296,8 +189,8 @@ static void run_sample(standalone* st, uint32_t m, uint32_t s) {
   uint64_t ticks = mlf_platform_ticks() - start;
   if (model->workspace != NULL) mlf_workspace_bind(NULL);
   st->runs++;
-  text_out* out = &st->out;
-  out_str(out, "run");
+  mlf_text* out = &st->out;
+  mlf_text_str(out, "run");
   out_field_u64(out, "model", m);
   out_field_u64(out, "sample", s);
   out_field_u64(out, "status", (uint64_t)status);
@@ -328,20 +221,20 @@ int mlf_standalone_run(const mlf_standalone_config* config) {
   standalone st;
   memset(&st, 0, sizeof(st));
   st.config = config;
-  text_out* out = &st.out;
-  out_str(out, "mlf-standalone ");
-  out_u64(out, MLF_STANDALONE_VERSION);
-  out_str(out, " board=");
-  out_text(out, config->board != NULL ? config->board : "");
+  mlf_text* out = &st.out;
+  mlf_text_str(out, "mlf-standalone ");
+  mlf_text_u64(out, MLF_STANDALONE_VERSION);
+  mlf_text_str(out, " board=");
+  mlf_text_safe(out, config->board != NULL ? config->board : "");
   out_field_u64(out, "models", config->num_models);
   out_end_line(out);
   for (uint32_t m = 0; m < config->num_models; ++m) {
     const mlf_standalone_model* model = &config->models[m];
-    out_str(out, "model");
+    mlf_text_str(out, "model");
     out_field_u64(out, "index", m);
     out_field_u64(out, "samples", model->num_samples);
-    out_str(out, " name=");
-    out_text(out, model->name != NULL ? model->name : "");
+    mlf_text_str(out, " name=");
+    mlf_text_safe(out, model->name != NULL ? model->name : "");
     out_end_line(out);
     if (model->init_status != MLF_OK || model->executor == NULL) {
       report_error(&st, m, -1, model->init_status != MLF_OK ? model->init_status : MLF_ERR_STATE,
@@ -353,10 +246,10 @@ int mlf_standalone_run(const mlf_standalone_config* config) {
   int status = st.errors > 0       ? MLF_STANDALONE_ERROR
                : st.mismatches > 0 ? MLF_STANDALONE_MISMATCH
                                    : MLF_STANDALONE_PASS;
-  out_str(out, "result status=");
-  out_str(out, status == MLF_STANDALONE_PASS       ? "pass"
-               : status == MLF_STANDALONE_MISMATCH ? "mismatch"
-                                                   : "error");
+  mlf_text_str(out, "result status=");
+  mlf_text_str(out, status == MLF_STANDALONE_PASS       ? "pass"
+                    : status == MLF_STANDALONE_MISMATCH ? "mismatch"
+                                                        : "error");
   out_field_u64(out, "runs", st.runs);
   out_field_u64(out, "mismatches", st.mismatches);
   out_field_u64(out, "errors", st.errors);

@@ -94,6 +94,7 @@ def standalone_test_firmware(cache: Path) -> Path:
             CRT_HOST_PLATFORM,
             FIRMWARE / "mlf_standalone.c",
             FIRMWARE / "mlf_frame.c",
+            FIRMWARE / "mlf_text.c",
         ],
     )
 

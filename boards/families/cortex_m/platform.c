@@ -89,6 +89,10 @@ void mlf_systick_rephase(void) {
 
 uint64_t mlf_platform_tick_hz(void) { return (uint64_t)MLF_BOARD_TICK_HZ; }
 
+/* Boards whose family wires a timestamp pin for MLPerf Tiny's energy monitor (stm32) override
+ * this; the others (QEMU machines) have none. */
+__attribute__((weak)) int mlf_platform_timestamp_pulse(void) { return 0; }
+
 uintptr_t mlf_semihosting_call(uintptr_t operation, uintptr_t argument) {
   register uintptr_t r0 __asm__("r0") = operation;
   register uintptr_t r1 __asm__("r1") = argument;

@@ -47,6 +47,9 @@ uint64_t mlf_platform_ticks(void) {
 
 uint64_t mlf_platform_tick_hz(void) { return 1000000000u; }
 
+/* A process has no timestamp pin for an energy monitor. */
+int mlf_platform_timestamp_pulse(void) { return 0; }
+
 void mlf_platform_log(const char* msg) { fprintf(stderr, "%s\n", msg); }
 
 /* When the link is a pty whose master we hold, bytes not yet read by the host are thrown

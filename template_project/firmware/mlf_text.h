@@ -1,0 +1,45 @@
+/*
+ * mlf_text.h — text lines on the console link for the firmware loops that print (standalone,
+ * mlperftiny): a small line buffer with hand-written number formatting (printf would drag a
+ * large, possibly allocating formatter into small images), and tensor elements read as
+ * numbers.
+ */
+#ifndef MLF_TEXT_H_
+#define MLF_TEXT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mlf_runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Text on its way to mlf_platform_write(): flushed when full and by mlf_text_flush(). */
+typedef struct {
+  char line[128];
+  size_t fill;
+} mlf_text;
+
+void mlf_text_flush(mlf_text* out);
+void mlf_text_char(mlf_text* out, char c);
+void mlf_text_str(mlf_text* out, const char* s);
+/* Text that must stay on one line and inside one field: control characters become '?'. */
+void mlf_text_safe(mlf_text* out, const char* s);
+void mlf_text_u64(mlf_text* out, uint64_t v);
+void mlf_text_i64(mlf_text* out, int64_t v);
+void mlf_text_hex_byte(mlf_text* out, uint8_t b);
+/* A number with up to 9 significant digits (enough to read a float32 back exactly): 0.25,
+ * -3, 1.17549435e-38; nan, inf and -inf as such. */
+void mlf_text_number(mlf_text* out, double v);
+
+/* Element i of a tensor's data as a double; 0 when the dtype has no such reading (vector
+ * lanes, widths other than 1, 2, 4 or 8 bytes). */
+int mlf_text_element(const uint8_t* data, DLDataType t, size_t i, double* value);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MLF_TEXT_H_ */

@@ -12,28 +12,19 @@ Standard library only: the Project API server imports this when it starts.
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import shlex
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from .coercion import TYPES, coerce, json_type, parse_compile_definitions
 from .errors import GenerateError
 
 GRAPH_FORMATS = ("tables", "json")
-PROJECT_TYPES = ("host_driven", "standalone")
-
-# Option types: how a value is coerced (see coerce()).
-TYPES = ("bool", "int", "float", "str", "definitions", "dependencies", "json")
+PROJECT_TYPES = ("host_driven", "standalone", "mlperftiny")
 
 _GENERATE = ("generate_project",)
 _TRANSPORT = ("flash", "open_transport")
 _SAME: Any = object()  # Option.api_default: the Project API uses the generator's default
-
-_TRUE = {"true", "1", "yes", "on", "y"}
-_FALSE = {"false", "0", "no", "off", "n", ""}
-_DEFINE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 @dataclass(frozen=True)
@@ -98,8 +89,9 @@ OPTIONS: Dict[str, Option] = _table(
         "str",
         None,
         "Type of project: host_driven (the firmware waits for commands over the link: set "
-        "input, run, get output) or standalone (it runs the archive's sample inputs once, "
-        "prints the results and exits).",
+        "input, run, get output), standalone (it runs the archive's sample inputs once, "
+        "prints the results and exits) or mlperftiny (it speaks the MLPerf Tiny / EEMBC "
+        "benchmark protocol).",
         choices=PROJECT_TYPES,
         required=_GENERATE,
         generator=False,
@@ -268,6 +260,54 @@ OPTIONS: Dict[str, Option] = _table(
         "The cmake executable; default: a system cmake >= 3.20.",
     ),
     Option(
+        "mlperftiny_model",
+        "str",
+        None,
+        "mlperftiny projects: the benchmark the firmware reports (m-model-[...]): kws01, "
+        "vww01, ad01 or ic01; default: guessed from the model's name, else the name itself.",
+        optional=_GENERATE,
+    ),
+    Option(
+        "mlperftiny_name",
+        "str",
+        None,
+        "mlperftiny projects: the name the firmware reports (m-name-dut-[...]); default "
+        "mlf-project-api.",
+        optional=_GENERATE,
+    ),
+    Option(
+        "mlperftiny_profile",
+        "str",
+        None,
+        "mlperftiny projects: the profile the firmware reports (m-profile-[...]); default "
+        "EEMBC's 'ULPMark for tinyML Firmware V0.0.1'.",
+        optional=_GENERATE,
+    ),
+    Option(
+        "mlperftiny_energy",
+        "bool",
+        False,
+        "mlperftiny projects: energy mode, timestamps are pulses on the board's timestamp pin "
+        "(for the EEMBC energy monitor) instead of m-lap-us- lines.",
+        optional=_GENERATE,
+    ),
+    Option(
+        "output_scale",
+        "float",
+        None,
+        "mlperftiny projects: print integer outputs dequantized, output_scale * (q - "
+        "output_zero_point), instead of as integers.",
+        optional=_GENERATE,
+        api_type="str",  # TVM's option types have no float
+    ),
+    Option(
+        "output_zero_point",
+        "int",
+        None,
+        "mlperftiny projects: the zero point that goes with output_scale (default 0).",
+        optional=_GENERATE,
+    ),
+    Option(
         "profile",
         "bool",
         False,
@@ -313,186 +353,15 @@ def parse_option_assignments(items: Optional[List[str]]) -> Dict[str, str]:
     return options
 
 
-def coerce(name: str, type_: str, value: Any, choices: Optional[Sequence[str]] = None) -> Any:
-    """``value`` of option ``name`` as a ``type_`` (one of :data:`TYPES`); None when it is
-    unset (None or a blank string)."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    if type_ == "bool":
-        return _to_bool(name, value)
-    if type_ == "int":
-        return _to_int(name, value)
-    if type_ == "float":
-        return _to_float(name, value)
-    if type_ == "definitions":
-        return parse_compile_definitions(value)
-    if type_ == "dependencies":
-        return _dependencies(value)
-    if type_ == "json":
-        return _json(name, value)
-    if type_ != "str":
-        raise AssertionError(type_)
-    text = _to_str(name, value)
-    if choices is not None and text not in choices:
-        raise GenerateError(f"option {name}: {text!r} is not one of: {', '.join(choices)}")
-    return text
-
-
-def parse_compile_definitions(value: Any) -> Optional[List[str]]:
-    """``-DX=1 Y "Z=a b"`` (a string) or ``["-DX=1", "Z=a b"]`` (a list) to
-    ``["X=1", "Y", "Z=a b"]``; None for an empty value."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            tokens = shlex.split(value)
-        except ValueError as err:
-            raise GenerateError(
-                f"option compile_definitions: cannot split {value!r}: {err}"
-            ) from None
-    elif isinstance(value, (list, tuple)):
-        tokens = []
-        for item in value:
-            if not isinstance(item, str):
-                raise GenerateError(
-                    f"option compile_definitions: want strings, got {json_type(item)} {item!r}"
-                )
-            tokens.append(item.strip())
-    else:
-        raise GenerateError(
-            f"option compile_definitions: want a string or a list, got {json_type(value)}"
-        )
-    definitions: List[str] = []
-    pending_flag = False
-    for token in tokens:
-        if not token:
-            continue
-        if token == "-D":
-            pending_flag = True
-            continue
-        if token.startswith("-D"):
-            token = token[2:]
-        elif token.startswith("-"):
-            raise GenerateError(
-                f"option compile_definitions: {token!r} is not a definition (only -D flags)"
-            )
-        pending_flag = False
-        name, sep, rest = token.partition("=")
-        if not _DEFINE_NAME.match(name):
-            raise GenerateError(
-                f"option compile_definitions: {token!r} is not NAME or NAME=VALUE "
-                "(NAME: letters, digits, _)"
-            )
-        definitions.append(name + sep + rest)
-    if pending_flag:
-        raise GenerateError("option compile_definitions: -D at the end without a definition")
-    return definitions or None
-
-
-def _dependencies(value: Any) -> List[Any]:
-    """A list of dependency overrides: objects, or strings in the --dependency form (parsed
-    later by the resolver, which names the offending one)."""
-    if isinstance(value, dict):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        items: List[Any] = []
-        for item in value:
-            if isinstance(item, str) and item.strip().startswith("["):
-                items += _dependencies(item)
-            elif isinstance(item, (str, dict)):
-                items.append(item)
-            else:
-                raise GenerateError(
-                    f"option dependencies: want objects or strings, got {item!r}",
-                    hint="e.g. short_name=foo,url=https://host/foo.git,url_type=git,"
-                    "version_spec=v1.0",
-                )
-        return items
-    if not isinstance(value, str):
-        raise GenerateError(f"option dependencies: want JSON or a string, got {value!r}")
-    text = value.strip()
-    if not text.startswith(("[", "{")):
-        return [text]  # the --dependency form
-    return _dependencies(_json("dependencies", text))
-
-
-def _json(name: str, value: Any) -> Any:
-    """A JSON object or array: given as one, or as its text."""
-    if isinstance(value, (dict, list)):
-        return value
-    if not isinstance(value, str):
-        raise GenerateError(f"option {name}: want a JSON string, got {json_type(value)}")
-    try:
-        parsed = json.loads(value)
-    except ValueError as err:
-        raise GenerateError(f"option {name}: not valid JSON: {err}") from None
-    if not isinstance(parsed, (dict, list)):
-        raise GenerateError(f"option {name}: want a JSON object or array, got {json_type(parsed)}")
-    return parsed
-
-
-def _to_bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str):
-        word = value.strip().lower()
-        if word in _TRUE:
-            return True
-        if word in _FALSE:
-            return False
-    raise GenerateError(
-        f"option {name}: want a boolean (true/false, 1/0, yes/no), got {json_type(value)} {value!r}"
-    )
-
-
-def _to_int(name: str, value: Any) -> int:
-    if isinstance(value, bool):
-        raise GenerateError(f"option {name}: want an integer, got boolean {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        text = value.strip().replace("_", "")
-        for base in (10, 0):
-            try:
-                return int(text, base)
-            except ValueError:
-                pass
-    raise GenerateError(f"option {name}: want an integer, got {json_type(value)} {value!r}")
-
-
-def _to_float(name: str, value: Any) -> float:
-    if not isinstance(value, bool) and isinstance(value, (int, float, str)):
-        try:
-            return float(value)
-        except ValueError:
-            pass
-    raise GenerateError(f"option {name}: want a number, got {json_type(value)} {value!r}")
-
-
-def _to_str(name: str, value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
-    raise GenerateError(f"option {name}: want a string, got {json_type(value)} {value!r}")
-
-
-def json_type(value: Any) -> str:
-    """The JSON name of a value's type, for error messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+__all__ = [
+    "GRAPH_FORMATS",
+    "OPTIONS",
+    "PROJECT_TYPES",
+    "TYPES",
+    "Option",
+    "coerce",
+    "json_type",
+    "normalize_options",
+    "parse_compile_definitions",
+    "parse_option_assignments",
+]

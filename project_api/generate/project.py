@@ -7,8 +7,9 @@ The project is self-contained and uses relative paths only, so it can be moved::
     project.json               what was generated: board, type, options, models, sizes
     CMakeLists.txt
     model/<mod>/...            the model's generated C (and objects, include dirs)
-    src/main.c                 set up every model, then serve the device protocol (host_driven)
-                               or run the embedded samples once (standalone)
+    src/main.c                 set up every model, then serve the device protocol (host_driven),
+                               run the embedded samples once (standalone) or answer the MLPerf
+                               Tiny benchmark protocol (mlperftiny): project_types/
     src/mlf_models.h
     src/model_<mod>.c          const graph tables (or the JSON parse buffer), state, arena,
                                workspace, init function
@@ -38,13 +39,14 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..boards import Board, load_board
 from ..errors import GenerateError, UnsupportedModelError
-from ..options import GRAPH_FORMATS, PROJECT_TYPES, normalize_options
+from ..options import GRAPH_FORMATS, normalize_options
 from ..read import Archive, Model, open_archive
 from ..resources import crt_dir, template_dir
-from . import samples as samples_mod
 from .executors import ExecutorKind, LibraryCode, LibraryRequest, executor_for
 from .params_blob import aligned_params
+from .project_types import ProjectType, check_owned_options, project_type_for, wire_payload
 from .registry import defined_functions
+from .samples import SampleSet
 from .sizes import FitReport, WorkspaceEstimate, fit_report
 from .tables import (
     GraphTables,
@@ -66,8 +68,6 @@ MODEL_TAR = "model.tar"
 SERVER_FILE = "microtvm_api_server.py"
 ALL_MODELS = "*"
 PROJECT_FORMAT = 1
-FRAME_OVERHEAD = 10  # MLF_FRAME_OVERHEAD: marker, type, seq, length, CRC
-MAX_WIRE_PAYLOAD = 0xFFFF  # the frame's 16-bit length field
 _ENTRY_POINT = "mlf_{}_system_lib"
 _C_IDENT = re.compile(r"[^A-Za-z0-9_]")
 
@@ -102,7 +102,7 @@ class ModelPlan:
     graph_json: bytes = b""
     parse_bytes: int = 0
     tables_flash_bytes: int = 0
-    samples: Optional[samples_mod.SampleSet] = None
+    samples: Optional[SampleSet] = None
     samples_blob: bytes = b""
     renames: Dict[str, str] = field(default_factory=dict)
     sources: List[str] = field(default_factory=list)
@@ -168,10 +168,7 @@ def generate_project(
 ) -> Dict[str, Any]:
     """Generates the project; returns what it wrote to ``project.json``."""
     say = progress or (lambda _message: None)
-    if project_type not in PROJECT_TYPES:
-        raise GenerateError(
-            f"unknown project type {project_type!r}", hint="one of: " + ", ".join(PROJECT_TYPES)
-        )
+    project_type_for(project_type)
     opts = normalize_options(options)
     the_board = load_board(board)
     archive_path = Path(archive)
@@ -297,12 +294,10 @@ def _plan_models(
     project_type: str,
     opts: Mapping[str, Any],
 ) -> List[ModelPlan]:
-    if opts["profile"] and project_type != "host_driven":
-        raise GenerateError(
-            f"option profile needs a host_driven project, not {project_type}",
-            hint="the profile is read over the device protocol after a run",
-        )
+    ptype = project_type_for(project_type)
+    check_owned_options(ptype, opts)
     models = choose_models(archive, model)
+    ptype.check(models, opts)
     plans: List[ModelPlan] = []
     ptr = pointer_bytes(board)
     graph_format = opts["graph_format"]
@@ -331,9 +326,7 @@ def _plan_models(
             plan.parse_bytes = json_parse_bytes(graph, tables, ptr) + 64
         else:
             plan.tables_flash_bytes = tables_bytes(tables, ptr)
-        if project_type == "standalone":
-            plan.samples = samples_mod.choose_samples(the_model, opts["sample_inputs"], archive)
-            plan.samples_blob = plan.samples.to_blob()
+        ptype.plan(plan, archive, opts)
         plans.append(plan)
     _rename_shared_symbols(plans)
     return plans
@@ -358,7 +351,9 @@ def _rename_shared_symbols(plans: Sequence[ModelPlan]) -> None:
         }
 
 
-def memory_fit(plans: Sequence[ModelPlan], board: Board, stack_bytes: int) -> FitReport:
+def memory_fit(
+    plans: Sequence[ModelPlan], board: Board, stack_bytes: int, project_type: str = "host_driven"
+) -> FitReport:
     ram: Dict[str, int] = {}
     flash: Dict[str, int] = {}
     many = len(plans) > 1
@@ -378,13 +373,9 @@ def memory_fit(plans: Sequence[ModelPlan], board: Board, stack_bytes: int) -> Fi
             flash[f"{tag}graph tables"] = plan.tables_flash_bytes
         if plan.samples_blob:
             flash[f"{tag}samples"] = len(plan.samples_blob)
-    ram["receive buffer"] = wire_payload(board) + FRAME_OVERHEAD
+    ram.update(project_type_for(project_type).ram_items(plans, board))
     ram["stack"] = stack_bytes
     return fit_report(board, ram_items=ram, flash_items=flash)
-
-
-def wire_payload(board: Board) -> int:
-    return min(int(board.max_payload), MAX_WIRE_PAYLOAD)
 
 
 # --- writing -------------------------------------------------------------------------------------
@@ -425,7 +416,8 @@ def _write_project(
     requested: Mapping[str, Any],
 ) -> Dict[str, Any]:
     stack = int(opts["stack_bytes"]) if opts["stack_bytes"] is not None else board.stack_bytes
-    fit = memory_fit(plans, board, stack if not board.is_host else 0)
+    ptype = project_type_for(project_type)
+    fit = memory_fit(plans, board, stack if not board.is_host else 0, project_type)
     what = (
         f"model {plans[0].name}"
         if len(plans) == 1
@@ -440,7 +432,7 @@ def _write_project(
         _copy_model_code(plan, archive, root)
     any_json = any(plan.graph_format == "json" for plan in plans)
     runtime_sources = _copy_runtime(
-        root, project_type, "json" if any_json else "tables", bool(opts["profile"])
+        root, ptype, "json" if any_json else "tables", bool(opts["profile"])
     )
     seam_sources, seam_dirs = _copy_board(root, board, stack)
 
@@ -478,11 +470,10 @@ def _write_project(
         "seam_include_dirs": seam_dirs,
         "blobs": blobs,
         "dependencies": dependencies,
-        "max_payload": wire_payload(board),
-        "print_bytes": 1 << 20 if board.is_host else 16384,
+        **ptype.context(plans, board, opts),
     }
     (root / "CMakeLists.txt").write_text(env.get_template("CMakeLists.txt.j2").render(context))
-    (src / "main.c").write_text(env.get_template("main.c.j2").render(context))
+    (src / "main.c").write_text(env.get_template(ptype.main_template).render(context))
     (src / "mlf_models.h").write_text(env.get_template("models.h.j2").render(context))
     for plan, model_context in zip(plans, model_contexts):
         text = env.get_template("model.c.j2").render(model=model_context)
@@ -498,6 +489,7 @@ def _write_project(
         "mlf_version": archive.version,
         "board": board.name,
         "project_type": project_type,
+        **ptype.describe(plans, opts),
         "model": model_option,
         "options": stored_options,
         "requested_options": json.loads(json.dumps(dict(sorted(requested.items())), default=str)),
@@ -552,35 +544,27 @@ def _copy_model_code(plan: ModelPlan, archive: Archive, root: Path) -> None:
             place(header)
 
 
-# Runtime and firmware sources a project does not compile (build time is part of the
-# product): TVM's graph-executor API needs TVMPlatformMemoryAllocate, which our firmware has
-# no use for; the JSON parser only serves graph_format=json; each project type has its loop.
+# Runtime sources a project does not compile (build time is part of the product): TVM's
+# graph-executor API needs TVMPlatformMemoryAllocate, which our firmware has no use for; the
+# JSON parser only serves graph_format=json. Of template_project/firmware/ a project compiles
+# what its type names (ProjectType.firmware_sources), plus the profile hooks when asked.
 _NOT_COMPILED = {"mlf_tvm_compat.c"}
-_PROFILE_ONLY = {"mlf_profile.c"}
+_PROFILE_SOURCE = "mlf_profile.c"
 _JSON_ONLY = {"mlf_graph_json.c", "mlf_json.c"}
-_LOOP_OF = {"host_driven": "mlf_device.c", "standalone": "mlf_standalone.c"}
 
 
-def _runtime_skips(project_type: str, graph_format: str) -> set:
-    skip = set(_NOT_COMPILED)
-    if graph_format != "json":
-        skip |= _JSON_ONLY
-    skip |= {loop for kind, loop in _LOOP_OF.items() if kind != project_type}
-    return skip
-
-
-def _copy_runtime(root: Path, project_type: str, graph_format: str, profile: bool) -> List[str]:
+def _copy_runtime(root: Path, kind: ProjectType, graph_format: str, profile: bool) -> List[str]:
     crt = crt_dir()
     runtime = root / "runtime"
     shutil.copytree(crt / "include", runtime / "include")
-    skip = _runtime_skips(project_type, graph_format)
-    if not profile:
-        skip |= _PROFILE_ONLY
+    skip = set(_NOT_COMPILED) | (_JSON_ONLY if graph_format != "json" else set())
+    firmware = set(kind.firmware_sources) | ({_PROFILE_SOURCE} if profile else set())
     sources: List[str] = []
     for source_dir, target in ((crt / "src", "src"), (template_dir() / "firmware", "firmware")):
         (runtime / target).mkdir(parents=True)
         for path in sorted(source_dir.iterdir()):
-            if path.suffix == ".h" or (path.suffix == ".c" and path.name not in skip):
+            wanted = path.name in firmware if target == "firmware" else path.name not in skip
+            if path.suffix == ".h" or (path.suffix == ".c" and wanted):
                 shutil.copyfile(path, runtime / target / path.name)
                 if path.suffix == ".c":
                     sources.append(f"runtime/{target}/{path.name}")

@@ -1,0 +1,61 @@
+"""The project-type seam: what a firmware does with its models.
+
+A project's type is chosen once, by name (option ``project_type``); the generator, the fit
+check and ``footprint`` ask the kind, never compare names:
+
+- :mod:`.host_driven`: the firmware answers the framed device protocol (docs/protocol.md);
+- :mod:`.standalone`: it runs samples embedded in the image once, prints, exits;
+- :mod:`.mlperftiny`: it speaks the MLPerf Tiny / EEMBC benchmark protocol
+  (docs/mlperftiny.md).
+
+Each kind names the firmware sources it compiles, the template of ``src/main.c``, the RAM its
+loop reserves, what it adds to ``src/mlf_models.h`` and the options only it uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping
+
+from ...errors import GenerateError
+from ...options import OPTIONS, PROJECT_TYPES
+from .base import ProjectType
+from .host_driven import FRAME_OVERHEAD, MAX_WIRE_PAYLOAD, HostDriven, wire_payload
+from .mlperftiny import MlperfTiny
+from .standalone import Standalone
+
+KINDS: Dict[str, ProjectType] = {
+    kind.name: kind for kind in (HostDriven(), Standalone(), MlperfTiny())
+}
+assert tuple(KINDS) == PROJECT_TYPES, "options.PROJECT_TYPES lists the kinds, in this order"
+
+
+def project_type_for(name: str) -> ProjectType:
+    """The kind called ``name``; GenerateError naming the others."""
+    kind = KINDS.get(name)
+    if kind is None:
+        raise GenerateError(
+            f"unknown project type {name!r}", hint="one of: " + ", ".join(PROJECT_TYPES)
+        )
+    return kind
+
+
+def check_owned_options(kind: ProjectType, opts: Mapping[str, Any]) -> None:
+    """Refuses an option that only another project type uses."""
+    for other in KINDS.values():
+        for name in other.owned_options if other is not kind else ():
+            if opts.get(name) not in (None, OPTIONS[name].default):
+                raise GenerateError(
+                    f"option {name} needs a {other.name} project, not {kind.name}",
+                    hint=other.owned_hint,
+                )
+
+
+__all__ = [
+    "FRAME_OVERHEAD",
+    "KINDS",
+    "MAX_WIRE_PAYLOAD",
+    "ProjectType",
+    "check_owned_options",
+    "project_type_for",
+    "wire_payload",
+]

@@ -1,0 +1,57 @@
+"""What every project type provides (see the package docstring)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ...boards import Board
+from ...read import Archive, Model
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..project import ModelPlan
+
+
+class ProjectType:
+    """One thing a firmware can do with its models. Subclasses set the class attributes and
+    override the methods they need."""
+
+    name = ""
+    #: template_project/firmware/*.c files the firmware compiles (every header is copied)
+    firmware_sources: Tuple[str, ...] = ()
+    #: options only this type uses; given to another type they are refused with ``owned_hint``
+    owned_options: Tuple[str, ...] = ()
+    owned_hint = ""
+    #: the RAM item (of :meth:`ram_items`) buffering the console link: footprint's receive buffer
+    link_buffer_item: Optional[str] = None
+
+    @property
+    def main_template(self) -> str:
+        """The template of src/main.c (it extends main.c.j2)."""
+        return f"main_{self.name}.c.j2"
+
+    def check(self, models: Sequence[Model], opts: Mapping[str, Any]) -> None:
+        """Refuses, before anything is planned, what this type cannot build."""
+
+    def plan(self, plan: ModelPlan, archive: Archive, opts: Mapping[str, Any]) -> None:
+        """Adds what this type embeds per model to ``plan`` (standalone: the samples)."""
+
+    def ram_items(self, plans: Sequence[ModelPlan], board: Board) -> Dict[str, int]:
+        """RAM this type's loop reserves besides the models' (by name, for the fit check)."""
+        return {}
+
+    def context(
+        self, plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any]
+    ) -> Dict[str, Any]:
+        """What the templates need from this type: ``header_includes`` and ``model_fields``
+        (lines of src/mlf_models.h), ``defines`` (name → value there) and its own keys for
+        its main template."""
+        return {"header_includes": [], "model_fields": [], "defines": {}}
+
+    def describe(self, plans: Sequence[ModelPlan], opts: Mapping[str, Any]) -> Dict[str, Any]:
+        """What project.json records about the type (beyond its name)."""
+        return {}
+
+
+def input_bytes(models: Sequence[Model]) -> List[int]:
+    """The byte size of every input of every model, in order."""
+    return [spec.nbytes for model in models for spec in model.inputs]

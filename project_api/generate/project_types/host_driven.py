@@ -1,0 +1,39 @@
+"""``host_driven``: the firmware answers the framed device protocol (docs/protocol.md)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Sequence
+
+from ...boards import Board
+from .base import ProjectType
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..project import ModelPlan
+
+FRAME_OVERHEAD = 10  # MLF_FRAME_OVERHEAD: marker, type, seq, length, CRC
+MAX_WIRE_PAYLOAD = 0xFFFF  # the frame's 16-bit length field
+
+
+def wire_payload(board: Board) -> int:
+    """The largest request payload the firmware buffers on ``board``."""
+    return min(int(board.max_payload), MAX_WIRE_PAYLOAD)
+
+
+class HostDriven(ProjectType):
+    name = "host_driven"
+    firmware_sources = ("mlf_device.c", "mlf_frame.c")
+    owned_options = ("profile",)
+    owned_hint = "the profile is read over the device protocol after a run"
+    link_buffer_item = "receive buffer"
+
+    def ram_items(self, plans: Sequence[ModelPlan], board: Board) -> Dict[str, int]:
+        return {"receive buffer": wire_payload(board) + FRAME_OVERHEAD}
+
+    def context(
+        self, plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any]
+    ) -> Dict[str, Any]:
+        return {
+            "header_includes": [],
+            "model_fields": [],
+            "defines": {"MLF_MAX_PAYLOAD": f"{wire_payload(board)}u"},
+        }

@@ -1,0 +1,148 @@
+"""``mlperftiny``: the firmware speaks the MLPerf Tiny / EEMBC benchmark protocol
+(docs/mlperftiny.md; ``template_project/firmware/mlf_mlperftiny.c``), so the EEMBC runner, the
+mlcommons/tiny runner or ``mlf-project mlperf`` drive it. One model; the input arrives by
+``db`` commands into a buffer of the model's input size; the results are the outputs, printed
+as numbers (integer outputs dequantized with the options output_scale / output_zero_point)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ...boards import Board
+from ...errors import GenerateError, UnsupportedModelError
+from ...read import Model
+from ...read.dtypes import parse_dtype
+from ..tables import c_string
+from .base import ProjectType, input_bytes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..project import ModelPlan
+
+BENCHMARKS = ("kws01", "vww01", "ad01", "ic01")
+DEFAULT_NAME = "mlf-project-api"
+DEFAULT_PROFILE = "ULPMark for tinyML Firmware V0.0.1"  # what EEMBC's firmware reports
+_TEXT = re.compile(r"[ -Z\\^-~]{1,64}\Z")  # printable ASCII without [ ] (the lines' brackets)
+# Words of a model name that say which benchmark it is.
+_GUESSES = {
+    "kws": "kws01",
+    "keyword": "kws01",
+    "vww": "vww01",
+    "person": "vww01",
+    "ad": "ad01",
+    "anomaly": "ad01",
+    "ic": "ic01",
+    "resnet": "ic01",
+    "cifar": "ic01",
+}
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
+def benchmark_of(model_name: str) -> Optional[str]:
+    """The MLPerf Tiny benchmark a model's name suggests (``kws`` → ``kws01``), else None."""
+    for word in re.split(r"[^a-z0-9]+", model_name.lower()):
+        if word in BENCHMARKS:
+            return word
+        if word in _GUESSES:
+            return _GUESSES[word]
+    return None
+
+
+def settings(model: Model, opts: Mapping[str, Any]) -> Dict[str, Any]:
+    """The values the firmware reports and uses, options applied (checked)."""
+    found = {
+        "name": opts["mlperftiny_name"] or DEFAULT_NAME,
+        "profile": opts["mlperftiny_profile"] or DEFAULT_PROFILE,
+        "model": opts["mlperftiny_model"] or benchmark_of(model.name) or model.name,
+        "energy": bool(opts["mlperftiny_energy"]),
+        "output_scale": opts["output_scale"],
+        "output_zero_point": opts["output_zero_point"],
+    }
+    for key, option in (
+        ("name", "mlperftiny_name"),
+        ("profile", "mlperftiny_profile"),
+        ("model", "mlperftiny_model"),
+    ):
+        if not _TEXT.match(found[key]):
+            raise GenerateError(
+                f"option {option}: {found[key]!r} is not 1 to 64 printable ASCII characters "
+                "without [ or ]",
+                hint="the benchmark protocol prints it between brackets",
+            )
+    scale, zero_point = found["output_scale"], found["output_zero_point"]
+    if scale is not None and not (math.isfinite(scale) and scale > 0):
+        raise GenerateError(f"option output_scale: must be a positive number, got {scale}")
+    if zero_point is not None:
+        if scale is None:
+            raise GenerateError(
+                "option output_zero_point needs output_scale",
+                hint="both dequantize the integer outputs: scale * (q - zero_point)",
+            )
+        if not _INT32[0] <= zero_point <= _INT32[1]:
+            raise GenerateError(f"option output_zero_point: {zero_point} is not an int32")
+    found["output_zero_point"] = int(zero_point or 0) if scale is not None else None
+    return found
+
+
+class MlperfTiny(ProjectType):
+    name = "mlperftiny"
+    firmware_sources = ("mlf_mlperftiny.c", "mlf_text.c")
+    owned_options = (
+        "mlperftiny_model",
+        "mlperftiny_name",
+        "mlperftiny_profile",
+        "mlperftiny_energy",
+        "output_scale",
+        "output_zero_point",
+    )
+    owned_hint = "generate an mlperftiny project (--project-type mlperftiny)"
+    link_buffer_item = "input buffer"
+
+    def check(self, models: Sequence[Model], opts: Mapping[str, Any]) -> None:
+        if len(models) != 1:
+            raise UnsupportedModelError(
+                f"an mlperftiny firmware holds one model, not {len(models)}",
+                hint="choose one with --model NAME",
+            )
+        model = models[0]
+        if not model.inputs:
+            raise UnsupportedModelError(f"model {model.name!r} has no inputs to load with db")
+        for index, spec in enumerate(model.outputs):
+            dtype = parse_dtype(spec.dtype)
+            if dtype.lanes != 1 or dtype.itemsize not in (1, 2, 4, 8):
+                raise UnsupportedModelError(
+                    f"model {model.name!r}: output {index} is {spec.dtype}, which the "
+                    "benchmark protocol cannot print as numbers"
+                )
+        settings(model, opts)
+
+    def ram_items(self, plans: Sequence[ModelPlan], board: Board) -> Dict[str, int]:
+        return {"input buffer": sum(input_bytes([plan.model for plan in plans]))}
+
+    def context(
+        self, plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any]
+    ) -> Dict[str, Any]:
+        found = settings(plans[0].model, opts)
+        scale = found["output_scale"]
+        return {
+            "header_includes": [],
+            "model_fields": [],
+            "defines": {
+                "MLF_INPUT_BYTES": f"{sum(input_bytes([plans[0].model]))}u /* db load N: N */"
+            },
+            "mlperftiny": {
+                "name": c_string(found["name"]),
+                "profile": c_string(found["profile"]),
+                "model": c_string(found["model"]),
+                "dequantize": int(scale is not None),
+                "scale": f"{float(np.float32(scale or 0.0)):.9e}f",
+                "zero_point": int(found["output_zero_point"] or 0),
+                "energy": int(found["energy"]),
+            },
+        }
+
+    def describe(self, plans: Sequence[ModelPlan], opts: Mapping[str, Any]) -> Dict[str, Any]:
+        return {"mlperftiny": settings(plans[0].model, opts)}

@@ -1,0 +1,42 @@
+"""``standalone``: the firmware runs samples embedded in the image once, prints the results
+and exits with a status (docs/protocol.md, section 5)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Sequence
+
+from ...boards import Board
+from ...read import Archive
+from .. import samples as samples_mod
+from .base import ProjectType
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..project import ModelPlan
+
+
+class Standalone(ProjectType):
+    name = "standalone"
+    firmware_sources = ("mlf_standalone.c", "mlf_frame.c", "mlf_text.c")
+    owned_options = ("sample_inputs",)
+    owned_hint = "the samples are embedded in standalone firmware only"
+
+    def plan(self, plan: ModelPlan, archive: Archive, opts: Mapping[str, Any]) -> None:
+        plan.samples = samples_mod.choose_samples(plan.model, opts["sample_inputs"], archive)
+        plan.samples_blob = plan.samples.to_blob()
+
+    def context(
+        self, plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any]
+    ) -> Dict[str, Any]:
+        print_bytes = 1 << 20 if board.is_host else 16384
+        return {
+            "header_includes": ["mlf_standalone.h"],
+            "model_fields": [
+                "const mlf_standalone_sample* samples; /* the embedded inputs and expected "
+                "outputs */",
+                "uint32_t num_samples;",
+            ],
+            "defines": {
+                "MLF_PRINT_BYTES": f"{print_bytes}u /* outputs up to this size are printed in "
+                "full */"
+            },
+        }

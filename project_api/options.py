@@ -263,7 +263,7 @@ OPTIONS: Dict[str, Option] = _table(
         "mlperftiny_model",
         "str",
         None,
-        "mlperftiny projects: the benchmark the firmware reports (m-model-[...]): kws01, "
+        "MLPerf Tiny projects: the benchmark the firmware reports (m-model-[...]): kws01, "
         "vww01, ad01 or ic01; default: guessed from the model's name, else the name itself.",
         optional=_GENERATE,
     ),
@@ -271,7 +271,7 @@ OPTIONS: Dict[str, Option] = _table(
         "mlperftiny_name",
         "str",
         None,
-        "mlperftiny projects: the name the firmware reports (m-name-dut-[...]); default "
+        "MLPerf Tiny projects: the name the firmware reports (m-name-dut-[...]); default "
         "mlf-project-api.",
         optional=_GENERATE,
     ),
@@ -279,7 +279,7 @@ OPTIONS: Dict[str, Option] = _table(
         "mlperftiny_profile",
         "str",
         None,
-        "mlperftiny projects: the profile the firmware reports (m-profile-[...]); default "
+        "MLPerf Tiny projects: the profile the firmware reports (m-profile-[...]); default "
         "EEMBC's 'ULPMark for tinyML Firmware V0.0.1'.",
         optional=_GENERATE,
     ),
@@ -287,7 +287,7 @@ OPTIONS: Dict[str, Option] = _table(
         "mlperftiny_energy",
         "bool",
         False,
-        "mlperftiny projects: energy mode, timestamps are pulses on the board's timestamp pin "
+        "MLPerf Tiny projects: energy mode, timestamps are pulses on the board's timestamp pin "
         "(for the EEMBC energy monitor) instead of m-lap-us- lines.",
         optional=_GENERATE,
     ),
@@ -295,7 +295,7 @@ OPTIONS: Dict[str, Option] = _table(
         "output_scale",
         "float",
         None,
-        "mlperftiny projects: print integer outputs dequantized, output_scale * (q - "
+        "MLPerf Tiny projects: print integer outputs dequantized, output_scale * (q - "
         "output_zero_point), instead of as integers.",
         optional=_GENERATE,
         api_type="str",  # TVM's option types have no float
@@ -304,7 +304,7 @@ OPTIONS: Dict[str, Option] = _table(
         "output_zero_point",
         "int",
         None,
-        "mlperftiny projects: the zero point that goes with output_scale (default 0).",
+        "MLPerf Tiny projects: the zero point that goes with output_scale (default 0).",
         optional=_GENERATE,
     ),
     Option(

@@ -455,7 +455,7 @@ def test_registry_parsing(tmp_path: Path) -> None:
     assert '"\\002\\000f_a\\000f_b\\000"' in text and "f_d" not in text
 
 
-@pytest.mark.parametrize("project_type", ["host_driven", "standalone"])
+@pytest.mark.parametrize("project_type", ["host_driven", "standalone", "mlperftiny"])
 def test_aot_model_generates_an_entry_point_adapter(tmp_path: Path, project_type: str) -> None:
     from mlf_builders import aot_files
 

@@ -39,6 +39,12 @@ OURS = [
     "dependencies",
     "build_dir",
     "timeout_sec",
+    "mlperftiny_model",
+    "mlperftiny_name",
+    "mlperftiny_profile",
+    "mlperftiny_energy",
+    "output_scale",
+    "output_zero_point",
 ]
 METHODS = {"generate_project", "build", "flash", "open_transport"}
 
@@ -88,7 +94,7 @@ def test_standard_option_types_and_requirements(table: Dict[str, ProjectOption])
     assert table["verbose"].type == "bool"
     assert table["warning_as_error"].type == "bool"
     assert table["project_type"].required == ["generate_project"]
-    assert table["project_type"].choices == ["host_driven", "standalone"]
+    assert table["project_type"].choices == ["host_driven", "standalone", "mlperftiny"]
     assert table["board"].required == ["generate_project"]
     for name in ("cmsis_path", "compile_definitions", "extra_files_tar"):
         assert table[name].type == "str"
@@ -224,7 +230,7 @@ def test_choices_are_enforced() -> None:
         gen(project_type="aot_standalone_demo")
     assert info.value.code == -32602
     assert str(info.value) == (
-        "option project_type: 'aot_standalone_demo' is not one of: host_driven, standalone"
+        "option project_type: 'aot_standalone_demo' is not one of: host_driven, standalone, mlperftiny"
     )
     with pytest.raises(ProjectApiError, match="option graph_format"):
         gen(graph_format="xml")

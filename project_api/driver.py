@@ -156,7 +156,6 @@ class Project:
         """Starts the firmware and returns a connected transport session (context manager;
         closing it stops the firmware and reaps its processes). ``timeout`` bounds every
         request, ``run_timeout`` (default: ``timeout``) a RUN."""
-        from .transport.link import Link
         from .transport.session import Session
 
         if self.project_type != "host_driven":
@@ -164,17 +163,10 @@ class Project:
                 f"{self.dir} is a {self.project_type} project: it answers no requests",
                 hint="use run_standalone(), or generate with project_type=host_driven",
             )
-        runner = self.runner()
+        connect_timeout = max(timeout, self.start_timeout()) if not self.board.is_host else timeout
+        runner, link = self.start_firmware(write_timeout=max(connect_timeout, 1.0))
         session = None
         try:
-            link = runner.start(self.start_timeout())
-            connect_timeout = (
-                max(timeout, self.start_timeout()) if not self.board.is_host else timeout
-            )
-            explain = getattr(runner, "link_closed_reason", None)
-            if callable(explain):
-                # The runner knows best why its link died (QEMU: the fault and its registers).
-                link = Link(link, write_timeout=max(connect_timeout, 1.0), on_closed=explain)
             session = Session(
                 link,
                 timeout=connect_timeout,
@@ -190,6 +182,51 @@ class Project:
         except BaseException:
             if session is not None:
                 session.close()
+            runner.stop()
+            raise
+
+    def start_firmware(self, *, write_timeout: float = 10.0) -> Tuple[Any, Any]:
+        """Starts the built firmware (host process, QEMU machine or flashed board) and
+        returns ``(runner, link)``: the :class:`project_api.run.base.Runner` (stop it when
+        done) and a :class:`project_api.transport.link.Link` over its console, whose errors
+        say why the firmware went away when the runner knows."""
+        from .transport.link import Link
+
+        runner = self.runner()
+        try:
+            port = runner.start(self.start_timeout())
+            explain = getattr(runner, "link_closed_reason", None)
+            # The runner knows best why its link died (QEMU: the fault and its registers).
+            link = Link(
+                port, write_timeout=write_timeout, on_closed=explain if callable(explain) else None
+            )
+            return runner, link
+        except BaseException:
+            runner.stop()
+            raise
+
+    def benchmark(self, *, timeout: float = 10.0) -> Any:
+        """Starts an ``mlperftiny`` firmware and returns a connected
+        :class:`project_api.transport.eembc.EembcDevice` (a context manager: closing it stops
+        the firmware). ``timeout`` bounds every command but ``infer``'s runs; under QEMU with
+        icount ``device.ticks_to_instructions`` turns its tick counts into instructions."""
+        from .transport.eembc import EembcDevice
+
+        if self.project_type != "mlperftiny":
+            raise FlashError(
+                f"{self.dir} is a {self.project_type} project: it speaks no benchmark protocol",
+                hint="generate with project_type=mlperftiny",
+            )
+        connect_timeout = max(timeout, self.start_timeout())
+        runner, link = self.start_firmware(write_timeout=max(connect_timeout, 1.0))
+        try:
+            device = EembcDevice(link, timeout=timeout, runner=runner)
+            device.connect(connect_timeout)
+            if device.enable_ticks() is not None:
+                factor = getattr(runner, "ticks_to_instructions", None)
+                device.ticks_to_instructions = factor(device.tick_hz) if callable(factor) else None
+            return device
+        except BaseException:
             runner.stop()
             raise
 

@@ -21,6 +21,8 @@ COMMANDS = [
     ("flash", "FlashCommand"),
     ("run", "RunCommand"),
     ("profile", "ProfileCommand"),
+    ("mlperf", "MlperfCommand"),
+    ("attach", "AttachCommand"),
     ("demo", "DemoCommand"),
     ("boards", "BoardsCommand"),
     ("footprint", "FootprintCommand"),

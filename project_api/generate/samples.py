@@ -60,7 +60,7 @@ class SampleSet:
         def put(array: np.ndarray) -> int:
             out.extend(b"\0" * ((-len(out)) % ALIGN))
             offset = len(out)
-            out.extend(_le_bytes(array))
+            out.extend(le_bytes(array))
             return offset
 
         for inputs, expected in zip(self.inputs, self.expected):
@@ -69,7 +69,8 @@ class SampleSet:
         return bytes(out)
 
 
-def _le_bytes(array: np.ndarray) -> bytes:
+def le_bytes(array: np.ndarray) -> bytes:
+    """The array's data as little-endian bytes (what the device holds)."""
     array = np.ascontiguousarray(array)
     if array.dtype.byteorder == ">" or (array.dtype.byteorder == "=" and np.little_endian is False):
         array = array.astype(array.dtype.newbyteorder("<"))

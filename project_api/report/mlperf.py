@@ -242,10 +242,11 @@ class MlperfReport:
         return {"top1": correct / len(labelled), "correct": correct, "labelled": len(labelled)}
 
     def reference(self) -> Optional[Dict[str, int]]:
-        compared = [s for s in self.samples if s.matches_reference is not None]
+        runs = self.samples + [w.run for w in self.windows]
+        compared = [run for run in runs if run.matches_reference is not None]
         if not compared:
             return None
-        matching = sum(1 for s in compared if s.matches_reference)
+        matching = sum(1 for run in compared if run.matches_reference)
         return {"compared": len(compared), "matching": matching}
 
     def performance(self) -> Optional[Dict[str, Any]]:
@@ -302,6 +303,7 @@ class MlperfReport:
                     "throughput_inf_per_s": w.throughput,
                     "host_seconds": w.host_seconds,
                     "matches_reference": w.run.matches_reference,
+                    "results": w.run.results,
                 }
                 for w in self.windows
             ],

@@ -1,5 +1,6 @@
 """A short libFuzzer smoke run of the runtime's two parsers (graph.json and params blobs),
-seeded with the hand-written test graphs and, when present, the real corpus archives.
+seeded with the hand-written test graphs and, when present, the real corpus archives, and of
+the firmware's MLPerf Tiny command interpreter (seeded with benchmark sessions).
 
 Long runs are done by hand: build crt/tests with CC=clang -DMLF_CRT_FUZZ=ON, then
 ``fuzz_graph_json -max_total_time=600 CORPUS SEEDS`` (see the crt report for results).
@@ -17,6 +18,16 @@ from conftest import REPO_ROOT, corpus_archives
 
 CRT_TESTS = REPO_ROOT / "crt" / "tests"
 SECONDS = 5
+# fuzz_mlperftiny inputs: a setting byte (model, dequantize, energy mode, ...), then the bytes
+# of a benchmark session.
+MLPERFTINY_SEEDS = {
+    "session": b"\x00name%profile%db load 5%db 0102030405%infer 2 1%results%db print%help%"
+    b"mlf-ticks on%timestamp%",
+    "float": b"\x05db load 16%db 0000803f00000040%db 0000404000008040%infer%results%",
+    "two_inputs": b"\x06db load 6%db 010203 040506%infer 3 0%",
+    "energy_fail": b"\x1bdb load 2%db ff%db 00%infer 1 1%timestamp%",
+    "hostile": b"\x40db load 99999999999%db zz%" + b"x" * 200 + b"%infer 0%results%db 0%",
+}
 
 
 def _libfuzzer_works(work: Path) -> bool:
@@ -66,6 +77,9 @@ def seeds(fuzz_build: Path) -> Path:
     root = fuzz_build.parent / "seeds"
     (root / "graph").mkdir(parents=True)
     (root / "params").mkdir()
+    (root / "mlperftiny").mkdir()
+    for name, session in MLPERFTINY_SEEDS.items():
+        (root / "mlperftiny" / name).write_bytes(session)
     subprocess.run([str(fuzz_build / "make_seeds"), str(root)], check=True)
     for archive in corpus_archives():
         with tarfile.open(archive) as tar:
@@ -85,11 +99,13 @@ def seeds(fuzz_build: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("target", "kind"), [("fuzz_graph_json", "graph"), ("fuzz_params", "params")]
+    ("target", "kind"),
+    [("fuzz_graph_json", "graph"), ("fuzz_params", "params"), ("fuzz_mlperftiny", "mlperftiny")],
 )
 def test_fuzz_smoke(fuzz_build: Path, seeds: Path, tmp_path: Path, target: str, kind: str) -> None:
     corpus = tmp_path / "corpus"
     corpus.mkdir()
+    dictionary = CRT_TESTS / f"{kind}.dict"
     result = subprocess.run(
         [
             str(fuzz_build / target),
@@ -97,6 +113,7 @@ def test_fuzz_smoke(fuzz_build: Path, seeds: Path, tmp_path: Path, target: str, 
             "-max_len=65536",
             "-print_final_stats=1",
             f"-artifact_prefix={tmp_path}/",
+            *([f"-dict={dictionary}"] if dictionary.is_file() else []),
             str(corpus),
             str(seeds / kind),
         ],

@@ -5,8 +5,9 @@
     print(report.text()); json.dumps(report.to_json())
 
 **Planned** figures come from the generator (``project.json``): arena, workspace, executor
-state, graph tables parsed into RAM (graph_format=json), the protocol's receive buffer and
-the stack; params, graph tables / graph.json and samples in flash. The code of the model and
+state, graph tables parsed into RAM (graph_format=json), the console buffer of the project
+type (host_driven: the protocol's receive buffer; mlperftiny: the input ``db`` loads) and the
+stack; params, graph tables / graph.json and samples in flash. The code of the model and
 of the runtime is estimated by compiling their C to objects with the board's compiler and
 flags (no linking: functions the linker would drop are counted, so it is an upper bound).
 
@@ -19,7 +20,7 @@ object file in the build tree (the host link keeps whole objects).
 Categories (``CATEGORIES``): ``runtime`` (crt/src objects), ``model`` (the model's generated
 C, its object files and external dependencies), ``params``, ``graph`` (const graph tables or
 graph.json, and the RAM graph.json is parsed into), ``samples``, ``firmware`` (main.c, the
-model's glue in model_<mod>.c, the device-protocol or standalone loop), ``board`` (the
+model's glue in model_<mod>.c, the device-protocol, standalone or mlperftiny loop), ``board`` (the
 board's C seam), ``libc`` (newlib / libgcc / libm), and RAM buffers: ``arena``,
 ``workspace``, ``state`` (executor state arrays and the mlf_executor / mlf_workspace
 structs), ``rx_buffer``, ``stack``, ``heap``; ``other`` for anything unrecognised.
@@ -70,7 +71,14 @@ CATEGORIES = (
 )
 SECTIONS = (".text", ".rodata", ".data", ".bss")
 # Files of template_project/firmware/ (compiled into the runtime library of a project).
-LOOP_SOURCES = ("mlf_device", "mlf_frame", "mlf_standalone", "mlf_profile")
+LOOP_SOURCES = (
+    "mlf_device",
+    "mlf_frame",
+    "mlf_standalone",
+    "mlf_profile",
+    "mlf_mlperftiny",
+    "mlf_text",
+)
 # Statics of the generated model_<mod>.c and main.c that are buffers the report names.
 _MODEL_STATICS = {
     "arena": "arena",
@@ -80,7 +88,7 @@ _MODEL_STATICS = {
     "workspace": "state",
     "graph_tables": "graph",
 }
-_MAIN_STATICS = {"rx_buffer": "rx_buffer"}
+_MAIN_STATICS = {"rx_buffer": "rx_buffer", "db_buffer": "rx_buffer"}
 _LIBC_RE = re.compile(r"lib(c|c_nano|g|g_nano|m|gcc|nosys|rdimon|rdimon_nano)\.a\b")
 
 
@@ -831,9 +839,7 @@ def _planned(info: Mapping[str, Any]) -> Tuple[Dict[str, int], Dict[str, Optiona
         "workspace": sum(int(m["sizes"]["workspace_bytes"]) for m in models),
         "executor state": sum(int(m["sizes"]["state_bytes"]) for m in models),
         "graph tables": sum(int(m["sizes"].get("graph_parse_bytes") or 0) for m in models),
-        "rx buffer": int(ram_items.get("receive buffer", 0))
-        if info.get("project_type") == "host_driven"
-        else 0,
+        "rx buffer": int(ram_items.get(_link_buffer_item(info), 0)),
         "stack": int(info.get("stack_bytes") or 0),
         "model pools": sum(
             int(pool["bytes"]) for m in models for pool in m.get("static_pools") or ()
@@ -849,6 +855,15 @@ def _planned(info: Mapping[str, Any]) -> Tuple[Dict[str, int], Dict[str, Optiona
         "samples": sum(int(m["sizes"].get("samples_bytes") or 0) for m in models),
     }
     return planned_ram, planned_flash
+
+
+def _link_buffer_item(info: Mapping[str, Any]) -> str:
+    """The fit item that is the project type's console buffer (host_driven's frame receive
+    buffer, mlperftiny's input buffer; standalone has none)."""
+    from .generate.project_types import KINDS
+
+    kind = KINDS.get(str(info.get("project_type")))
+    return (kind.link_buffer_item if kind is not None else None) or ""
 
 
 def project_footprint(project: Any, *, estimate: bool = True) -> Footprint:
@@ -900,7 +915,7 @@ def refused_footprint(
     stack = int(opts["stack_bytes"]) if opts["stack_bytes"] is not None else board.stack_bytes
     with open_archive(Path(archive)) as opened:
         plans = _plan_models(opened, model, board, project_type, opts)
-        fit = memory_fit(plans, board, stack if not board.is_host else 0)
+        fit = memory_fit(plans, board, stack if not board.is_host else 0, project_type)
         info: Dict[str, Any] = {
             "project_type": project_type,
             "models": [plan.describe() for plan in plans],
@@ -1010,6 +1025,7 @@ def footprint(
     build: bool = False,
     estimate: bool = True,
     progress: Optional[Progress] = None,
+    project_type: str = "host_driven",
 ) -> Footprint:
     """The footprint of an MLF archive on ``board`` (generated in a scratch directory,
     built there with ``build=True``) or of a generated project directory (built first with
@@ -1041,12 +1057,15 @@ def footprint(
                 path,
                 Path(scratch) / "project",
                 board=board,
+                project_type=project_type,
                 model=model,
                 options=options,
                 progress=progress,
             )
         except FitError:
-            return refused_footprint(path, board, model=model, options=options)
+            return refused_footprint(
+                path, board, model=model, options=options, project_type=project_type
+            )
         if build:
             project.build(progress=progress)
         result = project_footprint(project, estimate=estimate)

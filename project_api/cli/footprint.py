@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict
 
+from ..options import PROJECT_TYPES
 from .command import EXIT_FAILURE, EXIT_OK, Command
 from .generate import add_option_argument
 
@@ -32,6 +33,12 @@ class FootprintCommand(Command):
             help="target board (required for an archive; a project knows its own board)",
         )
         parser.add_argument("--model", help="the model of a multi-model archive, or '*'")
+        parser.add_argument(
+            "--project-type",
+            choices=PROJECT_TYPES,
+            default="host_driven",
+            help="for an archive: the kind of firmware (default host_driven)",
+        )
         add_option_argument(
             parser, help="a project option for an archive (e.g. graph_format=json); repeatable"
         )
@@ -63,6 +70,7 @@ class FootprintCommand(Command):
                 build=args.build,
                 estimate=not args.no_estimate,
                 progress=progress,
+                project_type=args.project_type,
             )
         finally:
             if progress is not None:

@@ -230,7 +230,8 @@ def test_choices_are_enforced() -> None:
         gen(project_type="aot_standalone_demo")
     assert info.value.code == -32602
     assert str(info.value) == (
-        "option project_type: 'aot_standalone_demo' is not one of: host_driven, standalone, mlperftiny"
+        "option project_type: 'aot_standalone_demo' is not one of: "
+        "host_driven, standalone, mlperftiny"
     )
     with pytest.raises(ProjectApiError, match="option graph_format"):
         gen(graph_format="xml")

@@ -77,7 +77,7 @@ void mlf_text_number(mlf_text* out, double v) {
     return;
   }
   if (v == 0) {
-    mlf_text_char(out, '0');
+    mlf_text_str(out, "0.0");
     return;
   }
   /* v = scaled * 10^exponent with 1 <= scaled < 10 (up to rounding). */
@@ -125,9 +125,11 @@ void mlf_text_number(mlf_text* out, double v) {
       return;
     }
     for (int i = 0; i <= exponent; ++i) mlf_text_char(out, i < count ? text[i] : '0');
+    mlf_text_char(out, '.');
     if (count > exponent + 1) {
-      mlf_text_char(out, '.');
       for (int i = exponent + 1; i < count; ++i) mlf_text_char(out, text[i]);
+    } else {
+      mlf_text_char(out, '0'); /* 3.0: a float, whole or not */
     }
     return;
   }

@@ -30,8 +30,8 @@ void mlf_text_safe(mlf_text* out, const char* s);
 void mlf_text_u64(mlf_text* out, uint64_t v);
 void mlf_text_i64(mlf_text* out, int64_t v);
 void mlf_text_hex_byte(mlf_text* out, uint8_t b);
-/* A number with up to 9 significant digits (enough to read a float32 back exactly): 0.25,
- * -3, 1.17549435e-38; nan, inf and -inf as such. */
+/* A number with up to 9 significant digits (enough to read a float32 back exactly), always
+ * written as a float: 0.25, -3.0, 0.0, 1.17549435e-38; nan, inf and -inf as such. */
 void mlf_text_number(mlf_text* out, double v);
 
 /* Element i of a tensor's data as a double; 0 when the dtype has no such reading (vector

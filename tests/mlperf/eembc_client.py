@@ -36,7 +36,8 @@ def command(port: serial.SerialBase, text: str, timeout: float = 30.0) -> List[s
 
 
 def main(url: str, input_path: str) -> None:
-    data = open(input_path, "rb").read()
+    with open(input_path, "rb") as handle:
+        data = handle.read()
     port = serial.serial_for_url(url, baudrate=115200, timeout=0.1)
     command(port, "")  # ends whatever a previous user left half-typed
     out = {"name": command(port, "name")}

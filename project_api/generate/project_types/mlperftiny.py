@@ -46,8 +46,9 @@ def benchmark_of(model_name: str) -> Optional[str]:
     for word in re.split(r"[^a-z0-9]+", model_name.lower()):
         if word in BENCHMARKS:
             return word
-        if word in _GUESSES:
-            return _GUESSES[word]
+        for key, benchmark in _GUESSES.items():
+            if word == key or (len(key) >= 5 and word.startswith(key)):  # resnet8, cifar10
+                return benchmark
     return None
 
 

@@ -158,11 +158,7 @@ class Project:
         request, ``run_timeout`` (default: ``timeout``) a RUN."""
         from .transport.session import Session
 
-        if self.project_type != "host_driven":
-            raise FlashError(
-                f"{self.dir} is a {self.project_type} project: it answers no requests",
-                hint="use run_standalone(), or generate with project_type=host_driven",
-            )
+        self._require_type("host_driven", "it answers no device-protocol requests")
         connect_timeout = max(timeout, self.start_timeout()) if not self.board.is_host else timeout
         runner, link = self.start_firmware(write_timeout=max(connect_timeout, 1.0))
         session = None
@@ -212,11 +208,7 @@ class Project:
         icount ``device.ticks_to_instructions`` turns its tick counts into instructions."""
         from .transport.eembc import EembcDevice
 
-        if self.project_type != "mlperftiny":
-            raise FlashError(
-                f"{self.dir} is a {self.project_type} project: it speaks no benchmark protocol",
-                hint="generate with project_type=mlperftiny",
-            )
+        self._require_type("mlperftiny", "it speaks no benchmark protocol")
         connect_timeout = max(timeout, self.start_timeout())
         runner, link = self.start_firmware(write_timeout=max(connect_timeout, 1.0))
         try:
@@ -230,17 +222,25 @@ class Project:
             runner.stop()
             raise
 
+    def _require_type(self, wanted: str, problem: str) -> None:
+        """FlashError unless the project is of type ``wanted``, saying what drives it."""
+        if self.project_type == wanted:
+            return
+        from .generate.project_types import project_type_for
+
+        raise FlashError(
+            f"{self.dir} is a {self.project_type} project, {problem}",
+            hint=f"drive it with {project_type_for(self.project_type).driven_by}, or generate "
+            f"with project_type={wanted}",
+        )
+
     def run_standalone(self, *, timeout: float = 60.0) -> Any:
         """Runs a ``standalone`` firmware to its end and returns a :class:`StandaloneResult`
         (its parsed report, exit status and log). TransportTimeoutError when it does not end
         within ``timeout``; the process is reaped either way."""
         from .transport.standalone import parse_standalone
 
-        if self.project_type != "standalone":
-            raise FlashError(
-                f"{self.dir} is a {self.project_type} project, not standalone",
-                hint="use session() to drive a host_driven firmware",
-            )
+        self._require_type("standalone", "not standalone")
         if not self.firmware.is_file():
             raise FlashError(
                 f"no firmware at {self.firmware}",

@@ -19,6 +19,7 @@ from .run import RunCommand
 
 class MlperfCommand(RunCommand):
     name = "mlperf"
+    project_types = ("mlperftiny",)
     help = "MLPerf Tiny accuracy or performance of a model on a board (the EEMBC protocol)"
     description = (
         "Generate (for an archive) and build an mlperftiny firmware, then drive it like the "

@@ -22,7 +22,6 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from ..errors import GenerateError, InputError
-from ..options import PROJECT_TYPES
 from .command import EXIT_FAILURE, EXIT_OK, Command
 from .generate import add_generate_arguments, dependency_options
 
@@ -37,6 +36,8 @@ RUNTIME_OPTIONS = frozenset(
 
 class RunCommand(Command):
     name = "run"
+    # The project types this command drives (the others are refused, naming their command).
+    project_types: Tuple[str, ...] = ("host_driven", "standalone")
     help = "run a model on a board: generate and build when given an archive, then infer"
     description = (
         "Run one inference of a model on a board and report its outputs and timing. Given an "
@@ -61,7 +62,7 @@ class RunCommand(Command):
         )
         parser.add_argument(
             "--project-type",
-            choices=PROJECT_TYPES,
+            choices=self.project_types,
             help="host_driven (default) or standalone (the inputs are embedded, run once)",
         )
         parser.add_argument(
@@ -93,6 +94,14 @@ class RunCommand(Command):
                 _check_same(project, args, options)
             else:
                 project = _project_for_archive(target, args, options, progress, stack)
+            if project.project_type not in self.project_types:
+                from ..generate.project_types import project_type_for
+
+                raise InputError(
+                    f"{project.dir} is a {project.project_type} project: `mlf-project "
+                    f"{self.name}` does not drive it",
+                    hint=f"use {project_type_for(project.project_type).cli_command}",
+                )
             if args.icount and not project.board.is_qemu:
                 raise GenerateError(
                     f"--icount only applies to QEMU boards, not {project.board.name}"

@@ -23,6 +23,9 @@ class ProjectType:
     owned_hint = ""
     #: the RAM item (of :meth:`ram_items`) buffering the console link: footprint's receive buffer
     link_buffer_item: Optional[str] = None
+    #: what drives a built firmware of this type: the driver.Project method, the CLI command
+    driven_by = ""
+    cli_command = ""
 
     @property
     def main_template(self) -> str:

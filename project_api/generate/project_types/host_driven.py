@@ -25,6 +25,8 @@ class HostDriven(ProjectType):
     owned_options = ("profile",)
     owned_hint = "the profile is read over the device protocol after a run"
     link_buffer_item = "receive buffer"
+    driven_by = "session()"
+    cli_command = "mlf-project run"
 
     def ram_items(self, plans: Sequence[ModelPlan], board: Board) -> Dict[str, int]:
         return {"receive buffer": wire_payload(board) + FRAME_OVERHEAD}

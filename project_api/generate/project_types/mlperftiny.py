@@ -101,6 +101,8 @@ class MlperfTiny(ProjectType):
     )
     owned_hint = "generate an mlperftiny project (--project-type mlperftiny)"
     link_buffer_item = "input buffer"
+    driven_by = "benchmark()"
+    cli_command = "mlf-project mlperf, or mlf-project attach and the MLPerf Tiny runner"
 
     def check(self, models: Sequence[Model], opts: Mapping[str, Any]) -> None:
         if len(models) != 1:

@@ -19,6 +19,8 @@ class Standalone(ProjectType):
     firmware_sources = ("mlf_standalone.c", "mlf_frame.c", "mlf_text.c")
     owned_options = ("sample_inputs",)
     owned_hint = "the samples are embedded in standalone firmware only"
+    driven_by = "run_standalone()"
+    cli_command = "mlf-project run"
 
     def plan(self, plan: ModelPlan, archive: Archive, opts: Mapping[str, Any]) -> None:
         plan.samples = samples_mod.choose_samples(plan.model, opts["sample_inputs"], archive)

@@ -126,8 +126,9 @@ class GenerateCommand(Command):
             "--project-type",
             choices=PROJECT_TYPES,
             default="host_driven",
-            help="host_driven (answers the device protocol; default) or standalone (runs its "
-            "embedded samples once and prints the results)",
+            help="host_driven (answers the device protocol; default), standalone (runs its "
+            "embedded samples once and prints the results) or mlperftiny (speaks the MLPerf "
+            "Tiny benchmark protocol: docs/mlperftiny.md)",
         )
         parser.add_argument(
             "--force", action="store_true", help="replace a project generated there before"

@@ -13,7 +13,6 @@ import numpy as np
 
 from ..errors import InputError
 from .command import EXIT_FAILURE, EXIT_OK
-from .generate import add_generate_arguments
 from .run import RunCommand
 
 
@@ -31,11 +30,16 @@ class MlperfCommand(RunCommand):
         "instructions. Exit status 1 when a result differs from the dataset's reference."
     )
 
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+    target_help = "an MLF archive, or a generated mlperftiny project"
+    icount_help = "QEMU boards: -icount shift=0, so latencies are also exact instruction counts"
+    timeout_help = (
+        "seconds to wait for each answer (default by board: host 10, QEMU 60, real 30); a "
+        "window gets more, from the time of one inference"
+    )
+
+    def add_own_arguments(self, parser: argparse.ArgumentParser) -> None:
         from ..report.mlperf import MODES, WINDOWS
 
-        parser.add_argument("target", help="an MLF archive, or a generated mlperftiny project")
-        add_generate_arguments(parser, board_default="")
         parser.add_argument(
             "--mode", choices=MODES, default="performance", help="default: performance"
         )
@@ -61,23 +65,6 @@ class MlperfCommand(RunCommand):
             help=f"performance: windows to take the median of (default {WINDOWS})",
         )
         parser.add_argument("--limit", type=int, help="accuracy: only the first N samples")
-        parser.add_argument("--json", action="store_true", help="print one JSON object")
-        parser.add_argument(
-            "--project-dir",
-            help="where to generate and build for an archive (kept; reused when it still "
-            "matches); default: a temporary directory",
-        )
-        parser.add_argument(
-            "--icount",
-            action="store_true",
-            help="QEMU boards: -icount shift=0, so latencies are also exact instruction counts",
-        )
-        parser.add_argument(
-            "--timeout",
-            type=float,
-            help="seconds to wait for each answer (default by board: host 10, QEMU 60, "
-            "real 30); a window gets more, from the time of one inference",
-        )
         parser.set_defaults(project_type="mlperftiny", input=None, output=None)
 
     def forced_options(self, args: argparse.Namespace) -> Dict[str, str]:

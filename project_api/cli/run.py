@@ -45,36 +45,38 @@ class RunCommand(Command):
         "--project-dir); given a generated project, it is built (incrementally) and run."
     )
 
+    target_help = "an MLF archive, or a generated project directory"
+    icount_help = "QEMU boards: -icount shift=0, so 'instructions' is an exact count"
+    timeout_help = (
+        "seconds to wait for each answer, the run's included (default by board: host 10, "
+        "QEMU 60, real 30; a run then gets at least 30)"
+    )
+
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("target", help="an MLF archive, or a generated project directory")
+        parser.add_argument("target", help=self.target_help)
         add_generate_arguments(parser, board_default="")
-        parser.add_argument(
-            "--input",
-            help="inputs: .npz keyed by input name, or .npy for a model with one input "
-            "(default: deterministic random inputs)",
-        )
-        parser.add_argument("--output", help="write the outputs to this .npz (output0..N-1)")
+        self.add_own_arguments(parser)
         parser.add_argument("--json", action="store_true", help="print one JSON object")
         parser.add_argument(
             "--project-dir",
             help="where to generate and build for an archive (kept; reused when it still "
             "matches); default: a temporary directory",
         )
+        parser.add_argument("--icount", action="store_true", help=self.icount_help)
+        parser.add_argument("--timeout", type=float, help=self.timeout_help)
+
+    def add_own_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """The arguments of this command alone (run: inputs, outputs, project type)."""
+        parser.add_argument(
+            "--input",
+            help="inputs: .npz keyed by input name, or .npy for a model with one input "
+            "(default: deterministic random inputs)",
+        )
+        parser.add_argument("--output", help="write the outputs to this .npz (output0..N-1)")
         parser.add_argument(
             "--project-type",
             choices=self.project_types,
             help="host_driven (default) or standalone (the inputs are embedded, run once)",
-        )
-        parser.add_argument(
-            "--icount",
-            action="store_true",
-            help="QEMU boards: -icount shift=0, so 'instructions' is an exact count",
-        )
-        parser.add_argument(
-            "--timeout",
-            type=float,
-            help="seconds to wait for each answer, the run's included (default by board: "
-            "host 10, QEMU 60, real 30; a run then gets at least 30)",
         )
 
     def do_run(self, args: argparse.Namespace) -> int:

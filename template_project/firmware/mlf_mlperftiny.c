@@ -252,24 +252,24 @@ static void print_results(mlf_mlperftiny* dev) {
 
 /* ---- commands ------------------------------------------------------------------------------ */
 
-static void cmd_name(mlf_mlperftiny* dev, const word* args, size_t nargs) {
-  (void)args, (void)nargs;
-  mlf_text_str(&dev->out, "m-name-dut-[");
-  quoted_str(dev, dev->config->name != NULL ? dev->config->name : "");
+/* "<prefix>[<text>]" */
+static void bracketed(mlf_mlperftiny* dev, const char* prefix, const char* text) {
+  mlf_text_str(&dev->out, prefix);
+  mlf_text_char(&dev->out, '[');
+  quoted_str(dev, text != NULL ? text : "");
   mlf_text_char(&dev->out, ']');
   end_line(dev);
 }
 
+static void cmd_name(mlf_mlperftiny* dev, const word* args, size_t nargs) {
+  (void)args, (void)nargs;
+  bracketed(dev, "m-name-dut-", dev->config->name);
+}
+
 static void cmd_profile(mlf_mlperftiny* dev, const word* args, size_t nargs) {
   (void)args, (void)nargs;
-  mlf_text_str(&dev->out, "m-profile-[");
-  quoted_str(dev, dev->config->profile != NULL ? dev->config->profile : "");
-  mlf_text_char(&dev->out, ']');
-  end_line(dev);
-  mlf_text_str(&dev->out, "m-model-[");
-  quoted_str(dev, dev->config->model != NULL ? dev->config->model : "");
-  mlf_text_char(&dev->out, ']');
-  end_line(dev);
+  bracketed(dev, "m-profile-", dev->config->profile);
+  bracketed(dev, "m-model-", dev->config->model);
 }
 
 static void cmd_timestamp(mlf_mlperftiny* dev, const word* args, size_t nargs) {

@@ -287,3 +287,53 @@ def test_client_raises_on_errors_and_incomplete_answers() -> None:
         parse_results("m-results-[1,two]")
     assert parse_results("m-results-[]") == []
     assert np.isnan(parse_results("m-results-[nan]")[0])
+
+
+# --- the firmware's numbers, the Project API's options ---------------------------------------
+
+
+def test_floats_print_so_that_they_read_back_exactly(tmp_path: Any) -> None:
+    """mlf_text_number(): 9 significant digits, always a float, every float32 exact."""
+    import subprocess
+
+    from device_c import cbuild
+
+    program = cbuild.build(
+        tmp_path,
+        "text_number",
+        [cbuild.DEVICE_C / "text_number_main.c", cbuild.FIRMWARE / "mlf_text.c"],
+    )
+    rng = np.random.default_rng(1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        values = np.concatenate(
+            [
+                np.array(
+                    [0.0, -0.0, 1.0, -3.0, 0.5, 1e-05, 123456789.0, 1234567890.0, 0.1], np.float32
+                ),
+                np.array(
+                    [np.finfo(np.float32).max, np.finfo(np.float32).tiny, 1.4e-45], np.float32
+                ),
+                rng.standard_normal(2000).astype(np.float32) * 10.0 ** rng.integers(-40, 38, 2000),
+                rng.integers(0, 2**32, 2000, dtype=np.uint64).astype(np.uint32).view(np.float32),
+            ]
+        ).astype(np.float32)
+    finite = values[np.isfinite(values)]
+    done = subprocess.run([str(program)], input=finite.tobytes(), capture_output=True, check=True)
+    lines = done.stdout.decode().split("\n")[:-1]
+    assert len(lines) == finite.size
+    for text, value in zip(lines, finite):
+        assert re.fullmatch(r"-?\d+\.\d+|-?\d(\.\d+)?e[+-]\d\d+", text), text
+        assert np.float32(float(text)) == value, (text, value)
+    assert lines[:6] == ["0.0", "-0.0", "1.0", "-3.0", "0.5", "9.99999975e-06"]
+    assert lines[6:8] == ["123456792.0", "1.23456794e+09"]  # float32 values
+
+
+def test_project_api_options_of_mlperftiny() -> None:
+    from project_api.options import normalize_options
+    from project_api.serve.options import coerce_options
+
+    given = {"board": "host", "project_type": "mlperftiny", "output_scale": "0.25"}
+    coerced = coerce_options("generate_project", given)
+    assert coerced["project_type"] == "mlperftiny" and coerced["output_scale"] == "0.25"
+    generator = {k: v for k, v in coerced.items() if k in ("output_scale", "mlperftiny_energy")}
+    assert normalize_options(generator)["output_scale"] == 0.25

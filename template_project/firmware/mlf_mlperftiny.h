@@ -24,7 +24,8 @@
  *
  * Results are every output of the model, in order, element by element: integers as integers,
  * or, when the config asks for it, integer outputs dequantized as scale * (q - zero_point);
- * floats with 9 significant digits and always a decimal point or exponent (0.0, -3.5, 1e-05).
+ * floats with 9 significant digits and always a decimal point or exponent (0.0, -3.5,
+ * 1.17549435e-38).
  *
  * Nothing is allocated: the loaded input lives in the caller's buffer, the command line and
  * the output text in the state struct on mlf_mlperftiny_serve()'s stack.

@@ -68,7 +68,9 @@ void mlf_text_number(mlf_text* out, double v) {
     mlf_text_str(out, "nan");
     return;
   }
-  if (v < 0) {
+  uint64_t bits;
+  memcpy(&bits, &v, sizeof(bits));
+  if (bits >> 63) { /* negative, -0.0 included */
     mlf_text_char(out, '-');
     v = -v;
   }

@@ -228,6 +228,7 @@ def test_generate_hands_coerced_options_to_the_driver(
         "qemu_icount": False,
         "graph_format": "tables",
         "offline": False,
+        "mlperftiny_energy": False,  # advertised for TVM's mlperftiny flow; a default is harmless
     } | ({"cmsis_path": os.environ["CMSIS_PATH"]} if os.environ.get("CMSIS_PATH") else {})
 
 

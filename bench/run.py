@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 if __package__ in (None, ""):  # run as a script: make `bench` and `project_api` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import aot, buildtime, codesize, dispatch, params, ram, streaming  # noqa: E402
+from bench import aot, buildtime, codesize, dispatch, hostile, params, ram, streaming  # noqa: E402
 from bench.common import REPO_ROOT, Context, PartResult, Skip  # noqa: E402
 
 PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
@@ -36,6 +36,7 @@ PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
     ("streaming", "5. streaming throughput over the pty", streaming.run),
     ("params", "6. params bound in place vs copied", params.run),
     ("aot", "7. AOT archives beside the graph archive; firmware vs a bare tvmgen_<m>_run", aot.run),
+    ("hostile", "8. hostile archives: accepted or refused within 2 s and 256 MB", hostile.run),
 ]
 DEFAULT_JSON = REPO_ROOT / "bench" / "results" / "latest.json"
 
@@ -57,6 +58,7 @@ COLUMNS: Dict[str, List[str]] = {
     "aot": ["model", "executor", "instructions", "bare_instructions", "overhead_instructions",
             "overhead_percent", "vs_graph_instructions", "flash_bytes", "ram_bytes",
             "model_pools_bytes", "workspace_bytes", "outputs_match"],
+    "hostile": ["case", "file_bytes", "status", "seconds", "rss_mb", "within_bounds", "answer"],
 }  # fmt: skip
 
 
@@ -184,6 +186,17 @@ def targets(results: Dict[str, PartResult]) -> List[Dict[str, Any]]:
             f"{a['kws_aot_instructions']:,.0f} instructions, kws_int8_aot_usmp); worst "
             f"{a['worst_model']} {a['worst_percent']:.5f} %",
             "status": verdict(a.get("kws_aot_percent"), a.get("target_met"), "aot"),
+        }
+    )
+    h = summary("hostile")
+    rows.append(
+        {
+            "target": "every hostile archive <= 10 MB answered in <= 2 s and <= 256 MB RSS",
+            "figure": None
+            if not h
+            else f"{h['cases']} cases, slowest {h['max_seconds']:.2f} s, "
+            f"peak {h['max_rss_mb']:.0f} MB",
+            "status": verdict(h or None, h.get("target_met"), "hostile"),
         }
     )
     return rows

@@ -9,12 +9,12 @@ Standard library only: the Project API server imports this when it starts.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from typing import Any, List, Optional, Sequence
 
 from .errors import GenerateError
+from .jsontext import parse_json
 
 # Option types: how a value is coerced (see coerce()).
 TYPES = ("bool", "int", "float", "str", "definitions", "dependencies", "json")
@@ -134,7 +134,7 @@ def _json(name: str, value: Any) -> Any:
     if not isinstance(value, str):
         raise GenerateError(f"option {name}: want a JSON string, got {json_type(value)}")
     try:
-        parsed = json.loads(value)
+        parsed = parse_json(value)
     except ValueError as err:
         raise GenerateError(f"option {name}: not valid JSON: {err}") from None
     if not isinstance(parsed, (dict, list)):

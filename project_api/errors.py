@@ -38,6 +38,10 @@ class UnsafeArchiveError(ArchiveError):
     """The archive holds a member that would escape or abuse the extraction directory."""
 
 
+class ArchiveLimitError(UnsafeArchiveError):
+    """The archive, or one of its members, is larger than the reader's cap for it."""
+
+
 class NotAnMlfError(ArchiveError):
     """A TVM artifact that is not a Model Library Format archive (e.g. export_library output).
 

@@ -33,7 +33,7 @@ def test_table_and_targets_without_results() -> None:
     text = table([{"a": 1234, "b": 0.5, "c": None, "d": True}], ["a", "b", "c", "d"])
     assert text.splitlines()[1].split() == ["1,234", "0.500", "-", "yes"]
     rows = targets({})
-    assert len(rows) == 7 and {r["status"] for r in rows} == {"not run"}
+    assert len(rows) == 8 and {r["status"] for r in rows} == {"not run"}
     skipped = PartResult("dispatch", "t", status="skipped", reason="needs qemu-system-arm")
     assert targets({"dispatch": skipped})[2]["status"] == "skipped"
 
@@ -112,3 +112,13 @@ def test_host_parts(smoke: Dict[str, Any]) -> None:
     assert "host" in boards
     for row in parts["streaming"]["rows"]:
         assert row["upload_mb_s"] > 0 and row["download_mb_s"] > 0
+
+
+def test_hostile_part(smoke: Dict[str, Any]) -> None:
+    """Every hostile archive gets an answer: a one-line refusal (status 2) or a description,
+    never a traceback (figures are the benchmark's business, not a test's)."""
+    part = smoke["parts"]["hostile"]
+    assert part["status"] == "ok", part["reason"]
+    assert len(part["rows"]) >= 9
+    for row in part["rows"]:
+        assert row["status"] in (0, 2) and not row["traceback"], row

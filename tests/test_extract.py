@@ -101,7 +101,7 @@ def test_total_size_cap(tmp_path, scratch):
     entries = [member("a"), member("b")]
     data = {"a": b"x" * 600, "b": b"y" * 600}
     limits = ExtractLimits(max_total_bytes=1000)
-    refused(tmp_path, scratch, entries, "'b' takes the content past 1000 bytes", data, limits)
+    refused(tmp_path, scratch, entries, "'b' takes the content past 1,000 bytes", data, limits)
 
 
 def test_duplicate_member(tmp_path, scratch):

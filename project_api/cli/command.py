@@ -2,12 +2,17 @@
 
 A command is a small class: ``name``, ``help``, ``add_arguments`` and ``do_run``. The
 template method :meth:`Command.run` turns this package's errors into a one-line message on
-stderr and exit status 2, so no command repeats that handling.
+stderr and exit status 2, Ctrl-C into one line and status 130, and a reader that closed our
+stdout (``| head``) into a quiet end with the status a shell gives SIGPIPE, so no command
+repeats that handling.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import select
+import signal
 import sys
 from typing import ClassVar
 
@@ -16,6 +21,8 @@ from ..errors import MlfProjectError
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 
 class Command:
@@ -31,13 +38,45 @@ class Command:
 
     def run(self, args: argparse.Namespace) -> int:
         try:
-            return self.do_run(args)
+            status = self.do_run(args)
+            sys.stdout.flush()  # here, not at exit, so a closed pipe is seen below
+            return status
         except MlfProjectError as err:
-            print(f"mlf-project {self.name}: error: {one_line(str(err))}", file=sys.stderr)
+            self.say(f"error: {one_line(str(err))}")
             return EXIT_BAD_INPUT
         except KeyboardInterrupt:
-            print(f"mlf-project {self.name}: interrupted", file=sys.stderr)
-            return 130
+            self.say("interrupted")
+            return EXIT_INTERRUPTED
+        except BrokenPipeError as err:
+            if not stdout_is_closed():
+                self.say(f"error: {one_line(str(err))}")
+                return EXIT_FAILURE
+            silence_stdout()
+            return EXIT_BROKEN_PIPE
+
+    def say(self, text: str) -> None:
+        print(f"mlf-project {self.name}: {text}", file=sys.stderr)
+
+
+def stdout_is_closed() -> bool:
+    """True when whoever read our stdout has gone (the pipe's read end is closed)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(event & select.POLLERR for _, event in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return True
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush finds nowhere to fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    finally:
+        os.close(devnull)
 
 
 def one_line(text: str) -> str:

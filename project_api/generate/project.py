@@ -39,6 +39,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..boards import Board, load_board
 from ..errors import GenerateError, UnsupportedModelError
+from ..jsontext import parse_json
 from ..options import GRAPH_FORMATS, normalize_options
 from ..read import Archive, Model, open_archive
 from ..resources import crt_dir, template_dir
@@ -803,7 +804,7 @@ def _tables_body(text: str, symbol: str) -> str:
 def read_project_info(project_dir: Path) -> Dict[str, Any]:
     path = Path(project_dir) / PROJECT_FILE
     try:
-        info = json.loads(path.read_text())
+        info = parse_json(path.read_text())
     except FileNotFoundError:
         raise GenerateError(
             f"{project_dir} is not a generated project (no {PROJECT_FILE})",

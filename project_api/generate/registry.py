@@ -19,7 +19,7 @@ from .tables import c_string, json_raw
 
 _REGISTERED_RE = re.compile(r"\(\s*TVMBackendPackedCFunc\s*\)\s*&?\s*([A-Za-z_]\w*)")
 _DEFINED_RE = re.compile(
-    r"^[ \t]*(?:TVM_DLL[ \t]+)?(?:int32_t|int)[ \t]+([A-Za-z_]\w*)[ \t]*\([^;{]*\)\s*\{",
+    r"^[ \t]*(?:TVM_DLL[ \t]+)?(?:int32_t|int)[ \t]+([A-Za-z_]\w*)[ \t]*\([^;{()]*\)\s*\{",
     re.MULTILINE,
 )
 

@@ -19,7 +19,8 @@ from ..errors import FitError
 WORKSPACE_ALIGN = 64
 
 # `void* x = TVMBackendAllocWorkspace(1, dev_id, (uint64_t)16000, 0, 16);`
-_ALLOC_RE = re.compile(r"TVMBackendAllocWorkspace\s*\(([^;]*?)\)\s*;", re.DOTALL)
+# Bounded, so that many unterminated calls cannot make the search quadratic.
+_ALLOC_RE = re.compile(r"TVMBackendAllocWorkspace\s*\(([^;]{0,1000}?)\)\s*;", re.DOTALL)
 _SIZE_ARG_RE = re.compile(r"^\s*(?:\(\s*u?int64_t\s*\)\s*)?(\d+)\s*[uUlL]*\s*$")
 # A function definition starts at column 0 and ends its first line with "{".
 _FUNCTION_START_RE = re.compile(r"^[A-Za-z_][^;\n]*\)\s*\{\s*$", re.MULTILINE)

@@ -41,12 +41,11 @@ _EXTRA_PARAMETERS = {
     "devices": "device contexts (an accelerator such as Ethos-U)",
 }
 _STATIC_POOL_RE = re.compile(
-    r"__attribute__\s*\(\(\s*section\s*\(\s*\"(\.bss\.noinit[^\"]*)\"\s*\)[^;{]*?\)\)\s*"
+    r"__attribute__\s*\(\(\s*section\s*\(\s*\"(\.bss\.noinit[^\"]{0,200})\"\s*\)[^;{]{0,200}?\)\)\s*"
     r"static\s+u?int8_t\s+(\w+)\s*\[\s*(\d+)\s*\]\s*;"
 )
-_COMMENT_RE = re.compile(r"/\*.*?\*/", re.DOTALL)
-_TENSOR_RE = re.compile(r"Tensor\[\(([^)]*)\),\s*([A-Za-z0-9_]+)\]")
-_PARAM_RE = re.compile(r"%([^\s:,()]+)\s*:\s*Tensor\[\(([^)]*)\),\s*([A-Za-z0-9_]+)\]")
+_TENSOR_RE = re.compile(r"Tensor\[\(([^()]*)\),\s*([A-Za-z0-9_]+)\]")
+_PARAM_RE = re.compile(r"%([^\s:,()]+)\s*:\s*Tensor\[\(([^()]*)\),\s*([A-Za-z0-9_]+)\]")
 
 
 def sanitize(name: str) -> str:
@@ -122,7 +121,7 @@ def read_aot(
     header = root / header_member
     pools = _static_pools(texts.values())
     if header.is_file():
-        text = _COMMENT_RE.sub("", header.read_text(encoding="utf-8", errors="replace"))
+        text = strip_comments(header.read_text(encoding="utf-8", errors="replace"))
         entry, ins, outs = _c_interface(header_member, text, prefix, inputs, outputs, pools)
         _require_definition(texts, entry.run_function, header_member)
     elif _defines_packed_main(texts.values(), prefix):
@@ -152,7 +151,7 @@ def read_aot(
 
 
 def _require_definition(texts: Dict[Path, str], function: str, header_member: str) -> None:
-    pattern = re.compile(rf"\b{function}\s*\([^;{{]*\)\s*\{{")
+    pattern = re.compile(rf"\b{function}\s*\([^;{{()]*\)\s*\{{")
     if not any(pattern.search(text) for text in texts.values()):
         raise AotError(
             "codegen/host/src",
@@ -185,7 +184,7 @@ def _c_interface(
 
 
 def _check_run_prototype(member: str, text: str, prefix: str) -> None:
-    match = re.search(rf"\b{prefix}_run\s*\(([^)]*)\)\s*;", text)
+    match = re.search(rf"\b{prefix}_run\s*\(([^()]*)\)\s*;", text)
     if match is None:
         raise AotError(member, f"{prefix}_run", "no declaration of the entry point")
     types = [re.sub(r"\s+", "", part).split("*")[0] for part in match.group(1).split(",")]
@@ -210,7 +209,7 @@ def _check_run_prototype(member: str, text: str, prefix: str) -> None:
 
 
 def _struct_fields(member: str, text: str, struct: str) -> List[str]:
-    match = re.search(rf"\bstruct\s+{struct}\s*\{{([^}}]*)\}}", text)
+    match = re.search(rf"\bstruct\s+{struct}\s*\{{([^{{}}]*)\}}", text)
     if match is None:
         raise AotError(member, f"struct {struct}", "missing")
     body = match.group(1)
@@ -261,7 +260,7 @@ def _match_fields(
 
 def _defines_packed_main(texts: Iterable[str], prefix: str) -> bool:
     pattern = re.compile(
-        rf"\b{prefix}___tvm_main__\s*\(\s*(?:TVMValue\s*\*|void\s*\*\s*args\b)[^;{{]*\)\s*\{{"
+        rf"\b{prefix}___tvm_main__\s*\(\s*(?:TVMValue\s*\*|void\s*\*\s*args\b)[^;{{()]*\)\s*\{{"
     )
     return any(pattern.search(text) for text in texts)
 
@@ -269,18 +268,44 @@ def _defines_packed_main(texts: Iterable[str], prefix: str) -> bool:
 def _c_metadata_names(texts: Iterable[str], key: str) -> List[Tuple[str, Tuple[int, ...]]]:
     """Names and shapes of the ``kTvmgenMetadata_<key>`` table (packed interface)."""
     for text in texts:
-        table = re.search(rf"kTvmgenMetadata_{key}\[\d+\]\s*=\s*\{{(.*?)\n\}};", text, re.DOTALL)
+        table = _table_body(text, rf"kTvmgenMetadata_{key}\[\d+\]\s*=\s*\{{")
         if table is None:
             continue
         found = []
-        for index, name in enumerate(re.findall(r'"([^"]*)"\s*/\*\s*name\s*\*/', table.group(1))):
+        for index, name in enumerate(re.findall(r'"([^"]*)"\s*/\*\s*name\s*\*/', table)):
             shape = re.search(
-                rf"kTvmgenMetadata_{key}_{index}_shape\[\d+\]\s*=\s*\{{([^}}]*)\}}", text
+                rf"kTvmgenMetadata_{key}_{index}_shape\[\d+\]\s*=\s*\{{([^{{}}]*)\}}", text
             )
             dims = re.findall(r"(-?\d+)L", shape.group(1)) if shape else []
             found.append((name, tuple(int(d) for d in dims)))
         return found
     return []
+
+
+def _table_body(text: str, opening: str) -> Optional[str]:
+    """What lies between ``opening`` and the next line that is ``};``."""
+    start = re.search(opening, text)
+    if start is None:
+        return None
+    end = text.find("\n};", start.end())
+    return None if end < 0 else text[start.end() : end]
+
+
+def strip_comments(text: str) -> str:
+    """``text`` without its ``/* */`` comments, in one pass (a regex would go quadratic on
+    many unclosed ones)."""
+    pieces, at = [], 0
+    while True:
+        start = text.find("/*", at)
+        if start < 0:
+            break
+        end = text.find("*/", start + 2)
+        pieces.append(text[at:start])
+        if end < 0:
+            return "".join(pieces)
+        at = end + 2
+    pieces.append(text[at:])
+    return "".join(pieces)
 
 
 def _packed_order(
@@ -315,7 +340,7 @@ def _reshaped(spec: TensorSpec, shape: Tuple[int, ...]) -> TensorSpec:
 def main_signature(text: str) -> Tuple[Dict[str, Tuple[Tuple[int, ...], str]], List[tuple]]:
     """``@main``'s parameters {name: (shape, dtype)} and its result tensors [(shape, dtype)]
     (empty when the result type is not written)."""
-    text = _COMMENT_RE.sub("", text)
+    text = strip_comments(text)
     start = text.find("def @main(")
     if start < 0:
         return {}, []

@@ -13,13 +13,14 @@ from typing import Any, Dict, List, Optional, Union
 from ..errors import ArchiveError, NotAnMlfError, UnsupportedModelError
 from .extract import ExtractLimits, PlannedMember, plan_extraction, safe_extract
 from .layout import load_models, read_metadata
+from .limits import CappedTarInfo, ReadLimits, check_directory
 from .mblob import ArtifactReport, inspect_artifact
 from .metadata import MEMBER
 from .model import GRAPH_EXPORT_HINT, Model
 
 # Members worth opening when a tar without metadata.json may be export_library output.
 _ARTIFACT_SUFFIXES = (".so", ".o", ".c", ".cc", ".dylib", ".dll")
-_MAX_ARTIFACT_BYTES = 256 << 20
+_MAX_ARTIFACT_BYTES = 64 << 20
 
 
 class Archive:
@@ -82,26 +83,30 @@ def open_archive(
     """Open and fully validate an MLF archive (tar, tar.gz, ... or extracted directory).
 
     A tar is extracted safely to ``extract_to`` (kept after close) or to a temporary directory
-    (deleted by :meth:`Archive.close`). Raises ArchiveError subclasses for unusable containers
+    (deleted by :meth:`Archive.close`). ``limits`` caps member count, total size and each
+    member's size by its role (default: :meth:`ReadLimits.from_environment`); a directory is
+    held to the same caps. Raises ArchiveError subclasses for unusable containers
     (NotAnMlfError for TVM export_library artifacts, UnsafeArchiveError for hostile members)
     and ValidationError subclasses for rule violations inside the archive.
     """
     path = Path(path)
+    read_limits = ReadLimits.adopt(limits)
     if path.is_dir():
         _check_directory(path)
+        check_directory(path, read_limits)
         return _load(path, path, owned_dir=None)
     if not path.exists():
         raise ArchiveError(f"{path}: no such file or directory")
     if not path.is_file():
         raise ArchiveError(f"{path}: not a regular file or directory")
-    return _open_file(path, Path(extract_to) if extract_to else None, limits or ExtractLimits())
+    return _open_file(path, Path(extract_to) if extract_to else None, read_limits)
 
 
 def _open_file(path: Path, extract_to: Optional[Path], limits: ExtractLimits) -> Archive:
     with path.open("rb") as handle:
         head = handle.read(4)
     if head == b"\x7fELF":
-        _refuse_artifact(path, path.read_bytes())
+        _refuse_artifact(path, _read_capped(path))
         raise ArchiveError(f"{path}: an ELF binary, not a Model Library Format archive")
     owned = Path(tempfile.mkdtemp(prefix="mlf-")) if extract_to is None else None
     destination = owned / "archive" if owned is not None else Path(str(extract_to))
@@ -121,7 +126,7 @@ def _open_file(path: Path, extract_to: Optional[Path], limits: ExtractLimits) ->
 
 def _extract_checked(path: Path, destination: Path, limits: ExtractLimits) -> None:
     try:
-        with tarfile.open(path, mode="r:*") as tar:
+        with tarfile.open(path, mode="r:*", tarinfo=CappedTarInfo) as tar:
             plan = plan_extraction(tar, limits)
             if not any(m.name == MEMBER and m.kind != "dir" for m in plan):
                 _refuse_tar_without_metadata(path, tar, plan)

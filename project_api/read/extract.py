@@ -34,6 +34,17 @@ class ExtractLimits:
     max_members: int = 100_000
     max_total_bytes: int = 2 << 30  # 2 GiB of regular-file data
 
+    def check_member(self, name: str, size: int) -> None:
+        """Refuses one member by its declared size (no per-member cap here)."""
+
+    def too_many_members(self) -> UnsafeArchiveError:
+        return UnsafeArchiveError(f"more than {self.max_members} members (limit)")
+
+    def too_much_content(self, name: str) -> UnsafeArchiveError:
+        return UnsafeArchiveError(
+            f"member {name!r} takes the content past {self.max_total_bytes} bytes"
+        )
+
 
 @dataclass(frozen=True)
 class PlannedMember:
@@ -59,7 +70,7 @@ def plan_extraction(tar: tarfile.TarFile, limits: ExtractLimits) -> List[Planned
     total = 0
     for count, info in enumerate(tar, start=1):
         if count > limits.max_members:
-            raise UnsafeArchiveError(f"more than {limits.max_members} members (limit)")
+            raise limits.too_many_members()
         member = _plan_member(info)
         if member is None:
             continue
@@ -70,11 +81,10 @@ def plan_extraction(tar: tarfile.TarFile, limits: ExtractLimits) -> List[Planned
             raise UnsafeArchiveError(f"member {info.name!r} appears twice")
         planned[member.name] = member
         if member.kind == "file":
+            limits.check_member(member.name, info.size)
             total += info.size
             if total > limits.max_total_bytes:
-                raise UnsafeArchiveError(
-                    f"member {info.name!r} takes the content past {limits.max_total_bytes} bytes"
-                )
+                raise limits.too_much_content(info.name)
     _check_parents(planned)
     return [_resolve_link(member, planned) for member in planned.values()]
 

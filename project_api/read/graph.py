@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import GraphError
+from ..jsontext import parse_json
 from .dtypes import DType, UnknownDTypeError, parse_dtype
 
 # func_name values the graph executor handles itself rather than calling generated code.
@@ -63,7 +64,7 @@ class Graph:
     @classmethod
     def from_json(cls, text: str, member: str = "graph.json") -> Graph:
         try:
-            data = json.loads(text)
+            data = parse_json(text)
         except json.JSONDecodeError as err:
             where = f"line {err.lineno} column {err.colno}"
             raise GraphError(member, where, f"not valid JSON: {err.msg}") from None
@@ -311,8 +312,14 @@ class _GraphParser:
                 parse_dtype(text)
             except UnknownDTypeError as err:
                 raise self.fail(f"attrs.dltype[1][{eid}]", str(err)) from None
-        for eid, shape in enumerate(attrs["shapes"]):
+        for eid, (shape, text) in enumerate(zip(attrs["shapes"], attrs["dtypes"])):
             self.check_shape(f"attrs.shape[1][{eid}]", shape)
+            size = parse_dtype(text).itemsize * math.prod(shape)
+            if size > MAX_TENSOR_BYTES:
+                raise self.fail(
+                    f"attrs.shape[1][{eid}]",
+                    f"a tensor of {size:,} bytes; the runtime's tables hold sizes in 32 bits",
+                )
         for eid, device in enumerate(attrs["device_index"] or []):
             if not _is_int(device):
                 raise self.fail(f"attrs.device_index[1][{eid}]", f"not an integer: {device!r}")
@@ -326,6 +333,9 @@ class _GraphParser:
         for i, dim in enumerate(shape):
             if not _is_int(dim) or dim < 0:
                 raise self.fail(f"{where}[{i}]", f"not a non-negative integer: {dim!r}")
+
+
+MAX_TENSOR_BYTES = (1 << 32) - 1
 
 
 def _is_int(value: Any) -> bool:

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from ..errors import GraphError, MetadataError, ParamsError
+from ..jsontext import parse_json
 from .aot import read_aot
 from .dtypes import UnknownDTypeError, dtype_from_numpy, parse_dtype
 from .graph import Graph
@@ -33,7 +34,7 @@ GRAPH_DIR_V1 = "runtime-config/graph"
 def read_metadata(root: Path) -> Dict[str, Any]:
     path = root / MEMBER
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse_json(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         where = f"line {err.lineno} column {err.colno}"
         raise MetadataError(MEMBER, where, f"not valid JSON: {err.msg}") from None

@@ -19,12 +19,12 @@ exotic artifacts is best effort (marked in the module's ``detail``).
 
 from __future__ import annotations
 
-import json
 import re
 import struct
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..jsontext import parse_json
 from .elf import ELF_MAGIC, ElfFile, ElfFormatError
 
 MBLOB_SYMBOL = "__tvm_dev_mblob"
@@ -167,7 +167,7 @@ def _read_graph_factory(reader: _Reader) -> str:
         reader.skip_tensor()
     module_name = reader.string()
     try:
-        nodes = len(json.loads(graph_text).get("nodes", []))
+        nodes = len(parse_json(graph_text).get("nodes", []))
     except (ValueError, AttributeError):
         nodes = -1
     return f"module {module_name!r}: graph of {nodes} nodes, {len(names)} params"

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, Optional
 
 from ..errors import DependencyError
+from ..jsontext import parse_json
 from .spec import DependencySpec
 
 try:  # POSIX
@@ -86,7 +87,7 @@ class CacheEntry:
 
     def meta(self) -> Dict[str, Any]:
         try:
-            data = json.loads((self.path / _META_FILE).read_text(encoding="utf-8"))
+            data = parse_json((self.path / _META_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DependencyError
+from ..jsontext import parse_json
 from .resolved import ResolvedDependency
 from .spec import DependencySpec, parse_dependency
 
@@ -143,7 +144,7 @@ def read_lock(path: Path) -> LockFile:
     """Read and check a lock file written by :func:`write_lock`."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DependencyError(f"{path}: no such lock file") from None
     except (OSError, UnicodeDecodeError, ValueError) as err:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..errors import DependencyError
+from ..jsontext import parse_json
 
 URL_TYPES = ("git", "url", "path", "mlf_path")
 RECIPE_KINDS = ("cmsis-nn", "generic", "cmake", "none")
@@ -339,7 +340,7 @@ def parse_dependency_string(text: str, origin: str = "--dependency") -> Dependen
     stripped = text.strip()
     if stripped.startswith("{"):
         try:
-            raw_json = json.loads(stripped)
+            raw_json = parse_json(stripped)
         except json.JSONDecodeError as err:
             raise _fail(origin, f"not valid JSON: {err}") from None
         return parse_dependency(raw_json, origin)

@@ -35,6 +35,7 @@ from types import TracebackType
 from typing import IO, Any, Dict, Mapping, Optional, Sequence, Type, Union
 
 from ..errors import MlfProjectError, ProjectApiError, TransportClosedError, TransportTimeoutError
+from ..jsontext import parse_json
 from ..run.base import reap, spawn
 from .handler import CLIENT_CWD_ENV
 
@@ -203,7 +204,7 @@ class ProjectApiClient:
         if not reply_line:
             raise self._gone(method, "the server closed the connection")
         try:
-            reply = json.loads(reply_line.decode("utf-8"))
+            reply = parse_json(reply_line.decode("utf-8"))
         except ValueError as err:
             raise ProjectApiError(
                 f"{method}: reply is not JSON ({err}): {reply_line[:300]!r}",

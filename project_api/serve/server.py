@@ -45,6 +45,7 @@ from ..errors import (
     TransportClosedError,
     TransportTimeoutError,
 )
+from ..jsontext import parse_json
 from .options import json_type
 
 _LOG = logging.getLogger(__name__)
@@ -228,7 +229,7 @@ class ProjectApiServer:
         if not text.strip():
             return _error_reply(None, PARSE_ERROR, "parse error: empty request line")
         try:
-            request = json.loads(text.rstrip("\r\n"))
+            request = parse_json(text.rstrip("\r\n"))
         except ValueError as err:
             return _error_reply(None, PARSE_ERROR, f"parse error: {err}")
         return self.handle_request(request)

@@ -319,7 +319,7 @@ def test_cli_json_for_an_archive(mlp_archive: Path, capsys: pytest.CaptureFixtur
     document: Dict[str, Any] = json.loads(out)
     assert set(document) >= REQUIRED_KEYS
     assert document["board"] == "qemu-mps2-an385" and document["stage"] == "planned"
-    assert document["planned"]["ram"]["stack"] == 16384
+    assert document["planned"]["ram"]["stack"] == 4096
     assert document["ram_available_bytes"] == 4 * 1024 * 1024
 
 

@@ -150,7 +150,7 @@ def test_cross_board_has_linker_script_and_toolchain(
     assert (root / "board/cortex_m/startup.c").is_file() and (root / "board/mps2").is_dir()
     cmake = (root / "CMakeLists.txt").read_text()
     assert "-mcpu=cortex-m3" in cmake and "board/linker.ld" in cmake
-    assert info["firmware"] == "firmware.elf" and info["stack_bytes"] == 16384
+    assert info["firmware"] == "firmware.elf" and info["stack_bytes"] == 4096
     assert info["fit"]["ram"]["available"] == 4 << 20
 
 

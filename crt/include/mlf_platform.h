@@ -44,6 +44,12 @@ uint64_t mlf_platform_tick_hz(void);
  * QEMU boards): the board family seam decides. */
 int mlf_platform_timestamp_pulse(void);
 
+/* The most stack, in bytes, the program has used since it started (Cortex-M: the reset
+ * handler paints the stack and this finds the deepest word written). SIZE_MAX when the
+ * platform cannot tell (host: the OS owns the stack). Optional: the device loop provides a
+ * weak default that answers SIZE_MAX. */
+size_t mlf_platform_stack_used(void);
+
 /* A diagnostic line that must not disturb the console link (host: stderr; QEMU:
  * semihosting; real boards: dropped). msg is NUL-terminated, without newline. */
 void mlf_platform_log(const char* msg);

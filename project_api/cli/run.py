@@ -448,6 +448,7 @@ def _json_of(project: Any, run: Mapping[str, Any]) -> Dict[str, Any]:
         "tick_hz": tick_hz,
         "instructions": instructions,
         "workspace_bytes": getattr(stats, "workspace_bytes", None),  # measured high-water
+        "stack_bytes_used": getattr(stats, "stack_bytes_used", None),  # painted stack
         "workspace_reserved_bytes": next(
             (m["sizes"]["workspace_bytes"] for m in project.models if m["name"] == run["model"]),
             None,

@@ -253,7 +253,7 @@ class DeviceEmulator:
             np.ascontiguousarray(r, dtype=parse_dtype(dt).to_numpy()).reshape(shape).tobytes()
             for r, (shape, dt) in zip(results, model.outputs)
         ]
-        payload = struct.pack("<IQQI", 0, ticks, self.tick_hz, 0)
+        payload = struct.pack("<IQQII", 0, ticks, self.tick_hz, 0, 0xFFFFFFFF)
         return encode_frame(msg.MsgType.RUN | msg.REPLY, seq, payload)
 
     def _describe(self, seq: int, index: int, first: int) -> bytes:

@@ -11,7 +11,7 @@ import enum
 import json
 import struct
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from ..errors import ProtocolError
 from .frames import Buffer
@@ -244,10 +244,14 @@ class RunReply:
     ticks: int
     tick_hz: int
     workspace_bytes: int
+    stack_bytes_used: Optional[int] = None  # None: not measured (host) or an older firmware
 
     @classmethod
     def decode(cls, payload: bytes) -> RunReply:
-        return cls(*_Reader(payload, "RUN").take("<IQQI"))
+        if len(payload) == 24:  # firmware from before the stack field
+            return cls(*_Reader(payload, "RUN").take("<IQQI"))
+        status, ticks, tick_hz, workspace, stack = _Reader(payload, "RUN").take("<IQQII")
+        return cls(status, ticks, tick_hz, workspace, None if stack == 0xFFFFFFFF else stack)
 
 
 @dataclass(frozen=True)

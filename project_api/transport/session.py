@@ -134,6 +134,7 @@ class RunStats:
     workspace_bytes: int
     host_seconds: float
     ticks_to_instructions: Optional[float] = None
+    stack_bytes_used: Optional[int] = None  # deepest stack since boot (Cortex-M), else None
 
     @property
     def device_seconds(self) -> float:
@@ -348,6 +349,7 @@ class Session:
             workspace_bytes=reply.workspace_bytes,
             host_seconds=time.monotonic() - started,
             ticks_to_instructions=self.ticks_to_instructions,
+            stack_bytes_used=reply.stack_bytes_used,
         )
         return self.last_stats
 

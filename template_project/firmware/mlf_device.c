@@ -241,6 +241,11 @@ static mlf_status tensor_info(const mlf_executor* ex, uint32_t num_inputs, uint3
 /* Written without comparing against a constant, which 32-bit targets warn is always true. */
 static int fits_u32(size_t v) { return ((v >> 16) >> 16) == 0; }
 
+static uint32_t u32_or_unknown(size_t v) { return fits_u32(v) ? (uint32_t)v : 0xFFFFFFFFu; }
+
+/* Platforms that cannot measure their stack (the host) leave this default in place. */
+__attribute__((weak)) size_t mlf_platform_stack_used(void) { return (size_t)-1; }
+
 static int describable(const mlf_tensor_info* info) {
   return info->ndim >= 0 && info->ndim <= 255 && info->name_len <= 0xFFFFu &&
          fits_u32(info->nbytes) && (info->ndim == 0 || info->shape != NULL);
@@ -416,11 +421,12 @@ static void on_run(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t 
     return;
   }
   size_t high_water = model->workspace != NULL ? mlf_workspace_high_water(model->workspace) : 0;
-  tx_begin(dev, MLF_MSG_RUN | MLF_MSG_REPLY, seq, 24);
+  tx_begin(dev, MLF_MSG_RUN | MLF_MSG_REPLY, seq, 28);
   tx_u32(dev, (uint32_t)status);
   tx_u64(dev, ticks);
   tx_u64(dev, mlf_platform_tick_hz());
-  tx_u32(dev, fits_u32(high_water) ? (uint32_t)high_water : 0xFFFFFFFFu);
+  tx_u32(dev, u32_or_unknown(high_water));
+  tx_u32(dev, u32_or_unknown(mlf_platform_stack_used()));
   tx_end(dev);
 }
 

@@ -124,8 +124,8 @@ size_t mlf_frame_payload_limit(uint8_t type) {
     case 0x83u: /* SET_INPUT reply */
     case 0x86u: /* EXIT reply */
       return 0;
-    case 0x84u: /* RUN reply: status, ticks, tick_hz, workspace bytes */
-      return 24;
+    case 0x84u: /* RUN reply: status, ticks, tick_hz, workspace bytes, stack bytes used */
+      return 28;
     case 0xFFu: /* ERROR: 8 bytes + a message of at most 127 */
       return 135;
     default: /* HELLO (payload ignored) and types this version does not know */

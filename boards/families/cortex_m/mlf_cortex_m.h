@@ -29,8 +29,9 @@
 
 /* Exit statuses reserved by the seam (project_api/run/qemu.py names them). A firmware's own
  * statuses should stay below 0xF0. */
-#define MLF_EXIT_FAULT 0xFA /* a fault or unexpected exception/interrupt */
-#define MLF_EXIT_ABORT 0xFB /* mlf_platform_abort(): the runtime gave up */
+#define MLF_EXIT_FAULT 0xFA         /* a fault or unexpected exception/interrupt */
+#define MLF_EXIT_ABORT 0xFB         /* mlf_platform_abort(): the runtime gave up */
+#define MLF_STACK_PAINT 0x5AA5C33Cu /* what unused stack holds (startup.c paints it) */
 
 #define MLF_REG32(addr) (*(volatile uint32_t*)(uintptr_t)(addr))
 

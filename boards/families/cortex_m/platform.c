@@ -89,6 +89,20 @@ void mlf_systick_rephase(void) {
 
 uint64_t mlf_platform_tick_hz(void) { return (uint64_t)MLF_BOARD_TICK_HZ; }
 
+extern uint32_t __mlf_stack_top;
+extern uint32_t __mlf_stack_limit;
+
+size_t mlf_platform_stack_used(void) {
+  /* The reset handler painted the stack; the first word from the bottom that lost the paint
+   * is the deepest the stack has reached (a word that happened to be written with the pattern
+   * itself makes this an underestimate by at most that word). */
+  const uint32_t* word = &__mlf_stack_limit;
+  while (word < &__mlf_stack_top && *word == MLF_STACK_PAINT) {
+    ++word;
+  }
+  return (size_t)((uintptr_t)&__mlf_stack_top - (uintptr_t)word);
+}
+
 /* Boards whose family wires a timestamp pin for MLPerf Tiny's energy monitor (stm32) override
  * this; the others (QEMU machines) have none. */
 __attribute__((weak)) int mlf_platform_timestamp_pulse(void) { return 0; }

@@ -68,7 +68,20 @@ static void enable_stack_limit(void) {
 #endif
 }
 
+/* Fills the unused stack below the reset handler's frame with a pattern, so that
+ * mlf_platform_stack_used() can later find the deepest word ever written. */
+static void paint_stack(void) {
+  uint32_t* word = &__mlf_stack_limit;
+  uint32_t* in_use;
+  __asm__ volatile("mov %0, sp" : "=r"(in_use));
+  in_use -= 16; /* this function's own frame, and a little room */
+  while (word < in_use) {
+    *word++ = MLF_STACK_PAINT;
+  }
+}
+
 __attribute__((noreturn)) void mlf_reset_handler(void) {
+  paint_stack();
   enable_fpu();
   enable_stack_limit();
   /* QEMU's M-profile boards and the flashers honour the vector table they boot from, but a

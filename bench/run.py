@@ -25,7 +25,18 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 if __package__ in (None, ""):  # run as a script: make `bench` and `project_api` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import aot, buildtime, codesize, dispatch, hostile, params, ram, streaming  # noqa: E402
+from bench import (  # noqa: E402
+    aot,
+    buildtime,
+    codesize,
+    dispatch,
+    fuzz,
+    hostile,
+    params,
+    ram,
+    soak,
+    streaming,
+)
 from bench.common import REPO_ROOT, Context, PartResult, Skip  # noqa: E402
 
 PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
@@ -37,6 +48,12 @@ PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
     ("params", "6. params bound in place vs copied", params.run),
     ("aot", "7. AOT archives beside the graph archive; firmware vs a bare tvmgen_<m>_run", aot.run),
     ("hostile", "8. hostile archives: accepted or refused within 2 s and 256 MB", hostile.run),
+    ("fuzz", "9. libFuzzer on every parser of untrusted bytes (executions, coverage)", fuzz.run),
+    (
+        "soak",
+        "10. long use: JSON-RPC requests, host and QEMU inferences; RSS, fds, children",
+        soak.run,
+    ),
 ]
 DEFAULT_JSON = REPO_ROOT / "bench" / "results" / "latest.json"
 
@@ -59,6 +76,12 @@ COLUMNS: Dict[str, List[str]] = {
             "overhead_percent", "vs_graph_instructions", "flash_bytes", "ram_bytes",
             "model_pools_bytes", "workspace_bytes", "outputs_match"],
     "hostile": ["case", "file_bytes", "status", "seconds", "rss_mb", "within_bounds", "answer"],
+    "fuzz": ["target", "executions", "exec_per_second", "seconds", "coverage", "features",
+             "corpus", "peak_rss_mb", "crashes"],
+    "soak": ["soak", "count", "correct", "seconds", "ours_rss_kb_before", "ours_rss_kb_after",
+             "ours_fds_before", "ours_fds_after", "server_fds_before", "server_fds_after",
+             "server_rss_kb_before", "server_rss_kb_after", "firmware_fds_before",
+             "firmware_fds_after", "firmware_rss_kb_before", "firmware_rss_kb_after"],
 }  # fmt: skip
 
 
@@ -197,6 +220,28 @@ def targets(results: Dict[str, PartResult]) -> List[Dict[str, Any]]:
             else f"{h['cases']} cases, slowest {h['max_seconds']:.2f} s, "
             f"peak {h['max_rss_mb']:.0f} MB",
             "status": verdict(h or None, h.get("target_met"), "hostile"),
+        }
+    )
+    f = summary("fuzz")
+    rows.append(
+        {
+            "target": "every libFuzzer target >= 10 M executions without a crash",
+            "figure": None
+            if not f
+            else f"{f['runs_per_target']:,} runs per target asked, fewest done "
+            f"{f['min_executions']:,}, {f['crashes']} crashes",
+            "status": verdict(f or None, f.get("target_met"), "fuzz"),
+        }
+    )
+    k = summary("soak")
+    rows.append(
+        {
+            "target": "soak: every reply right, descriptors flat, no child left",
+            "figure": None
+            if not k
+            else f"all correct: {k['all_correct']}, fd growth {k['max_fd_growth']}, RSS growth "
+            f"{k['max_rss_growth_kb']} kB, children left {k['children_left']}",
+            "status": verdict(k or None, k.get("target_met"), "soak"),
         }
     )
     return rows

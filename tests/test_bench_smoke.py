@@ -33,7 +33,7 @@ def test_table_and_targets_without_results() -> None:
     text = table([{"a": 1234, "b": 0.5, "c": None, "d": True}], ["a", "b", "c", "d"])
     assert text.splitlines()[1].split() == ["1,234", "0.500", "-", "yes"]
     rows = targets({})
-    assert len(rows) == 8 and {r["status"] for r in rows} == {"not run"}
+    assert len(rows) == 10 and {r["status"] for r in rows} == {"not run"}
     skipped = PartResult("dispatch", "t", status="skipped", reason="needs qemu-system-arm")
     assert targets({"dispatch": skipped})[2]["status"] == "skipped"
 
@@ -122,3 +122,22 @@ def test_hostile_part(smoke: Dict[str, Any]) -> None:
     assert len(part["rows"]) >= 9
     for row in part["rows"]:
         assert row["status"] in (0, 2) and not row["traceback"], row
+
+
+def test_fuzz_and_soak_parts(smoke: Dict[str, Any]) -> None:
+    """The smoke of the long runs: every fuzzer builds and runs without a crash; a short
+    soak gets every reply right, keeps descriptors flat and leaves no child."""
+    fuzz = smoke["parts"]["fuzz"]
+    if fuzz["status"] == "skipped":
+        assert "clang" in fuzz["reason"] or "libFuzzer" in fuzz["reason"]
+    else:
+        assert fuzz["status"] == "ok", fuzz["reason"]
+        assert len(fuzz["rows"]) == 4 and fuzz["summary"]["crashes"] == 0
+    soak = smoke["parts"]["soak"]
+    if soak["status"] == "skipped":
+        assert "corpus" in soak["reason"] or "is not here" in soak["reason"]
+        return
+    assert soak["status"] == "ok", soak["reason"]
+    summary = soak["summary"]
+    assert summary["all_correct"] and summary["children_left"] == 0
+    assert summary["max_fd_growth"] <= 0

@@ -56,6 +56,15 @@ def cmsis_nn_dependency() -> Dict[str, str]:
     }
 
 
+@pytest.fixture
+def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private temp dir for open_archive's extraction, to prove nothing stays behind."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    return temp
+
+
 @pytest.fixture(scope="session")
 def mlf_corpus() -> Path:
     directory = corpus_dir()

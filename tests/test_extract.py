@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import os
 import tarfile
-import tempfile
 
 import pytest
 from mlf_builders import member, mlf_files, write_raw_tar, write_tar
@@ -15,15 +14,6 @@ from project_api.read import ExtractLimits, open_archive
 from project_api.read.extract import normalise_name
 
 METADATA = mlf_files(7)["metadata.json"]
-
-
-@pytest.fixture
-def scratch(tmp_path, monkeypatch):
-    """A private temp dir for open_archive's extraction, to prove nothing stays behind."""
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    return temp
 
 
 def refused(tmp_path, scratch, entries, fragment, data=None, limits=None):

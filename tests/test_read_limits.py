@@ -8,7 +8,6 @@ import gzip
 import io
 import json
 import tarfile
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,15 +24,6 @@ FILES = mlf_files(7)
 GRAPH = "executor-config/graph/default.graph"
 PARAMS = "parameters/default.params"
 SOURCE = "codegen/host/src/default_lib0.c"
-
-
-@pytest.fixture
-def scratch(tmp_path, monkeypatch):
-    """open_archive's extractions go here, to prove a refusal leaves nothing behind."""
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    return temp
 
 
 def refused(path: Path, scratch: Path, *fragments: str) -> ArchiveLimitError:

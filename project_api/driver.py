@@ -39,6 +39,9 @@ class Project:
         self.project_type: str = str(info["project_type"])
         self.last_build: Any = None
         self.temporary = False  # a scratch project its creator deletes after use
+        # How this run reaches the firmware, beyond the project's options (a labgrid place):
+        # never written to project.json.
+        self.run_overrides: Dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return f"Project({str(self.dir)!r}, board={self.board.name!r}, {self.project_type})"
@@ -138,7 +141,7 @@ class Project:
         board (host process, QEMU machine or real board); not started yet."""
         from .run import make_runner
 
-        return make_runner(self.board, self.firmware, self.options)
+        return make_runner(self.board, self.firmware, {**self.options, **self.run_overrides})
 
     def start_timeout(self) -> float:
         configured = self.options.get("timeout_sec")

@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import GenerateError, InputError
 from .command import EXIT_FAILURE, EXIT_OK, Command
 from .generate import add_generate_arguments, dependency_options
+from .lab import add_labgrid_arguments, apply_labgrid
 
 DEFAULT_TIMEOUTS = {"host": 10.0, "qemu": 60.0, "real": 30.0}
 # Without --timeout, a run (one inference, or a whole standalone firmware) gets at least this.
@@ -64,6 +65,7 @@ class RunCommand(Command):
         )
         parser.add_argument("--icount", action="store_true", help=self.icount_help)
         parser.add_argument("--timeout", type=float, help=self.timeout_help)
+        add_labgrid_arguments(parser)
 
     def add_own_arguments(self, parser: argparse.ArgumentParser) -> None:
         """The arguments of this command alone (run: inputs, outputs, project type)."""
@@ -121,7 +123,9 @@ class RunCommand(Command):
                 project.build(progress=progress)
             finally:
                 progress.done()
-            timeout = args.timeout or DEFAULT_TIMEOUTS[_kind(project.board)]
+            apply_labgrid(project, args)
+            kind = "real" if getattr(args, "labgrid", None) else _kind(project.board)
+            timeout = args.timeout or DEFAULT_TIMEOUTS[kind]
             # An explicit --timeout bounds the run too: a firmware that hangs inside an
             # operator must be reported within the time the user asked for.
             run_timeout = args.timeout or max(timeout, MIN_RUN_TIMEOUT)

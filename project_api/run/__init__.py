@@ -33,9 +33,22 @@ def make_runner(
     """The runner for ``firmware`` on ``board`` (a :class:`project_api.boards.Board`).
 
     Options: ``qemu_icount`` (QEMU boards), ``serial_port``/``serial_number`` (real boards),
-    ``log_path`` (host: where the firmware's stderr goes). Not started yet.
+    ``log_path`` (host: where the firmware's stderr goes); ``labgrid_place`` (with
+    ``labgrid_coordinator``, ``labgrid_env``, ``labgrid_wait``, ``say``) runs it on that
+    labgrid place, whatever the board's own kind. Not started yet.
     """
     opts = dict(options or {})
+    if opts.get("labgrid_place"):
+        from .labgrid import LabgridRunner
+
+        return LabgridRunner(
+            _require_firmware(firmware),
+            str(opts["labgrid_place"]),
+            coordinator=opts.get("labgrid_coordinator"),
+            env_file=Path(opts["labgrid_env"]) if opts.get("labgrid_env") else None,
+            wait=bool(opts.get("labgrid_wait")),
+            say=opts.get("say") or (lambda _: None),
+        )
     if board.is_host:
         from .host import HostRunner
 

@@ -5,6 +5,7 @@ firmware whose console is a pty, as a board on a USB serial port would be."""
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import shutil
@@ -94,6 +95,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Tuple[Project, Path, dict
     project.build()
     inputs = model.sample_inputs()
     np.savez(root / "in.npz", **inputs)
+    np.savez(root / "scalar.inputs.npz", **inputs)  # the references matrix looks for
+    np.savez(root / "scalar.outputs.npz", **model.reference(inputs))
     return project, root / "in.npz", model.reference(inputs)
 
 
@@ -225,3 +228,16 @@ def test_exporter_gone_mid_run(board: Board, built) -> None:
         project.run_overrides.clear()
     show = client(board.coordinator, "-p", board.place, "show").stdout
     assert "acquired: None" in show
+
+
+def test_matrix_on_a_place_and_a_local_board(board: Board, built, tmp_path: Path, capsys) -> None:
+    archive = built[1].parent / "scalar.tar"
+    argv = ["matrix", str(archive), "--board", "host", "--labgrid", f"{board.place}=host"]
+    argv += ["--labgrid-coordinator", board.coordinator, "--jobs", "2", "--json"]
+    assert main(argv) == 0
+    cells = json.loads(capsys.readouterr().out)
+    assert [(c["target"], c["status"]) for c in cells] == [
+        ("host", "pass"),
+        (f"host@{board.place}", "pass"),
+    ]
+    assert "acquired: None" in client(board.coordinator, "-p", board.place, "show").stdout

@@ -23,6 +23,7 @@ COMMANDS = [
     ("profile", "ProfileCommand"),
     ("mlperf", "MlperfCommand"),
     ("attach", "AttachCommand"),
+    ("matrix", "MatrixCommand"),
     ("demo", "DemoCommand"),
     ("boards", "BoardsCommand"),
     ("footprint", "FootprintCommand"),

@@ -32,6 +32,7 @@ from bench import (  # noqa: E402
     dispatch,
     fuzz,
     hostile,
+    matrix,
     params,
     ram,
     soak,
@@ -54,6 +55,7 @@ PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
         "10. long use: JSON-RPC requests, host and QEMU inferences; RSS, fds, children",
         soak.run,
     ),
+    ("matrix", "11. matrix over the corpus on three QEMU boards: --jobs 2 vs --jobs 1", matrix.run),
 ]
 DEFAULT_JSON = REPO_ROOT / "bench" / "results" / "latest.json"
 
@@ -82,6 +84,7 @@ COLUMNS: Dict[str, List[str]] = {
              "ours_fds_before", "ours_fds_after", "server_fds_before", "server_fds_after",
              "server_rss_kb_before", "server_rss_kb_after", "firmware_fds_before",
              "firmware_fds_after", "firmware_rss_kb_before", "firmware_rss_kb_after"],
+    "matrix": ["jobs", "cells", "passed", "seconds"],
 }  # fmt: skip
 
 
@@ -242,6 +245,17 @@ def targets(results: Dict[str, PartResult]) -> List[Dict[str, Any]]:
             else f"all correct: {k['all_correct']}, fd growth {k['max_fd_growth']}, RSS growth "
             f"{k['max_rss_growth_kb']} kB, children left {k['children_left']}",
             "status": verdict(k or None, k.get("target_met"), "soak"),
+        }
+    )
+    m = summary("matrix")
+    rows.append(
+        {
+            "target": "matrix --jobs 2 faster than --jobs 1, same table",
+            "figure": None
+            if not m
+            else f"{m['archives']} archives x {m['boards']} boards: {m['jobs1_seconds']} s vs "
+            f"{m['jobs2_seconds']} s (x{m['speedup']}), same table: {m['same_table']}",
+            "status": verdict(m or None, m.get("target_met"), "matrix"),
         }
     )
     return rows

@@ -33,7 +33,7 @@ def test_table_and_targets_without_results() -> None:
     text = table([{"a": 1234, "b": 0.5, "c": None, "d": True}], ["a", "b", "c", "d"])
     assert text.splitlines()[1].split() == ["1,234", "0.500", "-", "yes"]
     rows = targets({})
-    assert len(rows) == 10 and {r["status"] for r in rows} == {"not run"}
+    assert len(rows) == 11 and {r["status"] for r in rows} == {"not run"}
     skipped = PartResult("dispatch", "t", status="skipped", reason="needs qemu-system-arm")
     assert targets({"dispatch": skipped})[2]["status"] == "skipped"
 
@@ -141,3 +141,13 @@ def test_fuzz_and_soak_parts(smoke: Dict[str, Any]) -> None:
     summary = soak["summary"]
     assert summary["all_correct"] and summary["children_left"] == 0
     assert summary["max_fd_growth"] <= 0
+
+
+def test_matrix_part(smoke: Dict[str, Any]) -> None:
+    part = smoke["parts"]["matrix"]
+    if part["status"] == "skipped":
+        assert "qemu" in part["reason"] or "corpus" in part["reason"]
+        return
+    assert part["status"] == "ok", part["reason"]
+    assert part["summary"]["same_table"]
+    assert all(row["passed"] == row["cells"] for row in part["rows"])

@@ -48,5 +48,6 @@ def run(ctx: Context, result: PartResult) -> None:
         "jobs2_seconds": two,
         "speedup": round(one / two, 2) if two else None,
         "same_table": tables[1] == tables[2],
+        "differences": [f"{a} vs {b}" for a, b in zip(tables[1], tables[2]) if a != b][:5],
         "target_met": bool(two < one and tables[1] == tables[2]),
     }

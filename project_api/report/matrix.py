@@ -86,16 +86,19 @@ def run_cell(archive: Path, target: Target, settings: MatrixOptions) -> Cell:
             options["qemu_icount"] = True
         directory = settings.work / f"{archive.stem}--{target.label.replace('@', '--')}"
         shutil.rmtree(directory, ignore_errors=True)
-        project = Project.generate(archive, directory, board=target.board, options=options)
+        # Several models: all of them in one firmware; the references pick the one to run.
+        project = Project.generate(
+            archive, directory, board=target.board, model="*", options=options
+        )
         project.build()
         if target.place:
             project.run_overrides.update(
                 labgrid_place=target.place, labgrid_coordinator=settings.coordinator
             )
         with project.session(timeout=60.0) as session:
-            model = session.models[0]
+            model = _model_for(session.models, inputs)
             feed = inputs if inputs is not None else _random_inputs(model)
-            outputs = session.run(feed)
+            outputs = session.run(feed, model=model.name)
             stats = session.last_stats
         cell.instructions = None if stats.instructions is None else int(stats.instructions)
         cell.microseconds = round(stats.device_seconds * 1e6, 1)
@@ -110,6 +113,15 @@ def run_cell(archive: Path, target: Target, settings: MatrixOptions) -> Cell:
         cell.status, cell.message = "error", " ".join(str(err).split())[:500]
     cell.seconds = round(time.monotonic() - started, 2)
     return cell
+
+
+def _model_for(models: Sequence[Any], inputs: Optional[Mapping[str, Any]]) -> Any:
+    """The model the reference inputs are for (by input names), else the first."""
+    if inputs is not None:
+        for model in models:
+            if {spec.name for spec in model.inputs} == set(inputs):
+                return model
+    return models[0]
 
 
 def _random_inputs(model: Any) -> Dict[str, np.ndarray]:

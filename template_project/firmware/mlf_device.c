@@ -568,9 +568,12 @@ int mlf_device_init(mlf_device* dev, const mlf_device_config* config) {
     mlf_platform_log("mlf_device: rx_buffer smaller than MLF_FRAME_BUFFER_BYTES(max_payload)");
     return -1;
   }
-  uint64_t hz = mlf_platform_tick_hz();
-  dev->idle_ticks =
-      hz >= 1000u ? hz / 1000u * config->idle_reset_ms : hz * config->idle_reset_ms / 1000u;
+  /* In 32 bits (tick rates above 4 GHz are clamped): a 64-bit division would pull the C
+   * library's long division into every Cortex-M firmware for this one line. */
+  uint64_t hz64 = mlf_platform_tick_hz();
+  uint32_t hz = hz64 > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)hz64;
+  uint32_t ms = config->idle_reset_ms < 60000u ? (uint32_t)config->idle_reset_ms : 60000u;
+  dev->idle_ticks = hz >= 1000u ? (uint64_t)(hz / 1000u) * ms : hz * ms / 1000u;
   return 0;
 }
 

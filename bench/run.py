@@ -108,6 +108,42 @@ def table(rows: Sequence[Dict[str, Any]], columns: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+# Targets whose figure reads straight off a part's summary (the part decides target_met).
+_SUMMARY_TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], str]]] = [
+    (
+        "hostile",
+        "every hostile archive <= 10 MB answered in <= 2 s and <= 256 MB RSS",
+        lambda h: (
+            f"{h['cases']} cases, slowest {h['max_seconds']:.2f} s, peak {h['max_rss_mb']:.0f} MB"
+        ),
+    ),
+    (
+        "fuzz",
+        "every libFuzzer target >= 10 M executions without a crash",
+        lambda f: (
+            f"{f['runs_per_target']:,} runs per target asked, fewest done "
+            f"{f['min_executions']:,}, {f['crashes']} crashes"
+        ),
+    ),
+    (
+        "soak",
+        "soak: every reply right, descriptors flat, no child left",
+        lambda k: (
+            f"all correct: {k['all_correct']}, fd growth {k['max_fd_growth']}, RSS "
+            f"growth {k['max_rss_growth_kb']} kB, children left {k['children_left']}"
+        ),
+    ),
+    (
+        "matrix",
+        "matrix --jobs 2 faster than --jobs 1, same table",
+        lambda m: (
+            f"{m['archives']} archives x {m['boards']} boards: {m['jobs1_seconds']} s vs "
+            f"{m['jobs2_seconds']} s (x{m['speedup']}), same table: {m['same_table']}"
+        ),
+    ),
+]
+
+
 def targets(results: Dict[str, PartResult]) -> List[Dict[str, Any]]:
     """The issue's targets and where each stands."""
 
@@ -214,50 +250,15 @@ def targets(results: Dict[str, PartResult]) -> List[Dict[str, Any]]:
             "status": verdict(a.get("kws_aot_percent"), a.get("target_met"), "aot"),
         }
     )
-    h = summary("hostile")
-    rows.append(
-        {
-            "target": "every hostile archive <= 10 MB answered in <= 2 s and <= 256 MB RSS",
-            "figure": None
-            if not h
-            else f"{h['cases']} cases, slowest {h['max_seconds']:.2f} s, "
-            f"peak {h['max_rss_mb']:.0f} MB",
-            "status": verdict(h or None, h.get("target_met"), "hostile"),
-        }
-    )
-    f = summary("fuzz")
-    rows.append(
-        {
-            "target": "every libFuzzer target >= 10 M executions without a crash",
-            "figure": None
-            if not f
-            else f"{f['runs_per_target']:,} runs per target asked, fewest done "
-            f"{f['min_executions']:,}, {f['crashes']} crashes",
-            "status": verdict(f or None, f.get("target_met"), "fuzz"),
-        }
-    )
-    k = summary("soak")
-    rows.append(
-        {
-            "target": "soak: every reply right, descriptors flat, no child left",
-            "figure": None
-            if not k
-            else f"all correct: {k['all_correct']}, fd growth {k['max_fd_growth']}, RSS growth "
-            f"{k['max_rss_growth_kb']} kB, children left {k['children_left']}",
-            "status": verdict(k or None, k.get("target_met"), "soak"),
-        }
-    )
-    m = summary("matrix")
-    rows.append(
-        {
-            "target": "matrix --jobs 2 faster than --jobs 1, same table",
-            "figure": None
-            if not m
-            else f"{m['archives']} archives x {m['boards']} boards: {m['jobs1_seconds']} s vs "
-            f"{m['jobs2_seconds']} s (x{m['speedup']}), same table: {m['same_table']}",
-            "status": verdict(m or None, m.get("target_met"), "matrix"),
-        }
-    )
+    for part, target, figure in _SUMMARY_TARGETS:
+        found = summary(part)
+        rows.append(
+            {
+                "target": target,
+                "figure": figure(found) if found else None,
+                "status": verdict(found or None, found.get("target_met"), part),
+            }
+        )
     return rows
 
 

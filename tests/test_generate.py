@@ -80,8 +80,22 @@ def test_layout_and_project_json(archives: Dict[str, Path], tmp_path: Path) -> N
     assert sizes["arena_bytes"] % 64 == 0 and sizes["arena_bytes"] > 0
     assert sizes["params_blob_bytes"] == (root / "src/params_mlp.bin").stat().st_size
     assert sizes["params_in_place"] == 4  # every weight and bias is used where it lies
-    # The blob is a valid TVM params file holding the model's params (and padding).
-    blob = load_params((root / "src/params_mlp.bin").read_bytes())
+    # With const tables the params are plain data, each tensor at a 64-byte boundary and
+    # bound by the tables (no TVM headers, padding only up to the next boundary).
+    data = (root / "src/params_mlp.bin").read_bytes()
+    with open_archive(archives["mlp"]) as archive:
+        params = archive.models[0].params
+    for value in params.values():
+        at = data.find(value.tobytes())
+        assert at >= 0 and at % 64 == 0
+    assert sizes["params_padding_bytes"] == len(data) - sum(v.nbytes for v in params.values())
+    assert 0 <= sizes["params_padding_bytes"] < 64 * len(params)
+    assert "mlf_params_mlp + " in (root / "src/model_mlp.c").read_text()
+
+
+def test_json_graph_keeps_a_tvm_params_file(archives: Dict[str, Path], tmp_path: Path) -> None:
+    generate(archives["mlp"], tmp_path / "p", options={"graph_format": "json"})
+    blob = load_params((tmp_path / "p/src/params_mlp.bin").read_bytes())
     with open_archive(archives["mlp"]) as archive:
         for name, value in archive.models[0].params.items():
             np.testing.assert_array_equal(blob[name], value)

@@ -147,6 +147,11 @@ typedef struct mlf_graph {
   const mlf_arg* args;
   uint32_t num_outputs;
   const uint32_t* outputs; /* view of every head, in output order */
+  /* Optional (NULL: none). Per storage id, constant data the pool is bound to where it lies
+   * (params laid out by the generator, no params blob needed), or NULL for an arena pool.
+   * Only for a pool that exactly one arg views and no operator writes: the arg is then not
+   * an input. At least MLF_STORAGE_ALIGN aligned and storage_bytes long. */
+  const uint8_t* const* storage_data;
 } mlf_graph;
 
 /* Bytes mlf_graph_parse_json() needs for the tables of this graph (including its own

@@ -86,6 +86,18 @@ static int op_ok(const mlf_graph* g, const mlf_op* op) {
 }
 
 /* Tables may come from the generator, the JSON parser or a hand: trust none of them. */
+static int storage_written(const mlf_graph* g, uint32_t sid);
+
+/* A pool bound to constant data: viewed by exactly one arg, written by no operator, aligned. */
+static int constant_pool_ok(const mlf_graph* g, uint32_t sid) {
+  uint32_t viewers = 0;
+  for (uint32_t a = 0; a < g->num_args; ++a) {
+    viewers += g->views[g->args[a].view].storage == sid;
+  }
+  return viewers == 1 && !storage_written(g, sid) &&
+         ((uintptr_t)g->storage_data[sid] & (MLF_STORAGE_ALIGN - 1)) == 0;
+}
+
 mlf_status mlf_graph_check(const mlf_graph* g, mlf_error* err) {
   mlf_why why = MLF_WHY_TABLES;
   uint32_t node = UINT32_MAX, i;
@@ -107,6 +119,10 @@ mlf_status mlf_graph_check(const mlf_graph* g, mlf_error* err) {
   node = UINT32_MAX;
   for (i = 0; i < g->num_outputs; ++i) {
     if (g->outputs[i] >= g->num_views) goto bad;
+  }
+  why = MLF_WHY_TABLES;
+  for (i = 0; g->storage_data != NULL && i < g->num_storage; ++i) {
+    if (g->storage_data[i] != NULL && !constant_pool_ok(g, i)) goto bad;
   }
   return MLF_OK;
 bad:
@@ -207,7 +223,9 @@ static uint64_t plan_storage(const mlf_graph* g, const void* params, size_t len,
   uint64_t offset = 0;
   for (uint32_t sid = 0; sid < g->num_storage; ++sid) {
     /* Operators never write params storage (see in_place_data): dropping const is safe. */
-    uintptr_t data = (uintptr_t)in_place_data(g, sid, params, len);
+    uintptr_t data = g->storage_data != NULL && g->storage_data[sid] != NULL
+                         ? (uintptr_t)g->storage_data[sid]
+                         : (uintptr_t)in_place_data(g, sid, params, len);
     if (data == 0) {
       offset = align64(offset);
       data = start + (uintptr_t)offset;
@@ -323,6 +341,11 @@ mlf_status mlf_executor_init(mlf_executor* ex, const mlf_graph* g, const TVMModu
   /* TVM's graph executor passes NDArray handles, whose pointee starts with a DLTensor. */
   for (uint32_t k = 0; k < g->max_op_args; ++k) ex->type_codes[k] = kTVMNDArrayHandle;
   memset(ex->arg_flags, ARG_INPUT, g->num_args);
+  for (uint32_t a = 0; g->storage_data != NULL && a < g->num_args; ++a) {
+    if (g->storage_data[g->views[g->args[a].view].storage] != NULL) {
+      ex->arg_flags[a] = ARG_IN_PLACE;
+    }
+  }
   if (bind_params(ex, params, params_len, 0) != MLF_OK) return err->status;
   ex->ready = 1;
   return MLF_OK;

@@ -177,6 +177,38 @@ static void test_params_in_place_vs_copied(void) {
   fixture_free(&f);
 }
 
+/* Params bound by the tables themselves (storage_data), as the generator emits them. */
+static void test_params_in_tables(void) {
+  static const float kP0Aligned[16] __attribute__((aligned(64))) = {10, 20, 30, 40};
+  const uint8_t* data[6] = {NULL, (const uint8_t*)kP0Aligned, NULL, NULL, NULL, NULL};
+  mlf_graph g = kBasicTables;
+  g.storage_data = data;
+  fixture f;
+  memset(&f, 0, sizeof(f));
+  f.graph = &g;
+  size_t arena;
+  CHECK_STATUS(mlf_executor_arena_bytes(&g, NULL, 0, 1, &arena), MLF_OK, NULL);
+  CHECK_EQ_INT(arena, 5 * 64); /* p0's pool takes no arena */
+  CHECK_STATUS(fixture_init(&f, &g_test_lib, NULL, 0), MLF_OK, &f.ex.error);
+  CHECK_EQ_INT(mlf_executor_num_inputs(&f.ex), 1); /* only x: p0 is bound */
+  CHECK(f.ex.tensors[1].data == (const void*)kP0Aligned);
+  CHECK_STATUS(mlf_executor_set_input(&f.ex, 0, kX, sizeof(kX)), MLF_OK, &f.ex.error);
+  CHECK_STATUS(mlf_executor_run(&f.ex), MLF_OK, &f.ex.error);
+  check_basic_outputs(&f.ex);
+  uint8_t blob[512];
+  size_t len = basic_params(blob, sizeof(blob));
+  CHECK_STATUS(mlf_executor_load_params(&f.ex, blob, len), MLF_ERR_UNSUPPORTED, &f.ex.error);
+  fixture_reset(&f);
+
+  data[1] = (const uint8_t*)kP0Aligned + 4; /* not 64-byte aligned */
+  CHECK_STATUS(fixture_init(&f, &g_test_lib, NULL, 0), MLF_ERR_GRAPH, &f.ex.error);
+  fixture_reset(&f);
+  data[1] = NULL;
+  data[2] = (const uint8_t*)kP0Aligned; /* the add writes pool 2: constant data there is refused */
+  CHECK_STATUS(fixture_init(&f, &g_test_lib, NULL, 0), MLF_ERR_GRAPH, &f.ex.error);
+  fixture_reset(&f);
+}
+
 static void test_params_mismatch(void) {
   static const int64_t kShape4[1] = {4};
   static const int64_t kShape15[2] = {1, 5};
@@ -559,6 +591,7 @@ int main(void) {
   RUN(test_json_and_tables_agree);
   RUN(test_load_params_later);
   RUN(test_params_in_place_vs_copied);
+  RUN(test_params_in_tables);
   RUN(test_params_mismatch);
   RUN(test_missing_function);
   RUN(test_failing_operator);

@@ -63,3 +63,22 @@ def aligned_params(params: Mapping[str, np.ndarray]) -> Tuple[bytes, Dict[str, i
 def _nbytes(array: np.ndarray) -> int:
     dtype = dtype_from_numpy(array.dtype)
     return dtype.itemsize * int(np.prod(array.shape, dtype=np.int64))
+
+
+def laid_out_params(
+    params: Mapping[str, np.ndarray], bindings: Mapping[int, str]
+) -> Tuple[bytes, Dict[int, int], int]:
+    """The params as plain data for const graph tables, without TVM's headers and names: each
+    bound tensor's bytes at the next 64-byte boundary (the alignment TVM's runtime gives
+    every tensor, so the model's code may rely on it), in storage-id order. Returns the
+    bytes, the offset of each storage id's data, and the padding bytes between them."""
+    out = bytearray()
+    offsets: Dict[int, int] = {}
+    padding = 0
+    for sid in sorted(bindings):
+        gap = (-len(out)) % ALIGN
+        out.extend(bytes(gap))
+        padding += gap
+        offsets[sid] = len(out)
+        out.extend(np.ascontiguousarray(params[bindings[sid]]).tobytes())
+    return bytes(out), offsets, padding

@@ -44,7 +44,7 @@ from ..options import GRAPH_FORMATS, normalize_options
 from ..read import Archive, Model, open_archive
 from ..resources import crt_dir, template_dir
 from .executors import ExecutorKind, LibraryCode, LibraryRequest, executor_for
-from .params_blob import aligned_params
+from .params_blob import aligned_params, laid_out_params
 from .project_types import ProjectType, check_owned_options, project_type_for, wire_payload
 from .registry import defined_functions
 from .samples import SampleSet
@@ -106,6 +106,9 @@ class ModelPlan:
     samples: Optional[SampleSet] = None
     samples_blob: bytes = b""
     renames: Dict[str, str] = field(default_factory=dict)
+    # Params laid out for the const tables (storage id -> offset in params_blob); empty: the
+    # blob is TVM's params format and the runtime binds it by name.
+    params_layout: Dict[int, int] = field(default_factory=dict)
     sources: List[str] = field(default_factory=list)
     objects: List[str] = field(default_factory=list)
     include_dirs: List[str] = field(default_factory=list)
@@ -145,6 +148,10 @@ class ModelPlan:
                 "state_bytes": self.state_bytes,
                 "params_blob_bytes": len(self.params_blob),
                 "params_bytes": self.model.params_bytes,
+                # Alignment padding, plus TVM's headers and names when the blob keeps them.
+                "params_padding_bytes": len(self.params_blob) - self.model.params_bytes
+                if self.params_blob
+                else 0,
                 "graph_json_bytes": len(self.graph_json),
                 "graph_parse_bytes": self.parse_bytes,
                 "graph_tables_bytes": self.tables_flash_bytes,
@@ -307,8 +314,17 @@ def _plan_models(
         kind = executor_for(the_model)
         graph = kind.graph(the_model)
         tables = compile_graph(graph)
-        blob, _ = aligned_params(the_model.params) if the_model.params else (b"", {})
-        in_place = sorted(tables.bound_in_place(the_model.params)) if the_model.params else []
+        bindings = tables.param_bindings(the_model.params) if the_model.params else {}
+        in_place = sorted(bindings)
+        layout: Dict[int, int] = {}
+        if (
+            kind.graph_format(graph_format) == "tables"
+            and bindings
+            and len(bindings) == len(the_model.params)
+        ):
+            blob, layout, _ = laid_out_params(the_model.params, bindings)
+        else:
+            blob, _ = aligned_params(the_model.params) if the_model.params else (b"", {})
         plan = ModelPlan(
             model=the_model,
             kind=kind,
@@ -320,6 +336,7 @@ def _plan_models(
             workspace=kind.workspace(the_model, opts["workspace_size_bytes"]),
             state_bytes=state_bytes(tables, ptr),
             graph_format=kind.graph_format(graph_format),
+            params_layout=layout,
         )
         if plan.graph_format == "json":
             assert the_model.graph_member is not None
@@ -766,7 +783,14 @@ def _model_context(plan: ModelPlan) -> Dict[str, Any]:
         "entry_point": plan.entry_point,
         "renames": [f"{old}={new}" for old, new in plan.renames.items()],
         "graph_format": plan.graph_format,
-        "tables_c": _tables_body(render_c(plan.tables, symbol), symbol)
+        "tables_c": _tables_body(
+            render_c(
+                plan.tables,
+                symbol,
+                {sid: f"mlf_params_{plan.c_name} + {at}" for sid, at in plan.params_layout.items()},
+            ),
+            symbol,
+        )
         if plan.graph_format == "tables"
         else "",
         "tables_symbol": symbol,
@@ -777,6 +801,7 @@ def _model_context(plan: ModelPlan) -> Dict[str, Any]:
         "workspace_how": plan.workspace.how,
         "state_expression": state_bytes_expression(plan.tables),
         "has_params": bool(plan.params_blob),
+        "params_in_tables": bool(plan.params_layout),
         "samples": []
         if plan.samples is None
         else [

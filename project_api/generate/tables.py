@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Mapping, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -84,9 +84,13 @@ class GraphTables:
     def bound_in_place(self, params: Mapping[str, np.ndarray]) -> Set[int]:
         """Storage ids the runtime binds in place from a params blob made by
         :func:`~.params_blob.aligned_params` (every tensor's data 64-byte aligned): the full
-        rule of ``mlf_executor_arena_bytes`` (crt/include/mlf_runtime.h). A storage id
-        qualifies when exactly one graph arg views it, no operator writes it, and a param
-        named like that arg has the arg's shape and dtype and at least the pool's bytes."""
+        rule of ``mlf_executor_arena_bytes`` (crt/include/mlf_runtime.h)."""
+        return set(self.param_bindings(params))
+
+    def param_bindings(self, params: Mapping[str, np.ndarray]) -> Dict[int, str]:
+        """{storage id: param name} for the pools a param can be bound to in place: exactly
+        one graph arg views the pool, no operator writes it, and the param named like that
+        arg has the arg's shape and dtype and at least the pool's bytes."""
         written = {
             self.views[v].storage
             for op in self.ops
@@ -95,7 +99,7 @@ class GraphTables:
         args_on: Dict[int, List[Arg]] = {}
         for arg in self.args:
             args_on.setdefault(self.views[arg.view].storage, []).append(arg)
-        bound: Set[int] = set()
+        bound: Dict[int, str] = {}
         for sid, on in args_on.items():
             if len(on) != 1 or sid in written:
                 continue
@@ -111,7 +115,7 @@ class GraphTables:
             shape = tuple(int(d) for d in np.shape(value))
             nbytes = dtype.itemsize * math.prod(shape)
             if shape == view.shape and dtype == view.dtype and nbytes >= self.storage_bytes[sid]:
-                bound.add(sid)
+                bound[sid] = arg.name
         return bound
 
     def arena_bytes(self, in_place_storage: Iterable[int] = ()) -> int:
@@ -235,7 +239,9 @@ def c_name(name: str) -> str:
     return f"{{{c_string(raw)}, {len(raw.encode('utf-8'))}u}}"
 
 
-def render_c(tables: GraphTables, symbol: str) -> str:
+def render_c(
+    tables: GraphTables, symbol: str, storage_data: Optional[Mapping[int, str]] = None
+) -> str:
     """C source defining ``const mlf_graph <symbol>`` and the constants sizing its buffers."""
     t = tables
     lines: List[str] = [
@@ -287,6 +293,12 @@ def render_c(tables: GraphTables, symbol: str) -> str:
         [f"{{{c_name(a.name)}, {a.view}u, {a.node}u}}" for a in t.args],
     )
     array("uint32_t", f"{symbol}_outputs", [f"{v}u" for v in t.outputs])
+    if storage_data:
+        array(
+            "uint8_t* const",
+            f"{symbol}_storage_data",
+            [storage_data.get(sid, "NULL") for sid in range(len(t.storage_bytes))],
+        )
 
     def ref(name: str, present: bool) -> str:
         return f"{symbol}_{name}" if present else "NULL"
@@ -304,6 +316,7 @@ def render_c(tables: GraphTables, symbol: str) -> str:
         f"    {len(t.storage_bytes)}u, {ref('storage_bytes', bool(t.storage_bytes))},",
         f"    {len(t.args)}u, {ref('args', bool(t.args))},",
         f"    {len(t.outputs)}u, {ref('outputs', bool(t.outputs))},",
+        f"    {ref('storage_data', bool(storage_data))},",
         "};",
         "",
     ]
@@ -347,7 +360,7 @@ def _c_sizes(pointer_bytes: int) -> Dict[str, int]:
     p = pointer_bytes
     dltensor = _align(_align(p + 8 + 4 + 4 + p + p, 8) + 8, 8)
     graph = 0
-    for size in (4, 4, p, 4, p, 4, 4, p, 4, p, 4, p, 4, p, 4, p, 4, p):
+    for size in (4, 4, p, 4, p, 4, 4, p, 4, p, 4, p, 4, p, 4, p, 4, p, p):
         graph = _align(graph, size) + size
     graph = _align(graph, p)
     name = _align(p + 4, p)

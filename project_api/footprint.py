@@ -550,6 +550,13 @@ class Footprint:
     params_ram_bytes: int
     params_in_place: int
     params_total: int
+
+    @property
+    def params_padding_bytes(self) -> int:
+        """Flash the params take beyond their tensors' bytes (project.json's figure)."""
+        models = self.info.get("models") or []
+        return sum(int(m.get("sizes", {}).get("params_padding_bytes", 0)) for m in models)
+
     notes: List[str] = field(default_factory=list)
     linked: Optional[LinkedSizes] = None
 
@@ -679,6 +686,7 @@ class Footprint:
             "params_ram_bytes": self.params_ram_bytes,
             "params_in_place": self.params_in_place,
             "params_total": self.params_total,
+            "params_padding_bytes": self.params_padding_bytes,
             "model_code_bytes": self.model_code_bytes,
             "flash_total_bytes": self.flash_total_bytes,
             "ram_total_bytes": self.ram_total_bytes,
@@ -695,6 +703,8 @@ class Footprint:
                 "(+ the runtime's globals once linked); not tensors, workspace, stack",
                 "params_ram_bytes": "bytes of params copied into the arena (0: all bound in "
                 "place in flash)",
+                "params_padding_bytes": "params flash beyond the tensors' bytes: alignment "
+                "padding (const tables), or TVM's headers and padding entries (JSON graph)",
             },
         }
 
@@ -794,7 +804,8 @@ class Footprint:
         lines.append(_table("flash", flash_rows, self.flash_available))
         lines.append(
             f"params: {self.params_in_place} of {self.params_total} bound in place in flash, "
-            f"{self.params_ram_bytes:,} B copied into RAM"
+            f"{self.params_ram_bytes:,} B copied into RAM; {self.params_padding_bytes:,} B of "
+            "the params' flash is alignment padding (or TVM's headers, with a JSON graph)"
         )
         lines.append(
             f"runtime: {_num(self.runtime_text_bytes)} B code+rodata, "

@@ -70,6 +70,7 @@ def probe_context(
     """The template context for a generated single-model project."""
     from project_api.generate import MODEL_TAR
     from project_api.generate.executors import executor_for
+    from project_api.generate.params_blob import aligned_params
     from project_api.generate.tables import MLF_FUNC_COPY, compile_graph, state_bytes_expression
     from project_api.read import open_archive
 
@@ -111,8 +112,11 @@ def probe_context(
     inputs = [a.name for a in tables.args if a.name not in params]
     zero = [i for i, n in enumerate(inputs) if n in ZERO_INPUTS.get(name, ())]
     param_pools = tables.param_storage(params.keys()) if params else set()
-    has_params = bool(described["sizes"].get("params_blob_bytes"))
+    has_params = bool(params)
     copy_path = has_params and not described.get("functions_outside_registry")
+    # TVM's params format, for the runtime's own binding rule and its copy path: the
+    # firmware's blob may be laid out for the tables instead (no headers to bind by name).
+    tvm_params = _c_bytes(aligned_params(params)[0]) if has_params else []
     return {
         "name": name,
         "c_name": described["c_name"],
@@ -128,6 +132,7 @@ def probe_context(
         "max_args": tables.max_op_args,
         "writable_outputs": writable,
         "has_params": has_params,
+        "tvm_params": tvm_params,
         "copy_path": copy_path,
         "entry_point": f"mlf_{described['c_name']}_system_lib",
         "state_expression": state_bytes_expression(tables),
@@ -138,6 +143,14 @@ def probe_context(
         "num_views": len(tables.views),
         "storage_bytes": sum(tables.storage_bytes),
     }
+
+
+def _c_bytes(data: bytes, per_line: int = 24) -> List[str]:
+    """``data`` as lines of a C array initialiser."""
+    return [
+        ", ".join(f"0x{b:02x}" for b in data[at : at + per_line]) + ","
+        for at in range(0, len(data), per_line)
+    ]
 
 
 def _aot_direct_call(model: Any, described: Mapping[str, Any]) -> Optional[Dict[str, Any]]:

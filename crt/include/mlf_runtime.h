@@ -248,6 +248,12 @@ mlf_status mlf_executor_init(mlf_executor* ex, const mlf_graph* g, const TVMModu
                              const void* params, size_t params_len, void* state, size_t state_size,
                              void* arena, size_t arena_size);
 
+/* mlf_executor_init() without a params blob: for graphs whose params the tables bind
+ * (mlf_graph.storage_data) or that have none. Firmware that calls only this never links the
+ * params blob reader. */
+mlf_status mlf_executor_init_bound(mlf_executor* ex, const mlf_graph* g, const TVMModule* lib,
+                                   void* state, size_t state_size, void* arena, size_t arena_size);
+
 /* Copies params into the executor's storage (for a blob that will not persist). Args bound
  * this way stop being inputs (input indices are recomputed). A param bound in place at
  * init cannot be reloaded: MLF_ERR_UNSUPPORTED. */

@@ -218,14 +218,22 @@ static uint64_t align64(uint64_t offset) { return (offset + 63) & ~(uint64_t)63;
 /* Lays storage out from the arena address `start` (a 64-byte boundary) into bases (NULL:
  * only measures); returns the arena bytes used from start. Addresses are computed as integers:
  * the caller checks that they fit the arena before any is used. */
-static uint64_t plan_storage(const mlf_graph* g, const void* params, size_t len, uintptr_t start,
-                             uint8_t** bases) {
+/* Where a pool's params lie in a blob (in_place_data), or NULL: none is looked at. A pointer,
+ * so that firmware whose params the tables bind never links the blob reader. */
+typedef const uint8_t* (*in_place_fn)(const mlf_graph* g, uint32_t sid, const void* params,
+                                      size_t len);
+
+static uint64_t plan_storage(const mlf_graph* g, in_place_fn lookup, const void* params, size_t len,
+                             uintptr_t start, uint8_t** bases) {
   uint64_t offset = 0;
   for (uint32_t sid = 0; sid < g->num_storage; ++sid) {
     /* Operators never write params storage (see in_place_data): dropping const is safe. */
-    uintptr_t data = g->storage_data != NULL && g->storage_data[sid] != NULL
-                         ? (uintptr_t)g->storage_data[sid]
-                         : (uintptr_t)in_place_data(g, sid, params, len);
+    uintptr_t data = 0;
+    if (g->storage_data != NULL && g->storage_data[sid] != NULL) {
+      data = (uintptr_t)g->storage_data[sid];
+    } else if (lookup != NULL) {
+      data = (uintptr_t)lookup(g, sid, params, len);
+    }
     if (data == 0) {
       offset = align64(offset);
       data = start + (uintptr_t)offset;
@@ -249,10 +257,20 @@ mlf_status mlf_executor_arena_bytes(const mlf_graph* g, const void* params, size
   mlf_error_clear(&err);
   if (g == NULL || bytes == NULL) return MLF_ERR_ARGUMENT;
   if (check_inputs(g, params, params_len, &err) != MLF_OK) return err.status;
-  uint64_t total = plan_storage(g, params, params_len, 0, NULL) + (arena_aligned ? 0 : 63);
+  uint64_t total =
+      plan_storage(g, in_place_data, params, params_len, 0, NULL) + (arena_aligned ? 0 : 63);
   if (total > SIZE_MAX) return MLF_ERR_NO_MEMORY;
   *bytes = (size_t)total;
   return MLF_OK;
+}
+
+/* The args not bound to params: the inputs, in arg order. */
+static void list_inputs(mlf_executor* ex) {
+  uint32_t* inputs = (uint32_t*)(uintptr_t)ex->input_args;
+  ex->num_inputs = 0;
+  for (uint32_t a = 0; a < ex->graph->num_args; ++a) {
+    if (ex->arg_flags[a] == ARG_INPUT) inputs[ex->num_inputs++] = a;
+  }
 }
 
 /* Copies (or, at init, recognises as bound in place) every param that names a graph arg;
@@ -285,29 +303,17 @@ static mlf_status bind_params(mlf_executor* ex, const void* params, size_t len, 
                      p.name.str, p.name.len);
     }
   }
-  uint32_t* inputs = (uint32_t*)(uintptr_t)ex->input_args;
-  ex->num_inputs = 0;
-  for (uint32_t a = 0; a < g->num_args; ++a) {
-    if (ex->arg_flags[a] == ARG_INPUT) inputs[ex->num_inputs++] = a;
-  }
+  list_inputs(ex);
   return status;
 }
 
 /* ---- init ---------------------------------------------------------------------------------- */
 
-mlf_status mlf_executor_init(mlf_executor* ex, const mlf_graph* g, const TVMModule* lib,
-                             const void* params, size_t params_len, void* state, size_t state_size,
-                             void* arena, size_t arena_size) {
-  if (ex == NULL) return MLF_ERR_ARGUMENT;
-  memset(ex, 0, sizeof(*ex));
-  mlf_error_clear(&ex->error);
+/* Everything init does but reading a params blob (`lookup` NULL: no blob). */
+static mlf_status init_core(mlf_executor* ex, const mlf_graph* g, const TVMModule* lib,
+                            in_place_fn lookup, const void* params, size_t params_len, void* state,
+                            size_t state_size, void* arena, size_t arena_size) {
   mlf_error* err = &ex->error;
-  if (g == NULL || lib == NULL || state == NULL || ((uintptr_t)state & 7u) != 0 ||
-      (arena == NULL && arena_size != 0)) {
-    return mlf_fail(err, MLF_ERR_ARGUMENT, MLF_WHY_INIT_ARGUMENT);
-  }
-  ex->graph = g;
-  if (check_inputs(g, params, params_len, err) != MLF_OK) return err->status;
   /* Carved before it is checked: nothing is written through the pointers until then. */
   if (carve_state(ex, (uintptr_t)state) - (uintptr_t)state > state_size) {
     return mlf_fail(err, MLF_ERR_NO_MEMORY, MLF_WHY_STATE_SMALL);
@@ -315,7 +321,7 @@ mlf_status mlf_executor_init(mlf_executor* ex, const mlf_graph* g, const TVMModu
   uintptr_t start = MLF_ALIGN_UP((uintptr_t)arena, MLF_STORAGE_ALIGN);
   size_t skip = (size_t)(start - (uintptr_t)arena);
   if (arena_size < skip ||
-      plan_storage(g, params, params_len, start, ex->storage) > arena_size - skip) {
+      plan_storage(g, lookup, params, params_len, start, ex->storage) > arena_size - skip) {
     return mlf_fail(err, MLF_ERR_NO_MEMORY, MLF_WHY_ARENA_SMALL);
   }
   for (uint32_t i = 0; i < g->num_funcs; ++i) {
@@ -346,7 +352,45 @@ mlf_status mlf_executor_init(mlf_executor* ex, const mlf_graph* g, const TVMModu
       ex->arg_flags[a] = ARG_IN_PLACE;
     }
   }
-  if (bind_params(ex, params, params_len, 0) != MLF_OK) return err->status;
+  return MLF_OK;
+}
+
+static mlf_status init_arguments_ok(mlf_executor* ex, const mlf_graph* g, const TVMModule* lib,
+                                    const void* state, const void* arena, size_t arena_size) {
+  if (ex == NULL) return MLF_ERR_ARGUMENT;
+  memset(ex, 0, sizeof(*ex));
+  mlf_error_clear(&ex->error);
+  if (g == NULL || lib == NULL || state == NULL || ((uintptr_t)state & 7u) != 0 ||
+      (arena == NULL && arena_size != 0)) {
+    return mlf_fail(&ex->error, MLF_ERR_ARGUMENT, MLF_WHY_INIT_ARGUMENT);
+  }
+  ex->graph = g;
+  return MLF_OK;
+}
+
+mlf_status mlf_executor_init(mlf_executor* ex, const mlf_graph* g, const TVMModule* lib,
+                             const void* params, size_t params_len, void* state, size_t state_size,
+                             void* arena, size_t arena_size) {
+  mlf_status status = init_arguments_ok(ex, g, lib, state, arena, arena_size);
+  if (status != MLF_OK) return status;
+  if (check_inputs(g, params, params_len, &ex->error) != MLF_OK) return ex->error.status;
+  status = init_core(ex, g, lib, in_place_data, params, params_len, state, state_size, arena,
+                     arena_size);
+  if (status != MLF_OK || bind_params(ex, params, params_len, 0) != MLF_OK) {
+    return ex->error.status;
+  }
+  ex->ready = 1;
+  return MLF_OK;
+}
+
+mlf_status mlf_executor_init_bound(mlf_executor* ex, const mlf_graph* g, const TVMModule* lib,
+                                   void* state, size_t state_size, void* arena, size_t arena_size) {
+  mlf_status status = init_arguments_ok(ex, g, lib, state, arena, arena_size);
+  if (status != MLF_OK) return status;
+  if (mlf_graph_check(g, &ex->error) != MLF_OK) return ex->error.status;
+  status = init_core(ex, g, lib, NULL, NULL, 0, state, state_size, arena, arena_size);
+  if (status != MLF_OK) return status;
+  list_inputs(ex);
   ex->ready = 1;
   return MLF_OK;
 }

@@ -200,6 +200,29 @@ static void test_params_in_tables(void) {
   CHECK_STATUS(mlf_executor_load_params(&f.ex, blob, len), MLF_ERR_UNSUPPORTED, &f.ex.error);
   fixture_reset(&f);
 
+  /* The same without a blob argument: what generated firmware calls. */
+  f.state_size = mlf_executor_state_bytes(&g);
+  f.state = malloc(f.state_size);
+  arena += 63; /* malloc's memory need not be 64-byte aligned */
+  f.arena = (uint8_t*)malloc(arena);
+  CHECK_STATUS(
+      mlf_executor_init_bound(&f.ex, &g, &g_test_lib, f.state, f.state_size, f.arena, arena),
+      MLF_OK, &f.ex.error);
+  CHECK_EQ_INT(mlf_executor_num_inputs(&f.ex), 1);
+  CHECK_STATUS(mlf_executor_set_input(&f.ex, 0, kX, sizeof(kX)), MLF_OK, &f.ex.error);
+  CHECK_STATUS(mlf_executor_run(&f.ex), MLF_OK, &f.ex.error);
+  check_basic_outputs(&f.ex);
+  fixture_reset(&f);
+  g.storage_data = NULL; /* nothing bound: p0 is an input like x */
+  f.state = malloc(f.state_size);
+  f.arena = (uint8_t*)malloc(6 * 64 + 63);
+  CHECK_STATUS(
+      mlf_executor_init_bound(&f.ex, &g, &g_test_lib, f.state, f.state_size, f.arena, 6 * 64 + 63),
+      MLF_OK, &f.ex.error);
+  CHECK_EQ_INT(mlf_executor_num_inputs(&f.ex), 2);
+  fixture_reset(&f);
+  g.storage_data = data;
+
   data[1] = (const uint8_t*)kP0Aligned + 4; /* not 64-byte aligned */
   CHECK_STATUS(fixture_init(&f, &g_test_lib, NULL, 0), MLF_ERR_GRAPH, &f.ex.error);
   fixture_reset(&f);

@@ -114,6 +114,19 @@ def _stubs(symbols: List[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _libc_members(map_text: str) -> List[str]:
+    """The C library's members with bytes in the linked image (libgcc's helpers are not libc;
+    a member the linker took in but whose sections --gc-sections dropped is not counted)."""
+    from project_api.footprint import map_objects
+
+    found = set()
+    for obj, row in map_objects(map_text).items():
+        member = re.search(r"lib(?:c|c_nano|m)\.a\(lib_a-([\w-]+)\.o\)$", obj)
+        if member and sum(row.values()) > 0:
+            found.add(member.group(1))
+    return sorted(found)
+
+
 def _measure(project: Any, name: str) -> Dict[str, Any]:
     from project_api.footprint import classify, map_objects, parse_linker_map
 
@@ -132,6 +145,7 @@ def _measure(project: Any, name: str) -> Dict[str, Any]:
             key = (member.group(1) if member else Path(obj).name).replace(".obj", "")
             runtime_objects[key] = runtime_objects.get(key, 0) + sum(row.get(b, 0) for b in _CODE)
     return {
+        "libc_members": _libc_members(text),
         "variant": name,
         "size": size_berkeley(elf),
         "code": code,
@@ -196,6 +210,7 @@ def run(ctx: Context, result: PartResult) -> None:
             "bss": m["size"]["bss"],
             **{f"{k}_code": v for k, v in m["code"].items()},
             "runtime_objects": m["runtime_objects"],
+            "libc_members": m["libc_members"],
         }
         if variant == "baseline":
             row["stub_bytes"] = stub_bytes
@@ -219,6 +234,9 @@ def run(ctx: Context, result: PartResult) -> None:
         "target_text": TARGET_TEXT,
         "target_met_tables": t["runtime_code"] <= TARGET_TEXT,
         "target_met_json": j["runtime_code"] <= TARGET_TEXT,
+        "libc_members_baseline": measured["baseline"]["libc_members"],
+        "libc_members_tables": t["libc_members"],
+        "target_met_libc": set(t["libc_members"]) <= {"memcpy", "memset"},
         "runtime_text_tables_without_error_texts": measured["tables_lean"]["code"]["runtime"]
         if "tables_lean" in measured
         else None,

@@ -341,6 +341,10 @@ def normalize_options(raw: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
     return result
 
 
+# TVM options the command line takes as flags of their own: ``-o`` with these would be ignored.
+_FLAG_OPTIONS = {"board": "--board", "project_type": "--project-type"}
+
+
 def parse_option_assignments(items: Optional[List[str]]) -> Dict[str, str]:
     """``["KEY=VALUE", ...]`` (the CLI's ``--option``) to a dict."""
     options: Dict[str, str] = {}
@@ -349,6 +353,11 @@ def parse_option_assignments(items: Optional[List[str]]) -> Dict[str, str]:
         key = key.strip()
         if not sep or not key:
             raise GenerateError(f"--option {item!r}: expected KEY=VALUE")
+        if key in _FLAG_OPTIONS:
+            flag = _FLAG_OPTIONS[key]
+            raise GenerateError(
+                f"--option {item!r}: {key} is a flag of its own here: use {flag} {value}"
+            )
         options[key] = value
     return options
 

@@ -165,6 +165,23 @@ def test_bad_option_syntax(
     assert status == 2 and "expected KEY=VALUE" in err
 
 
+@pytest.mark.parametrize(
+    "assignment, flag",
+    [("board=qemu-mps2-an385", "--board"), ("project_type=standalone", "--project-type")],
+)
+def test_tvm_option_names_that_are_flags_here_are_refused(
+    scalar_built: Tuple[Path, Path],
+    capsys: pytest.CaptureFixture,
+    tmp_path: Path,
+    assignment: str,
+    flag: str,
+) -> None:
+    # -o board=... used to be accepted and ignored: the project came out for the host.
+    status, _, err = cli(capsys, "generate", scalar_built[0], tmp_path / "p", "-o", assignment)
+    assert status == 2 and flag in err
+    assert not (tmp_path / "p").exists()
+
+
 def test_build_and_flash_need_a_project(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
     status, _, err = cli(capsys, "build", tmp_path)
     assert status == 2 and "not a generated project" in err

@@ -62,10 +62,17 @@ void mlf_error_clear(mlf_error* err) {
 static const char kWhyTexts[] = MLF_WHY_LIST(MLF_WHY_TEXT);
 static const char kWhyJsonTexts[] = MLF_WHY_JSON_LIST(MLF_WHY_TEXT);
 
+size_t mlf_cstr_length(const char* s, size_t limit) {
+  size_t n = 0;
+  while (n < limit && s[n] != '\0') ++n;
+  return n;
+}
+
 /* Text `index` of a catalogue; "" past its end. */
 static const char* nth_text(const char* texts, size_t size, int index) {
   const char* text = texts;
-  for (int i = 0; i < index && (size_t)(text - texts) < size - 1; ++i) text += strlen(text) + 1;
+  for (int i = 0; i < index && (size_t)(text - texts) < size - 1; ++i)
+    text += mlf_cstr_length(text, size) + 1;
   return text;
 }
 
@@ -103,7 +110,7 @@ static void put(text_out* out, const char* s, size_t n) {
   }
 }
 
-static void put_str(text_out* out, const char* s) { put(out, s, strlen(s)); }
+static void put_str(text_out* out, const char* s) { put(out, s, mlf_cstr_length(s, SIZE_MAX)); }
 
 static void put_u32(text_out* out, uint32_t value) {
   char digits[10];

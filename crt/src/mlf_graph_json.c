@@ -123,7 +123,7 @@ static void note_members(parser* p, mlf_json* j, int first, int last) {
     }
     mlf_json_peek(j);
     const char* k = kKeys;
-    for (int i = 0; i < last; ++i, k += strlen(k) + 1) {
+    for (int i = 0; i < last; ++i, k += mlf_cstr_length(k, sizeof(kKeys)) + 1) {
       if (i >= first && mlf_name_is(key, k)) p->at[i] = j->pos;
     }
     mlf_json_skip(j);
@@ -165,9 +165,9 @@ static void find_sections(parser* p) {
     note_members(p, &j, SHAPE, DEVICE_INDEX + 1);
   }
   const char* key = kKeys;
-  for (int i = 0; i < NUM_KEYS; ++i, key += strlen(key) + 1) {
+  for (int i = 0; i < NUM_KEYS; ++i, key += mlf_cstr_length(key, sizeof(kKeys)) + 1) {
     if (p->at[i] == NULL && (REQUIRED >> i & 1u)) {
-      mlf_name section = {key, (uint32_t)strlen(key)};
+      mlf_name section = {key, (uint32_t)mlf_cstr_length(key, sizeof(kKeys))};
       mlf_json_fail_as(&j, MLF_ERR_GRAPH, MLF_WHY_MISSING_SECTION, &section);
     }
     if (p->at[i] != NULL && i >= SHAPE) {

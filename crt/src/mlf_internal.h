@@ -110,6 +110,10 @@ static inline int mlf_same_dtype(DLDataType a, DLDataType b) {
 /* 1 when a and b hold the same bytes. */
 int mlf_name_equal(mlf_name a, mlf_name b);
 
+/* Length of a NUL-terminated string, at most `limit`: strnlen's job, so that the runtime
+ * needs no libc beyond memcpy/memset (GCC turns an unbounded loop back into a strlen call). */
+size_t mlf_cstr_length(const char* s, size_t limit);
+
 /* Resets err to "no error" (node and offset UINT32_MAX). */
 void mlf_error_clear(mlf_error* err);
 

@@ -121,5 +121,5 @@ int mlf_json_skip(mlf_json* j) {
 }
 
 int mlf_name_is(mlf_name name, const char* literal) {
-  return mlf_name_equal(name, (mlf_name){literal, (uint32_t)strlen(literal)});
+  return mlf_name_equal(name, (mlf_name){literal, (uint32_t)mlf_cstr_length(literal, UINT32_MAX)});
 }

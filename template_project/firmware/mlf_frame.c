@@ -60,6 +60,16 @@ void mlf_frame_put_crc(uint8_t out[MLF_FRAME_CRC_BYTES], uint32_t crc) {
   out[3] = (uint8_t)(crc >> 24);
 }
 
+/* memmove's job (the buffers may overlap either way), so that the firmware links no libc
+ * beyond memcpy/memset; frames are small, a byte loop is fast enough. */
+static void move_bytes(uint8_t* dst, const uint8_t* src, size_t n) {
+  if (dst < src) {
+    for (size_t i = 0; i < n; ++i) dst[i] = src[i];
+  } else if (dst > src) {
+    while (n-- > 0) dst[n] = src[n];
+  }
+}
+
 size_t mlf_frame_encode(uint8_t* out, size_t cap, uint8_t type, uint8_t seq, const uint8_t* payload,
                         size_t length) {
   if (length > MLF_FRAME_MAX_PAYLOAD || cap < MLF_FRAME_OVERHEAD + length) {
@@ -67,7 +77,7 @@ size_t mlf_frame_encode(uint8_t* out, size_t cap, uint8_t type, uint8_t seq, con
   }
   uint32_t crc = mlf_frame_put_header(out, type, seq, (uint16_t)length);
   if (length > 0) {
-    memmove(out + MLF_FRAME_HEADER_BYTES, payload, length);
+    move_bytes(out + MLF_FRAME_HEADER_BYTES, payload, length);
     crc = mlf_crc32(crc, payload, length);
   }
   mlf_frame_put_crc(out + MLF_FRAME_HEADER_BYTES + length, crc);
@@ -172,7 +182,7 @@ int mlf_frame_decoder_init(mlf_frame_decoder* dec, uint8_t* buf, size_t cap, siz
 uint8_t* mlf_frame_decoder_space(mlf_frame_decoder* dec, size_t* room) {
   drop_consumed(dec);
   if (dec->start > 0) {
-    memmove(dec->buf, dec->buf + dec->start, dec->fill);
+    move_bytes(dec->buf, dec->buf + dec->start, dec->fill);
     dec->start = 0;
   }
   *room = dec->cap - dec->fill;

@@ -42,7 +42,9 @@ static void quoted(mlf_mlperftiny* dev, const char* s, size_t n) {
   }
 }
 
-static void quoted_str(mlf_mlperftiny* dev, const char* s) { quoted(dev, s, strlen(s)); }
+static void quoted_str(mlf_mlperftiny* dev, const char* s) {
+  quoted(dev, s, mlf_text_length(s, sizeof(dev->out.line)));
+}
 
 static void error_start(mlf_mlperftiny* dev, const char* what) {
   mlf_text_str(&dev->out, "e-[");
@@ -91,8 +93,9 @@ static void model_error(mlf_mlperftiny* dev, const char* what, mlf_status status
 /* ---- words and numbers ---------------------------------------------------------------- */
 
 static int word_is(const word* w, const char* s) {
-  size_t n = strlen(s);
-  return w->len == n && memcmp(w->text, s, n) == 0;
+  size_t i = 0;
+  while (i < w->len && s[i] != '\0' && s[i] == w->text[i]) ++i;
+  return i == w->len && s[i] == '\0';
 }
 
 /* A count written in decimal digits only, at most 4294967295. */

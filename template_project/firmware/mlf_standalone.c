@@ -52,7 +52,7 @@ static double magnitude(double v) { return v < 0 ? -v : v; }
 
 static int outputs_match(const uint8_t* got, const uint8_t* want, const mlf_tensor_info* info,
                          const mlf_standalone_config* cfg) {
-  if (!is_float(info->dtype)) return memcmp(got, want, info->nbytes) == 0;
+  if (!is_float(info->dtype)) return mlf_bytes_equal(got, want, info->nbytes);
   size_t count = info->nbytes / ((info->dtype.bits + 7u) / 8u);
   for (size_t i = 0; i < count; ++i) {
     double g, w;
@@ -102,8 +102,7 @@ static void report_error(standalone* st, uint32_t model, int64_t sample, mlf_sta
   if (err != NULL && err->status == status) {
     mlf_error_format(err, st->message, sizeof(st->message));
   } else {
-    size_t n = strlen(mlf_status_name(status));
-    if (n >= sizeof(st->message)) n = sizeof(st->message) - 1;
+    size_t n = mlf_text_length(mlf_status_name(status), sizeof(st->message) - 1);
     memcpy(st->message, mlf_status_name(status), n);
     st->message[n] = '\0';
   }

@@ -19,6 +19,22 @@ void mlf_text_char(mlf_text* out, char c) {
   out->line[out->fill++] = c;
 }
 
+size_t mlf_text_length(const char* s, size_t limit) {
+  /* Bounded: GCC turns an unbounded loop like this back into a call to strlen. */
+  size_t n = 0;
+  while (n < limit && s[n] != '\0') ++n;
+  return n;
+}
+
+int mlf_bytes_equal(const void* a, const void* b, size_t n) {
+  const uint8_t* x = (const uint8_t*)a;
+  const uint8_t* y = (const uint8_t*)b;
+  for (size_t i = 0; i < n; ++i) {
+    if (x[i] != y[i]) return 0;
+  }
+  return 1;
+}
+
 void mlf_text_str(mlf_text* out, const char* s) {
   while (*s) mlf_text_char(out, *s++);
 }

@@ -23,6 +23,9 @@ typedef struct {
 } mlf_text;
 
 void mlf_text_flush(mlf_text* out);
+/* strnlen and memcmp's jobs, so that the firmware links no libc beyond memcpy/memset. */
+size_t mlf_text_length(const char* s, size_t limit);
+int mlf_bytes_equal(const void* a, const void* b, size_t n);
 void mlf_text_char(mlf_text* out, char c);
 void mlf_text_str(mlf_text* out, const char* s);
 /* Text that must stay on one line and inside one field: control characters become '?'. */

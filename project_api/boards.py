@@ -148,6 +148,16 @@ class Board:
 
     # --- building -----------------------------------------------------------------------
 
+    def model_opt_flags(self) -> List[str]:
+        """Optimisation of the model's C: TVM's code is the hot path."""
+        return ["-O2"] if self.is_host else ["-O2", "-g"]
+
+    def runtime_opt_flags(self) -> List[str]:
+        """Optimisation of our C (runtime, firmware loop, board seam). On a microcontroller
+        flash is what runs short and our code is not the hot path (dispatch is a few
+        instructions per operator), so it is built for size there."""
+        return ["-O2"] if self.is_host else ["-Os", "-g"]
+
     def cpu_flags(self) -> List[str]:
         """Compiler/linker flags selecting the core, e.g. ``['-mcpu=cortex-m4', '-mthumb',
         '-mfloat-abi=hard', '-mfpu=fpv4-sp-d16']``; empty for the host."""

@@ -960,7 +960,10 @@ def _code_estimates(project: Any, notes: List[str]) -> Dict[str, Optional[int]]:
         if p.name.split(".", 1)[0] not in LOOP_SOURCES
     )
     runtime = estimate_code(
-        board, runtime_sources, [runtime_include, root / "runtime" / "src"], opt_flags=_opt(board)
+        board,
+        runtime_sources,
+        [runtime_include, root / "runtime" / "src"],
+        opt_flags=board.runtime_opt_flags(),
     )
     model_sources: List[Path] = []
     model_dirs: List[Path] = [runtime_include]
@@ -980,7 +983,7 @@ def _code_estimates(project: Any, notes: List[str]) -> Dict[str, Optional[int]]:
     deps = root / "deps"
     if deps.is_dir():
         notes.append("model code estimate leaves out external dependencies (deps/)")
-    model = estimate_code(board, model_sources, model_dirs, opt_flags=_opt(board))
+    model = estimate_code(board, model_sources, model_dirs, opt_flags=board.model_opt_flags())
     for what, found in (("runtime", runtime), ("model code", model)):
         if found.note:
             notes.append(f"{what} estimate: {found.note}")
@@ -993,10 +996,6 @@ def _code_estimates(project: Any, notes: List[str]) -> Dict[str, Optional[int]]:
         "model code": None if model.bytes is None else model.bytes + objects_bytes,
         "runtime": runtime.bytes,
     }
-
-
-def _opt(board: Any) -> List[str]:
-    return ["-O2"] if board.is_host else ["-O2", "-g"]
 
 
 def _project_params_ram(project: Any) -> Tuple[int, int, int]:

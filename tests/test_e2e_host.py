@@ -317,9 +317,13 @@ def test_missing_firmware_says_build_first(factory: Dict[str, Any], tmp_path: Pa
     assert live_children() == []
 
 
-def test_function_missing_from_the_registry_is_linked_directly(tmp_path: Path) -> None:
+@pytest.mark.parametrize("graph_format", ["tables", "json"])
+def test_function_missing_from_the_registry_is_linked_directly(
+    tmp_path: Path, graph_format: str
+) -> None:
     """As with TVM's CMSIS-NN partitions: the graph calls a function the system library does
-    not register; the generator links it by name and the model runs."""
+    not register; the generator links it directly (by address in const tables, by name in a
+    registry of its own for graph.json) and the model runs."""
     from mlf_builders import write_tar
 
     model = catalog()["mlp"]()
@@ -333,8 +337,10 @@ def test_function_missing_from_the_registry_is_linked_directly(tmp_path: Path) -
     assert "softmax" not in text.split("_tvm_func_array")[1]
     members[lib0] = text.encode()
     archive = write_tar(tmp_path / "unregistered.tar", members)
-    project = Project.generate(archive, tmp_path / "p")
+    project = Project.generate(archive, tmp_path / "p", options={"graph_format": graph_format})
     assert project.models[0]["functions_outside_registry"] == ["tvmgen_mlp_fused_nn_softmax"]
+    model_c = (tmp_path / "p/src/model_mlp.c").read_text()
+    assert ("mlf_mlp_func_ptrs" in model_c) == (graph_format == "tables")
     project.build()
     inputs = model.sample_inputs()
     with project.session() as session:

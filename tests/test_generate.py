@@ -444,6 +444,7 @@ def test_project_json_is_json(archives: Dict[str, Path], tmp_path: Path) -> None
 def test_registry_parsing(tmp_path: Path) -> None:
     from project_api.generate.registry import (
         defined_functions,
+        function_pointers_c,
         registered_functions,
         render_registry,
         unregistered_functions,
@@ -467,6 +468,14 @@ def test_registry_parsing(tmp_path: Path) -> None:
     assert unregistered_functions(["f_a", "f_b", "f_c", "f_d"], sources) == ["f_b"]
     text = render_registry("lib", ["f_a", "f_b", "f_d"], sources)
     assert '"\\002\\000f_a\\000f_b\\000"' in text and "f_d" not in text
+    # Const tables take the functions' addresses when every one has external linkage ...
+    array = function_pointers_c("ptrs", ["f_b", "f_a"], sources, {"f_a": "m1_f_a"})
+    assert array is not None
+    assert "int m1_f_a(TVMValue*, int*, int, TVMValue*, int*, void*);" in array
+    assert array.index("    f_b,") < array.index("    m1_f_a,")
+    # ... and leave the lookup by name (and its error) to the runtime otherwise.
+    assert function_pointers_c("ptrs", ["f_a", "f_c"], sources) is None
+    assert function_pointers_c("ptrs", ["f_a", "f_d"], sources) is None
 
 
 @pytest.mark.parametrize("project_type", ["host_driven", "standalone", "mlperftiny"])

@@ -13,7 +13,8 @@
  *        JSON text where it lies (no copy; names stay slices of the text) and writes the
  *        tables into a caller-supplied buffer of at least mlf_graph_measure_json() bytes.
  *   2. mlf_executor_init(): resolves every operator function once through the system-lib
- *      registry, binds parameters (in place when the params blob is persistent and the
+ *      registry (or takes the addresses the tables carry, mlf_graph.func_ptrs), binds
+ *      parameters (in place when the params blob is persistent and the
  *      tensor data sits 64-byte aligned, by copy otherwise), and lays the remaining storage
  *      out in the caller's arena (every pool 64-byte aligned).
  *   3. set inputs, mlf_executor_run(), read outputs — as often as needed.
@@ -152,6 +153,10 @@ typedef struct mlf_graph {
    * Only for a pool that exactly one arg views and no operator writes: the arg is then not
    * an input. At least MLF_STORAGE_ALIGN aligned and storage_bytes long. */
   const uint8_t* const* storage_data;
+  /* Optional (NULL: every function is looked up by name in the library). The operators'
+   * functions, bound by the linker (the generator's tables): no lookup, the library may be
+   * NULL, and `funcs` may carry empty names (a failing operator is then named by its node). */
+  const TVMBackendPackedCFunc* func_ptrs;
 } mlf_graph;
 
 /* Bytes mlf_graph_parse_json() needs for the tables of this graph (including its own

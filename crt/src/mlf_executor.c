@@ -326,7 +326,12 @@ static mlf_status init_core(mlf_executor* ex, const mlf_graph* g, const TVMModul
   }
   for (uint32_t i = 0; i < g->num_funcs; ++i) {
     const mlf_name* name = &g->funcs[i];
-    if (mlf_module_lookup(lib, name->str, name->len, &ex->funcs[i]) != MLF_OK) {
+    if (g->func_ptrs != NULL) {
+      ex->funcs[i] = g->func_ptrs[i];
+    } else if (mlf_module_lookup(lib, name->str, name->len, &ex->funcs[i]) != MLF_OK) {
+      ex->funcs[i] = NULL;
+    }
+    if (ex->funcs[i] == NULL) {
       return mlf_fail_about(err, MLF_ERR_MISSING_FUNCTION, MLF_WHY_MISSING_FUNCTION, name->str,
                             name->len);
     }
@@ -360,8 +365,8 @@ static mlf_status init_arguments_ok(mlf_executor* ex, const mlf_graph* g, const 
   if (ex == NULL) return MLF_ERR_ARGUMENT;
   memset(ex, 0, sizeof(*ex));
   mlf_error_clear(&ex->error);
-  if (g == NULL || lib == NULL || state == NULL || ((uintptr_t)state & 7u) != 0 ||
-      (arena == NULL && arena_size != 0)) {
+  if (g == NULL || (lib == NULL && g->func_ptrs == NULL) || state == NULL ||
+      ((uintptr_t)state & 7u) != 0 || (arena == NULL && arena_size != 0)) {
     return mlf_fail(&ex->error, MLF_ERR_ARGUMENT, MLF_WHY_INIT_ARGUMENT);
   }
   ex->graph = g;

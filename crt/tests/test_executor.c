@@ -232,6 +232,38 @@ static void test_params_in_tables(void) {
   fixture_reset(&f);
 }
 
+/* Functions bound by the linker (func_ptrs), as the generator emits them: no library, no
+ * names; a missing one is still refused at init. */
+static void test_functions_in_tables(void) {
+  TVMBackendPackedCFunc ptrs[3] = {(TVMBackendPackedCFunc)op_add, (TVMBackendPackedCFunc)op_split,
+                                   (TVMBackendPackedCFunc)op_scale2};
+  static const mlf_name kNoNames[3] = {{"", 0}, {"", 0}, {"", 0}};
+  mlf_graph g = kBasicTables;
+  g.funcs = kNoNames;
+  g.func_ptrs = ptrs;
+  mlf_executor ex;
+  size_t state_size = mlf_executor_state_bytes(&g);
+  void* state = malloc(state_size);
+  size_t arena_size = 6 * 64 + 63;
+  uint8_t* arena = (uint8_t*)malloc(arena_size);
+  CHECK_STATUS(mlf_executor_init_bound(&ex, &g, NULL, state, state_size, arena, arena_size), MLF_OK,
+               &ex.error);
+  CHECK_STATUS(mlf_executor_set_input(&ex, 0, kX, sizeof(kX)), MLF_OK, &ex.error);
+  static const float kP0[4] = {10, 20, 30, 40};
+  CHECK_STATUS(mlf_executor_set_input(&ex, 1, kP0, sizeof(kP0)), MLF_OK, &ex.error);
+  CHECK_STATUS(mlf_executor_run(&ex), MLF_OK, &ex.error);
+  check_basic_outputs(&ex);
+
+  ptrs[1] = NULL;
+  CHECK_STATUS(mlf_executor_init_bound(&ex, &g, NULL, state, state_size, arena, arena_size),
+               MLF_ERR_MISSING_FUNCTION, &ex.error);
+  g.func_ptrs = NULL; /* names to look up, and no library to look them up in */
+  CHECK_STATUS(mlf_executor_init_bound(&ex, &g, NULL, state, state_size, arena, arena_size),
+               MLF_ERR_ARGUMENT, &ex.error);
+  free(state);
+  free(arena);
+}
+
 static void test_params_mismatch(void) {
   static const int64_t kShape4[1] = {4};
   static const int64_t kShape15[2] = {1, 5};
@@ -615,6 +647,7 @@ int main(void) {
   RUN(test_load_params_later);
   RUN(test_params_in_place_vs_copied);
   RUN(test_params_in_tables);
+  RUN(test_functions_in_tables);
   RUN(test_params_mismatch);
   RUN(test_missing_function);
   RUN(test_failing_operator);

@@ -83,9 +83,9 @@ static const mlf_arg kBasicArgs[] = {{{"x", 1}, 0, 0}, {{"p0", 2}, 1, 1}};
 static const uint32_t kBasicOutputs[] = {5, 2, 4};
 
 const mlf_graph kBasicTables = {
-    7,           4, kBasicOps,    10, kBasicOpArgs,  3, 3,          kBasicFuncs, 7,
-    kBasicViews, 3, kBasicShapes, 6,  kBasicStorage, 2, kBasicArgs, 3,           kBasicOutputs,
-    NULL,
+    7,           4,    kBasicOps,    10, kBasicOpArgs,  3, 3,          kBasicFuncs, 7,
+    kBasicViews, 3,    kBasicShapes, 6,  kBasicStorage, 2, kBasicArgs, 3,           kBasicOutputs,
+    NULL,        NULL,
 };
 
 const char* const kWideJson =

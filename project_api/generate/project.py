@@ -126,7 +126,12 @@ class ModelPlan:
         """The function library the executor resolves the graph's functions in."""
         return self.kind.library(
             LibraryRequest(
-                self.model, self.c_name, self.tables.funcs, self.entry_point, self.renames
+                self.model,
+                self.c_name,
+                self.tables.funcs,
+                self.entry_point,
+                self.renames,
+                bound=self.graph_format == "tables",
             )
         )
 
@@ -789,6 +794,7 @@ def _model_context(plan: ModelPlan) -> Dict[str, Any]:
                 plan.tables,
                 symbol,
                 {sid: f"mlf_params_{plan.c_name} + {at}" for sid, at in plan.params_layout.items()},
+                library.func_ptrs,
             ),
             symbol,
         )

@@ -86,17 +86,44 @@ def render_registry(
     return registry_c(symbol, [(name, c_symbol.get(name, name)) for name in names], comment)
 
 
-def registry_c(symbol: str, entries: Sequence[Tuple[str, str]], comment: str = "") -> str:
-    """C defining ``static const TVMModule <symbol>`` whose registry maps each name of
-    ``entries`` (name, C function) to that function, in that order."""
-    lines = [comment] if comment else []
-    for _, function in entries:
-        lines.append(f"int {function}(TVMValue*, int*, int, TVMValue*, int*, void*);")
-    lines.append(f"static const TVMBackendPackedCFunc {symbol}_funcs[] = {{")
+def function_pointers_c(
+    symbol: str,
+    graph_funcs: Sequence[str],
+    sources: Sequence[Path],
+    renames: Optional[Mapping[str, str]] = None,
+) -> Optional[str]:
+    """C defining ``static const TVMBackendPackedCFunc <symbol>[]``: the address of every
+    function the graph calls, in ``graph_funcs`` order — or None when one of them is not a C
+    function with external linkage in the sources (the executor then looks them up by name
+    and reports what is missing). Bound by the linker, TVM's registry and its names are left
+    for --gc-sections to drop."""
+    found = defined_functions(sources) | registered_functions(sources)
+    if not graph_funcs or any(not n.isidentifier() or n not in found for n in graph_funcs):
+        return None
+    c_symbol = dict(renames or {})
+    entries = [(name, c_symbol.get(name, name)) for name in graph_funcs]
+    comment = "/* The functions the graph calls, bound by the linker: no lookup by name. */"
+    return "\n".join([comment, *_function_array(f"{symbol}", entries)])
+
+
+def _function_array(array: str, entries: Sequence[Tuple[str, str]]) -> List[str]:
+    """Declarations of the C functions of ``entries`` and a const array of their addresses."""
+    lines = [
+        f"int {function}(TVMValue*, int*, int, TVMValue*, int*, void*);" for _, function in entries
+    ]
+    lines.append(f"static const TVMBackendPackedCFunc {array}[] = {{")
     lines.extend(f"    {function}," for _, function in entries)
     if not entries:
         lines.append("    NULL,")
     lines.append("};")
+    return lines
+
+
+def registry_c(symbol: str, entries: Sequence[Tuple[str, str]], comment: str = "") -> str:
+    """C defining ``static const TVMModule <symbol>`` whose registry maps each name of
+    ``entries`` (name, C function) to that function, in that order."""
+    lines = [comment] if comment else []
+    lines += _function_array(f"{symbol}_funcs", entries)
     count = len(entries)
     blob = bytes([count & 0xFF, count >> 8]) + b"".join(
         json_raw(name).encode("utf-8") + b"\0" for name, _ in entries

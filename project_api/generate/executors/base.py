@@ -12,11 +12,13 @@ from ..sizes import WorkspaceEstimate
 @dataclass(frozen=True)
 class LibraryCode:
     """C placed in ``model_<mod>.c`` before the executor is set up, and the expression that
-    gives the executor its function library (a ``const TVMModule*``)."""
+    gives the executor its function library (a ``const TVMModule*``, ``NULL`` when the
+    functions are bound by address instead: ``func_ptrs`` names their array)."""
 
     c_text: str
     library: str
     linked_by_name: Sequence[str] = ()  # functions reached by name, outside TVM's registry
+    func_ptrs: str = ""  # C array of the graph's functions in the tables' order, or ""
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class LibraryRequest:
     funcs: Sequence[str]  # the functions the graph calls, by name
     entry_point: str  # TVMSystemLibEntryPoint as renamed for this model
     renames: Mapping[str, str]  # functions given another C symbol at compile time
+    bound: bool = False  # the tables may take the functions' addresses (const tables)
 
 
 class ExecutorKind:

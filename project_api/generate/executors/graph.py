@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ...read import Graph, Model
-from ..registry import render_registry, unregistered_functions
+from ..registry import function_pointers_c, render_registry, unregistered_functions
 from ..sizes import WorkspaceEstimate, estimate_workspace
 from .base import ExecutorKind, LibraryCode, LibraryRequest
 
@@ -24,10 +24,16 @@ class GraphExecutor(ExecutorKind):
 
 
 def system_library(request: LibraryRequest) -> LibraryCode:
-    """TVM's system library, unless the graph calls functions TVM left out of its
+    """For const tables, the functions' addresses when the sources define them all;
+    otherwise TVM's system library, unless the graph calls functions TVM left out of its
     registry: then a registry of our own linking every one of them by name."""
     sources = request.model.sources
     direct = unregistered_functions(request.funcs, sources)
+    if request.bound:
+        array = f"mlf_{request.c_name}_func_ptrs"
+        text = function_pointers_c(array, request.funcs, sources, request.renames)
+        if text is not None:
+            return LibraryCode(text, "NULL", tuple(direct), func_ptrs=array)
     if not direct:
         return LibraryCode("", f"{request.entry_point}()", ())
     symbol = f"mlf_{request.c_name}_functions"

@@ -447,3 +447,19 @@ def test_every_request_kind_round_trips_through_messages() -> None:
         msg.decode_name(b"\xff"),
     ]
     assert names == ["a\u00e9", "bad\\q", "\ufffd"]
+
+
+def test_reason_codes_are_explained_from_the_runtime_catalogue() -> None:
+    """Firmware built without the runtime's English texts sends ``#<code>``; the host puts the
+    description back from crt/src/mlf_internal.h, numbered as the C enum numbers it."""
+    from project_api.transport.messages import ErrorReply
+    from project_api.transport.reasons import explain, reason_texts
+
+    texts = reason_texts()
+    assert texts[0] == "" and texts[1] == "table missing or too large"
+    assert texts.index("text after the graph") == texts.index("cannot size the arena") + 1
+    assert explain("bad graph: #2 at node 3") == "bad graph: view outside its storage at node 3"
+    assert explain("bad graph: #9999") == "bad graph: #9999"
+    assert explain("a name with #2 inside") == "a name with #2 inside"
+    payload = struct.pack("<HBBI", 9, 0x03, 0, 5) + b"operator failed: #11 'f'"
+    assert ErrorReply.decode(payload).message == "operator failed: operator returned an error 'f'"

@@ -73,6 +73,9 @@ typedef struct {
                         * mlf_error.c is built with MLF_ERROR_TEXT=0) */
   const char* subject; /* slice naming the culprit, or NULL */
   uint32_t subject_len;
+  uint32_t why; /* the reason's code (0: none); mlf_error_format() writes it as "#<why>" in
+                 * place of `what` when the texts are compiled out: the host, which has the
+                 * catalogue (crt/src/mlf_internal.h), puts the text back (docs/protocol.md) */
 } mlf_error;
 
 /* Writes a one-line description of `err` into buf (always NUL-terminated when size > 0).

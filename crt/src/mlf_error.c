@@ -46,6 +46,7 @@ void mlf_error_clear(mlf_error* err) {
   err->node = UINT32_MAX;
   err->offset = UINT32_MAX;
   err->what = NULL;
+  err->why = 0;
   err->subject = NULL;
   err->subject_len = 0;
 }
@@ -88,6 +89,7 @@ mlf_status mlf_fail_about(mlf_error* err, mlf_status status, mlf_why why, const 
   if (err != NULL && err->status == MLF_OK) {
     err->status = status;
     err->what = mlf_why_text(why);
+    err->why = (uint32_t)why;
     err->subject = subject;
     err->subject_len = subject != NULL ? (uint32_t)subject_len : 0;
   }
@@ -131,6 +133,9 @@ size_t mlf_error_format(const mlf_error* err, char* buf, size_t size) {
     if (err->what != NULL && err->what[0] != '\0') {
       put_str(&out, ": ");
       put_str(&out, err->what);
+    } else if (err->why != 0) {
+      put_str(&out, ": #");
+      put_u32(&out, err->why);
     }
     if (err->subject != NULL) {
       put_str(&out, " '");

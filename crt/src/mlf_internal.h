@@ -15,7 +15,9 @@
 /* Why something failed: a code per failure site, passed instead of a string so that the
  * English descriptions (mlf_error.what) live once, in mlf_error.c's catalogue, and cost
  * no code where failures are detected. Building with -DMLF_ERROR_TEXT=0 empties the catalogue
- * (every description ""); status, node, offset and subject still say what failed and where. */
+ * (every description ""); status, node, offset and subject still say what failed and where,
+ * and mlf_error_format() writes the code as "#<why>", which the host turns back into the
+ * text (project_api/transport/reasons.py reads these lists: keep them one entry per line). */
 #define MLF_WHY_LIST(X)                                                                  \
   X(NONE, "")                                                                            \
   X(TABLES, "table missing or too large")                                                \

@@ -11,6 +11,7 @@ int mlf_json_fail_as(mlf_json* j, mlf_status status, mlf_why why, const mlf_name
     mlf_fail_about(j->err, status, MLF_WHY_NONE, subject != NULL ? subject->str : NULL,
                    subject != NULL ? subject->len : 0);
     j->err->what = mlf_why_json_text(why);
+    j->err->why = (uint32_t)why;
     j->err->offset = (uint32_t)(j->pos - j->begin);
   }
   return 0;

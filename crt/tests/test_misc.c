@@ -149,7 +149,7 @@ static void test_errors(void) {
   CHECK(strcmp(mlf_status_name((mlf_status)99), "unknown status") == 0);
   CHECK(strcmp(mlf_status_name(MLF_ERR_MISSING_FUNCTION), "missing function") == 0);
 
-  mlf_error err = {MLF_ERR_OPERATOR, 7, 42, "operator returned an error", "conv_1", 4};
+  mlf_error err = {MLF_ERR_OPERATOR, 7, 42, "operator returned an error", "conv_1", 4, 0};
   char buf[128];
   size_t n = mlf_error_format(&err, buf, sizeof(buf));
   CHECK(strcmp(buf, "operator failed: operator returned an error 'conv' at node 7 at byte 42") ==
@@ -159,9 +159,13 @@ static void test_errors(void) {
   CHECK_EQ_INT(n, 9);
   CHECK(strcmp(buf, "operator ") == 0);
   CHECK_EQ_INT(mlf_error_format(&err, buf, 0), 0);
-  mlf_error plain = {MLF_ERR_NO_MEMORY, UINT32_MAX, UINT32_MAX, NULL, NULL, 0};
+  mlf_error plain = {MLF_ERR_NO_MEMORY, UINT32_MAX, UINT32_MAX, NULL, NULL, 0, 0};
   mlf_error_format(&plain, buf, sizeof(buf));
   CHECK(strcmp(buf, "out of memory") == 0);
+  /* Texts compiled out: the reason's code, for the host to put the text back. */
+  mlf_error coded = {MLF_ERR_GRAPH, 3, UINT32_MAX, "", NULL, 0, 12};
+  mlf_error_format(&coded, buf, sizeof(buf));
+  CHECK(strcmp(buf, "bad graph: #12 at node 3") == 0);
   mlf_error_format(NULL, buf, sizeof(buf));
   CHECK(strcmp(buf, "no error record") == 0);
 

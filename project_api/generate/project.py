@@ -472,9 +472,10 @@ def _write_project(
     for plan in plans:
         blobs += _write_blobs(env, src, plan)
         model_contexts.append(_model_context(plan))
-    definitions = [f"{name}={value}" for name, value in board.compile_definitions().items()] + list(
-        opts["compile_definitions"] or []
-    )
+    own = list(opts["compile_definitions"] or [])
+    definitions = [f"{name}={value}" for name, value in board.compile_definitions().items()]
+    definitions += [d for d in ptype.definitions if _macro(d) not in {_macro(o) for o in own}]
+    definitions += own
     if opts["profile"]:
         definitions.append("MLF_PROFILE=1")
     context = {
@@ -774,6 +775,10 @@ def _write_blobs(env: Any, src: Path, plan: ModelPlan) -> List[Dict[str, str]]:
             "samples", f"sample inputs and outputs of model {plan.name}", plan.samples_blob, ".bin"
         )
     return blobs
+
+
+def _macro(definition: str) -> str:
+    return definition.split("=", 1)[0].strip()
 
 
 def _model_context(plan: ModelPlan) -> Dict[str, Any]:

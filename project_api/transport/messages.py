@@ -15,6 +15,7 @@ from typing import List, Optional, Tuple
 
 from ..errors import ProtocolError
 from .frames import Buffer
+from .reasons import explain
 
 MAGIC = b"MLFP"
 PROTOCOL_VERSION = 1
@@ -220,7 +221,7 @@ class DescribeReply:
         model, status, num_inputs, num_outputs, first, count, name_len = r.take("<HHHHHHH")
         raw_name = r.bytes(name_len)
         if status != 0:
-            error = payload[r.pos :].decode("utf-8", "replace")
+            error = explain(payload[r.pos :].decode("utf-8", "replace"))
             return cls(model, status, 0, 0, 0, raw_name, [], error)
         entries: List[TensorEntry] = []
         for _ in range(count):
@@ -300,7 +301,7 @@ class ErrorReply:
     def decode(cls, payload: bytes) -> ErrorReply:
         r = _Reader(payload, "ERROR")
         code, request, _reserved, node = r.take("<HBBI")
-        message = payload[r.pos :].decode("utf-8", "replace")
+        message = explain(payload[r.pos :].decode("utf-8", "replace"))
         return cls(code, request, node, message)
 
     def describe(self) -> str:

@@ -23,6 +23,9 @@ class ProjectType:
     owned_hint = ""
     #: the RAM item (of :meth:`ram_items`) buffering the console link: footprint's receive buffer
     link_buffer_item: Optional[str] = None
+    #: compile definitions of every C file unless the user's compile_definitions set the
+    #: same macro
+    definitions: Tuple[str, ...] = ()
     #: what drives a built firmware of this type: the driver.Project method, the CLI command
     driven_by = ""
     cli_command = ""

@@ -25,6 +25,9 @@ class HostDriven(ProjectType):
     owned_options = ("profile",)
     owned_hint = "the profile is read over the device protocol after a run"
     link_buffer_item = "receive buffer"
+    # The host puts the runtime's error descriptions back (transport/reasons.py): ~900 bytes
+    # of English the firmware need not carry.
+    definitions = ("MLF_ERROR_TEXT=0",)
     driven_by = "session()"
     cli_command = "mlf-project run"
 

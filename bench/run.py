@@ -27,6 +27,7 @@ if __package__ in (None, ""):  # run as a script: make `bench` and `project_api`
 
 from bench import (  # noqa: E402
     aot,
+    bare,
     buildtime,
     codesize,
     dispatch,
@@ -56,6 +57,7 @@ PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
         soak.run,
     ),
     ("matrix", "11. matrix over the corpus on three QEMU boards: --jobs 2 vs --jobs 1", matrix.run),
+    ("bare", "12. the KWS firmware against a bare direct-call program: flash and RAM", bare.run),
 ]
 DEFAULT_JSON = REPO_ROOT / "bench" / "results" / "latest.json"
 
@@ -85,6 +87,7 @@ COLUMNS: Dict[str, List[str]] = {
              "server_rss_kb_before", "server_rss_kb_after", "firmware_fds_before",
              "firmware_fds_after", "firmware_rss_kb_before", "firmware_rss_kb_after"],
     "matrix": ["jobs", "cells", "passed", "seconds"],
+    "bare": ["program", "flash_bytes", "ram_bytes"],
 }  # fmt: skip
 
 
@@ -151,6 +154,16 @@ _SUMMARY_TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], str], str]] = 
         lambda m: (
             f"{m['archives']} archives x {m['boards']} boards: {m['jobs1_seconds']} s vs "
             f"{m['jobs2_seconds']} s (x{m['speedup']}), same table: {m['same_table']}"
+        ),
+        "target_met",
+    ),
+    (
+        "bare",
+        "KWS firmware within 3 KB flash / 2 KB RAM of a bare program (<= 68 KB / 111 KB)",
+        lambda b: (
+            f"{b['model']}: {b['firmware_flash_bytes']:,} / {b['firmware_ram_bytes']:,} B vs "
+            f"bare {b['bare_flash_bytes']:,} / {b['bare_ram_bytes']:,} B: "
+            f"+{b['flash_delta_bytes']:,} / +{b['ram_delta_bytes']:,} B"
         ),
         "target_met",
     ),

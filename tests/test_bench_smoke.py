@@ -33,7 +33,7 @@ def test_table_and_targets_without_results() -> None:
     text = table([{"a": 1234, "b": 0.5, "c": None, "d": True}], ["a", "b", "c", "d"])
     assert text.splitlines()[1].split() == ["1,234", "0.500", "-", "yes"]
     rows = targets({})
-    assert len(rows) == 12 and {r["status"] for r in rows} == {"not run"}
+    assert len(rows) == 13 and {r["status"] for r in rows} == {"not run"}
     skipped = PartResult("dispatch", "t", status="skipped", reason="needs qemu-system-arm")
     assert targets({"dispatch": skipped})[2]["status"] == "skipped"
 
@@ -151,3 +151,19 @@ def test_matrix_part(smoke: Dict[str, Any]) -> None:
     assert part["status"] == "ok", part["reason"]
     assert part["summary"]["same_table"]
     assert all(row["passed"] == row["cells"] for row in part["rows"])
+
+
+def test_bare_part(smoke: Dict[str, Any]) -> None:
+    """The bare program is a working program (its outputs equal the reference) and the
+    firmware's excess over it is what the part reports."""
+    part = smoke["parts"]["bare"]
+    if part["status"] == "skipped":
+        assert "qemu" in part["reason"] or "corpus" in part["reason"]
+        return
+    assert part["status"] == "ok", part["reason"]
+    summary = part["summary"]
+    assert summary["bare_outputs_match"]
+    assert 0 < summary["bare_flash_bytes"] < summary["firmware_flash_bytes"]
+    assert summary["flash_delta_bytes"] == (
+        summary["firmware_flash_bytes"] - summary["bare_flash_bytes"]
+    )

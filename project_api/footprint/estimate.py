@@ -1,0 +1,137 @@
+"""Planned code sizes: the model's and the runtime's C compiled to objects with the board's
+compiler and flags (no linking: an upper bound)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from .linked import LOOP_SOURCES, elf_sections, section_bucket
+
+# --- planned sizes --------------------------------------------------------------------------
+
+
+@dataclass
+class CodeEstimate:
+    """Code + read-only data of objects compiled without linking (an upper bound)."""
+
+    bytes: Optional[int]
+    files: int = 0
+    note: str = ""
+
+
+def _compiler_for(board: Any) -> Tuple[Optional[str], List[str]]:
+    if board.is_host:
+        for name in (os.environ.get("CC", ""), "cc", "gcc", "clang"):
+            if name and shutil.which(name):
+                return name, []
+        return None, []
+    found = shutil.which("arm-none-eabi-gcc")
+    return found, list(board.cpu_flags())
+
+
+def estimate_code(
+    board: Any,
+    sources: List[Path],
+    include_dirs: List[Path],
+    *,
+    opt_flags: Optional[List[str]] = None,
+    definitions: Optional[List[str]] = None,
+) -> CodeEstimate:
+    """Compiles ``sources`` to objects in a scratch directory with the board's compiler and
+    sums their code and read-only data (.text + .rodata, as ``size`` counts them)."""
+    if not sources:
+        return CodeEstimate(0, 0)
+    compiler, cpu_flags = _compiler_for(board)
+    if compiler is None:
+        return CodeEstimate(None, 0, "no compiler for the board on PATH")
+    flags = list(opt_flags or (["-O2"]))
+    argv0 = [compiler, *cpu_flags, *flags, "-ffunction-sections", "-fdata-sections", "-w"]
+    argv0 += [f"-I{d}" for d in include_dirs]
+    argv0 += [f"-D{d}" for d in (definitions or [])]
+    with tempfile.TemporaryDirectory(prefix="mlf-footprint-") as scratch:
+
+        def compile_one(item: Tuple[int, Path]) -> Optional[int]:
+            index, source = item
+            obj = Path(scratch) / f"{index}.o"
+            done = subprocess.run(
+                [*argv0, "-c", str(source), "-o", str(obj)],
+                capture_output=True,
+                check=False,
+                timeout=600,
+            )
+            if done.returncode != 0:
+                return None
+            return sum(
+                s.size
+                for s in elf_sections(obj)
+                if section_bucket(s.name, s.flags) in (".text", ".rodata")
+            )
+
+        workers = max(1, min(8, os.cpu_count() or 1))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            sizes = list(pool.map(compile_one, enumerate(sources)))
+    failed = sum(1 for s in sizes if s is None)
+    total = sum(s for s in sizes if s is not None)
+    if failed == len(sizes):
+        return CodeEstimate(None, 0, f"{failed} file(s) did not compile outside the build")
+    note = f"{failed} of {len(sizes)} files did not compile outside the build" if failed else ""
+    return CodeEstimate(total, len(sizes) - failed, note)
+
+
+def _header_dirs(root: Path) -> List[Path]:
+    return sorted({p.parent for p in root.rglob("*.h")} | {root})
+
+
+def _code_estimates(project: Any, notes: List[str]) -> Dict[str, Optional[int]]:
+    root = Path(project.dir)
+    board = project.board
+    runtime_include = root / "runtime" / "include"
+    runtime_sources = sorted(
+        p
+        for p in (root / "runtime" / "src").glob("*.c")
+        if p.name.split(".", 1)[0] not in LOOP_SOURCES
+    )
+    runtime = estimate_code(
+        board,
+        runtime_sources,
+        [runtime_include, root / "runtime" / "src"],
+        opt_flags=board.runtime_opt_flags(),
+    )
+    model_sources: List[Path] = []
+    model_dirs: List[Path] = [runtime_include]
+    objects_bytes = 0
+    for model in project.models:
+        base = root / "model" / str(model.get("c_name", model["name"]))
+        if not base.is_dir():
+            continue
+        model_sources += sorted(base.rglob("*.c")) + sorted(base.rglob("*.cc"))
+        model_dirs += _header_dirs(base)
+        for obj in sorted(base.rglob("*.o")):
+            objects_bytes += sum(
+                s.size
+                for s in elf_sections(obj)
+                if section_bucket(s.name, s.flags) in (".text", ".rodata")
+            )
+    deps = root / "deps"
+    if deps.is_dir():
+        notes.append("model code estimate leaves out external dependencies (deps/)")
+    model = estimate_code(board, model_sources, model_dirs, opt_flags=board.model_opt_flags())
+    for what, found in (("runtime", runtime), ("model code", model)):
+        if found.note:
+            notes.append(f"{what} estimate: {found.note}")
+    if runtime.bytes is not None or model.bytes is not None:
+        notes.append(
+            "planned code sizes are compiled objects before linking (an upper bound: the "
+            "linker drops unused functions)"
+        )
+    return {
+        "model code": None if model.bytes is None else model.bytes + objects_bytes,
+        "runtime": runtime.bytes,
+    }

@@ -5,8 +5,9 @@ firmware output."""
 from __future__ import annotations
 
 from .link import Link, open_serial
-from .session import DeviceInfo, ModelInfo, RunStats, Session, TensorSpec
+from .session import Session
 from .standalone import StandaloneReport, parse_standalone
+from .tensors import DeviceInfo, ModelInfo, RunStats, TensorSpec
 
 __all__ = [
     "DeviceInfo",

@@ -28,7 +28,7 @@ from project_api.generate import (
     read_project_info,
 )
 from project_api.generate.params_blob import aligned_params
-from project_api.generate.project import c_names
+from project_api.generate.plan import c_names
 from project_api.generate.samples import from_arrays, random_samples
 from project_api.generate.sizes import code_workspace, estimate_workspace, linker_overflow
 from project_api.generate.tables import compile_graph, json_parse_bytes, state_bytes

@@ -85,7 +85,7 @@ class FootprintCommand(Command):
 
 
 def _write_html(path: Path, report: Any) -> None:
-    from ..generate.project import generator_version
+    from ..generate.plan import generator_version
     from ..report.html import page, toolchain_versions
 
     metadata: Dict[str, Any] = {

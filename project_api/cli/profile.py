@@ -90,7 +90,7 @@ def _has_profile(project: Any) -> bool:
 
 def _write_html(path: Path, project: Any, profiles: List[Any], args: argparse.Namespace) -> None:
     from ..footprint import project_footprint
-    from ..generate.project import generator_version
+    from ..generate.plan import generator_version
     from ..report.html import page, toolchain_versions
 
     footprint = project_footprint(project, estimate=False)

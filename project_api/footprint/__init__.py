@@ -144,7 +144,7 @@ def refused_footprint(
     project."""
     from ..boards import load_board
     from ..generate import normalize_options
-    from ..generate.project import _plan_models, memory_fit
+    from ..generate.plan import _plan_models, memory_fit
     from ..read import open_archive
 
     board = load_board(board_name)

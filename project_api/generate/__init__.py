@@ -15,18 +15,16 @@ from ..options import (
     normalize_options,
     parse_option_assignments,
 )
-from .project import (
+from .plan import (
     ALL_MODELS,
     MODEL_TAR,
     PROJECT_FILE,
     ModelPlan,
     choose_models,
-    generate_project,
     generator_version,
-    is_generated_project,
     memory_fit,
-    read_project_info,
 )
+from .project import generate_project, is_generated_project, read_project_info
 
 __all__ = [
     "ALL_MODELS",

@@ -8,7 +8,7 @@ from ...boards import Board
 from ...read import Archive, Model
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..project import ModelPlan
+    from ..plan import ModelPlan
 
 
 class ProjectType:

@@ -8,7 +8,7 @@ from ...boards import Board
 from .base import ProjectType
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..project import ModelPlan
+    from ..plan import ModelPlan
 
 FRAME_OVERHEAD = 10  # MLF_FRAME_OVERHEAD: marker, type, seq, length, CRC
 MAX_WIRE_PAYLOAD = 0xFFFF  # the frame's 16-bit length field

@@ -20,7 +20,7 @@ from ..tables import c_string
 from .base import ProjectType, input_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..project import ModelPlan
+    from ..plan import ModelPlan
 
 BENCHMARKS = ("kws01", "vww01", "ad01", "ic01")
 DEFAULT_NAME = "mlf-project-api"

@@ -11,7 +11,7 @@ from .. import samples as samples_mod
 from .base import ProjectType
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..project import ModelPlan
+    from ..plan import ModelPlan
 
 
 class Standalone(ProjectType):

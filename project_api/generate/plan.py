@@ -1,0 +1,278 @@
+"""Planning a project: which models, their C names, tables, params layout, sizes and the
+fit check — everything decided before a file is written."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+from ..boards import Board
+from ..errors import UnsupportedModelError
+from ..options import GRAPH_FORMATS
+from ..read import Archive, Model
+from .executors import ExecutorKind, LibraryCode, LibraryRequest, executor_for
+from .params_blob import aligned_params, laid_out_params
+from .project_types import check_owned_options, project_type_for
+from .registry import defined_functions
+from .samples import SampleSet
+from .sizes import FitReport, WorkspaceEstimate, fit_report
+from .tables import (
+    GraphTables,
+    compile_graph,
+    json_parse_bytes,
+    state_bytes,
+    tables_bytes,
+)
+
+PathLike = Union[str, "os.PathLike[str]"]
+Progress = Callable[[str], None]
+
+PROJECT_FILE = "project.json"
+MODEL_TAR = "model.tar"
+SERVER_FILE = "microtvm_api_server.py"
+ALL_MODELS = "*"
+PROJECT_FORMAT = 1
+_ENTRY_POINT = "mlf_{}_system_lib"
+_C_IDENT = re.compile(r"[^A-Za-z0-9_]")
+
+
+def generator_version() -> str:
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("mlf-project-api")
+        except PackageNotFoundError:
+            pass
+    except ImportError:  # pragma: no cover - Python < 3.8
+        pass
+    return "0.1.0"
+
+
+@dataclass
+class ModelPlan:
+    """One model as it goes into the firmware, with every size the generator computed."""
+
+    model: Model
+    kind: ExecutorKind
+    c_name: str
+    tables: GraphTables
+    params_blob: bytes
+    in_place: List[int]
+    arena_bytes: int
+    workspace: WorkspaceEstimate
+    state_bytes: int
+    graph_format: str
+    graph_json: bytes = b""
+    parse_bytes: int = 0
+    tables_flash_bytes: int = 0
+    samples: Optional[SampleSet] = None
+    samples_blob: bytes = b""
+    renames: Dict[str, str] = field(default_factory=dict)
+    # Params laid out for the const tables (storage id -> offset in params_blob); empty: the
+    # blob is TVM's params format and the runtime binds it by name.
+    params_layout: Dict[int, int] = field(default_factory=dict)
+    sources: List[str] = field(default_factory=list)
+    objects: List[str] = field(default_factory=list)
+    include_dirs: List[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    @property
+    def entry_point(self) -> str:
+        return _ENTRY_POINT.format(self.c_name)
+
+    @property
+    def library(self) -> LibraryCode:
+        """The function library the executor resolves the graph's functions in."""
+        return self.kind.library(
+            LibraryRequest(
+                self.model,
+                self.c_name,
+                self.tables.funcs,
+                self.entry_point,
+                self.renames,
+                bound=self.graph_format == "tables",
+            )
+        )
+
+    def describe(self) -> Dict[str, Any]:
+        return {
+            "name": self.name,
+            "c_name": self.c_name,
+            **self.kind.describe(self.model),
+            "inputs": [spec.to_dict() for spec in self.model.inputs],
+            "outputs": [spec.to_dict() for spec in self.model.outputs],
+            "graph_format": self.graph_format,
+            "sizes": {
+                "arena_bytes": self.arena_bytes,
+                "params_in_place": len(self.in_place),
+                "workspace_bytes": self.workspace.bytes,
+                "workspace_source": self.workspace.how,
+                "workspace_metadata_bytes": self.workspace.metadata_bytes,
+                "workspace_code_bytes": self.workspace.code_bytes,
+                "state_bytes": self.state_bytes,
+                "params_blob_bytes": len(self.params_blob),
+                "params_bytes": self.model.params_bytes,
+                # Alignment padding, plus TVM's headers and names when the blob keeps them.
+                "params_padding_bytes": len(self.params_blob) - self.model.params_bytes
+                if self.params_blob
+                else 0,
+                "graph_json_bytes": len(self.graph_json),
+                "graph_parse_bytes": self.parse_bytes,
+                "graph_tables_bytes": self.tables_flash_bytes,
+                "samples_bytes": len(self.samples_blob),
+            },
+            "samples": None if self.samples is None else self.samples.describe(),
+            "functions_outside_registry": list(self.library.linked_by_name),
+            "renamed_symbols": dict(self.renames),
+        }
+
+
+# --- planning ----------------------------------------------------------------------------------
+
+
+def choose_models(archive: Archive, model: Optional[str]) -> List[Model]:
+    names = [m.name for m in archive.models]
+    if model == ALL_MODELS:
+        return list(archive.models)
+    if model is None:
+        if len(archive.models) == 1:
+            return [archive.models[0]]
+        raise UnsupportedModelError(
+            f"{archive.path} holds {len(names)} models: {', '.join(names)}",
+            hint="choose one with --model NAME (option model=NAME), or link all of them into "
+            "one firmware with --model '*'",
+        )
+    for candidate in archive.models:
+        if candidate.name == model:
+            return [candidate]
+    raise UnsupportedModelError(
+        f"{archive.path} has no model {model!r}; it holds: {', '.join(names)}",
+        hint="or '*' for all of them",
+    )
+
+
+def c_names(names: Sequence[str]) -> List[str]:
+    """C identifiers for model names, distinct from each other."""
+    out: List[str] = []
+    for name in names:
+        base = _C_IDENT.sub("_", name) or "model"
+        if base[0].isdigit():
+            base = "m" + base
+        candidate = base
+        suffix = 2
+        while candidate in out:
+            candidate = f"{base}_{suffix}"
+            suffix += 1
+        out.append(candidate)
+    return out
+
+
+def pointer_bytes(board: Board) -> int:
+    return 8 if board.is_host else 4
+
+
+def _plan_models(
+    archive: Archive,
+    model: Optional[str],
+    board: Board,
+    project_type: str,
+    opts: Mapping[str, Any],
+) -> List[ModelPlan]:
+    ptype = project_type_for(project_type)
+    check_owned_options(ptype, opts)
+    models = choose_models(archive, model)
+    ptype.check(models, opts)
+    plans: List[ModelPlan] = []
+    ptr = pointer_bytes(board)
+    graph_format = opts["graph_format"]
+    assert graph_format in GRAPH_FORMATS
+    for the_model, c_name in zip(models, c_names([m.name for m in models])):
+        kind = executor_for(the_model)
+        graph = kind.graph(the_model)
+        tables = compile_graph(graph)
+        bindings = tables.param_bindings(the_model.params) if the_model.params else {}
+        in_place = sorted(bindings)
+        layout: Dict[int, int] = {}
+        if (
+            kind.graph_format(graph_format) == "tables"
+            and bindings
+            and len(bindings) == len(the_model.params)
+        ):
+            blob, layout, _ = laid_out_params(the_model.params, bindings)
+        else:
+            blob, _ = aligned_params(the_model.params) if the_model.params else (b"", {})
+        plan = ModelPlan(
+            model=the_model,
+            kind=kind,
+            c_name=c_name,
+            tables=tables,
+            params_blob=blob,
+            in_place=in_place,
+            arena_bytes=tables.arena_bytes(in_place),
+            workspace=kind.workspace(the_model, opts["workspace_size_bytes"]),
+            state_bytes=state_bytes(tables, ptr),
+            graph_format=kind.graph_format(graph_format),
+            params_layout=layout,
+        )
+        if plan.graph_format == "json":
+            assert the_model.graph_member is not None
+            plan.graph_json = (the_model.root / the_model.graph_member).read_bytes()
+            plan.parse_bytes = json_parse_bytes(graph, tables, ptr) + 64
+        else:
+            plan.tables_flash_bytes = tables_bytes(tables, ptr)
+        ptype.plan(plan, archive, opts)
+        plans.append(plan)
+    _rename_shared_symbols(plans)
+    return plans
+
+
+def _rename_shared_symbols(plans: Sequence[ModelPlan]) -> None:
+    """Functions that several models of one firmware define (TVM names most of them
+    ``tvmgen_<mod>_...``, but not all, e.g. ``__tvm_main__``) get a per-model name through a
+    -D on that model's code, so the firmware links."""
+    if len(plans) < 2:
+        return
+    defined = [defined_functions(plan.model.sources) for plan in plans]
+    counts: Dict[str, int] = {}
+    for names in defined:
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+    for plan, names in zip(plans, defined):
+        plan.renames = {
+            name: f"mlf_{plan.c_name}_{name.lstrip('_')}"
+            for name in sorted(names)
+            if counts[name] > 1
+        }
+
+
+def memory_fit(
+    plans: Sequence[ModelPlan], board: Board, stack_bytes: int, project_type: str = "host_driven"
+) -> FitReport:
+    ram: Dict[str, int] = {}
+    flash: Dict[str, int] = {}
+    many = len(plans) > 1
+    for plan in plans:
+        tag = f"{plan.name} " if many else ""
+        ram[f"{tag}arena"] = plan.arena_bytes
+        ram[f"{tag}workspace"] = plan.workspace.bytes
+        ram[f"{tag}executor state"] = plan.state_bytes
+        for what, size in plan.kind.ram_items(plan.model).items():
+            ram[f"{tag}{what}"] = size
+        if plan.parse_bytes:
+            ram[f"{tag}graph tables"] = plan.parse_bytes
+        flash[f"{tag}params"] = len(plan.params_blob)
+        if plan.graph_json:
+            flash[f"{tag}graph.json"] = len(plan.graph_json)
+        if plan.tables_flash_bytes:
+            flash[f"{tag}graph tables"] = plan.tables_flash_bytes
+        if plan.samples_blob:
+            flash[f"{tag}samples"] = len(plan.samples_blob)
+    ram.update(project_type_for(project_type).ram_items(plans, board))
+    ram["stack"] = stack_bytes
+    return fit_report(board, ram_items=ram, flash_items=flash)

@@ -1,0 +1,473 @@
+"""Writing a planned project into a directory: CMakeLists.txt, main.c and each model's C from
+template_project/templates/, the model's code, the runtime, the board seam, blobs and
+external dependencies."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tarfile
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+from ..boards import Board
+from ..errors import GenerateError
+from ..read import Archive
+from ..resources import crt_dir, template_dir
+from .plan import (
+    MODEL_TAR,
+    PROJECT_FILE,
+    PROJECT_FORMAT,
+    SERVER_FILE,
+    ModelPlan,
+    generator_version,
+    memory_fit,
+)
+from .project_types import ProjectType, project_type_for, wire_payload
+from .tables import (
+    c_string,
+    json_raw,
+    render_c,
+    state_bytes_expression,
+)
+
+PathLike = Union[str, "os.PathLike[str]"]
+Progress = Callable[[str], None]
+
+# --- writing -------------------------------------------------------------------------------------
+
+
+def _environment() -> Any:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(template_dir() / "templates")),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.filters["cmake_quote"] = _cmake_quote
+    return env
+
+
+def _cmake_quote(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
+    return f'"{escaped}"'
+
+
+def _write_project(
+    root: Path,
+    archive: Archive,
+    archive_path: Path,
+    plans: List[ModelPlan],
+    board: Board,
+    project_type: str,
+    model_option: Optional[str],
+    opts: Mapping[str, Any],
+    say: Progress,
+    *,
+    previous: Path,
+    requested: Mapping[str, Any],
+) -> Dict[str, Any]:
+    stack = int(opts["stack_bytes"]) if opts["stack_bytes"] is not None else board.stack_bytes
+    ptype = project_type_for(project_type)
+    fit = memory_fit(plans, board, stack if not board.is_host else 0, project_type)
+    what = (
+        f"model {plans[0].name}"
+        if len(plans) == 1
+        else f"models {', '.join(p.name for p in plans)}"
+    )
+    fit.check(board.name, what)
+
+    say("copying the model and the runtime")
+    _copy_archive(archive_path, archive, root / MODEL_TAR)
+    shutil.copyfile(template_dir() / SERVER_FILE, root / SERVER_FILE)
+    for plan in plans:
+        _copy_model_code(plan, archive, root)
+    any_json = any(plan.graph_format == "json" for plan in plans)
+    runtime_sources = _copy_runtime(
+        root, ptype, "json" if any_json else "tables", bool(opts["profile"])
+    )
+    seam_sources, seam_dirs = _copy_board(root, board, stack)
+
+    dependencies = _install_dependencies(
+        root, archive, archive_path, plans, board, opts, say, previous=previous
+    )
+
+    say("rendering the project")
+    env = _environment()
+    src = root / "src"
+    src.mkdir(parents=True, exist_ok=True)
+    blobs: List[Dict[str, str]] = []
+    model_contexts = []
+    for plan in plans:
+        blobs += _write_blobs(env, src, plan)
+        model_contexts.append(_model_context(plan))
+    own = list(opts["compile_definitions"] or [])
+    definitions = [f"{name}={value}" for name, value in board.compile_definitions().items()]
+    definitions += [d for d in ptype.definitions if _macro(d) not in {_macro(o) for o in own}]
+    definitions += own
+    if opts["profile"]:
+        definitions.append("MLF_PROFILE=1")
+    context = {
+        "generator_version": generator_version(),
+        "board": board,
+        "project_type": project_type,
+        "models": model_contexts,
+        "cross": not board.is_host,
+        "cpu_flags": board.cpu_flags(),
+        "werror": bool(opts["warning_as_error"]),
+        "profile": bool(opts["profile"]),
+        "opt_flags": board.model_opt_flags(),
+        "runtime_opt_flags": board.runtime_opt_flags(),
+        "definitions": definitions,
+        "runtime_sources": runtime_sources,
+        "seam_sources": seam_sources,
+        "seam_include_dirs": seam_dirs,
+        "blobs": blobs,
+        "dependencies": dependencies,
+        **ptype.context(plans, board, opts),
+    }
+    (root / "CMakeLists.txt").write_text(env.get_template("CMakeLists.txt.j2").render(context))
+    (src / "main.c").write_text(env.get_template(ptype.main_template).render(context))
+    (src / "mlf_models.h").write_text(env.get_template("models.h.j2").render(context))
+    for plan, model_context in zip(plans, model_contexts):
+        text = env.get_template("model.c.j2").render(model=model_context)
+        (src / f"model_{plan.c_name}.c").write_text(text)
+
+    stored_options = {k: v for k, v in opts.items() if v is not None}
+    info: Dict[str, Any] = {
+        "format": PROJECT_FORMAT,
+        "generator": "mlf-project-api",
+        "generator_version": generator_version(),
+        "archive": archive_path.name,
+        "archive_sha256": _sha256(root / MODEL_TAR) if archive_path.is_file() else None,
+        "mlf_version": archive.version,
+        "board": board.name,
+        "project_type": project_type,
+        **ptype.describe(plans, opts),
+        "model": model_option,
+        "options": stored_options,
+        "requested_options": json.loads(json.dumps(dict(sorted(requested.items())), default=str)),
+        "models": [plan.describe() for plan in plans],
+        "max_payload": wire_payload(board),
+        "stack_bytes": stack if not board.is_host else None,
+        "fit": fit.to_json(),
+        "dependencies": [d for d in (dependencies or [])],
+        "firmware": "firmware" if board.is_host else "firmware.elf",
+    }
+    (root / PROJECT_FILE).write_text(json.dumps(info, indent=2) + "\n")
+    return info
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _copy_archive(archive_path: Path, archive: Archive, target: Path) -> None:
+    if archive_path.is_dir():
+        with tarfile.open(target, "w") as tar:
+            for child in sorted(archive_path.iterdir()):
+                tar.add(str(child), arcname=f"./{child.name}")
+    else:
+        shutil.copyfile(archive_path, target)
+
+
+def _copy_model_code(plan: ModelPlan, archive: Archive, root: Path) -> None:
+    model = plan.model
+    base = Path("model") / plan.c_name
+
+    def place(path: Path) -> str:
+        rel = path.relative_to(model.root)
+        target = root / base / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_dir():
+            shutil.copytree(path, target, dirs_exist_ok=True)
+        else:
+            shutil.copyfile(path, target)
+        return (base / rel).as_posix()
+
+    plan.sources = [place(p) for p in model.sources]
+    plan.objects = [place(p) for p in model.objects]
+    plan.include_dirs = [place(p) for p in model.include_dirs]
+    # Headers beside the sources (TVM writes some models' headers there).
+    for source in model.sources:
+        for header in source.parent.glob("*.h"):
+            place(header)
+
+
+# Runtime sources a project does not compile (build time is part of the product): TVM's
+# graph-executor API needs TVMPlatformMemoryAllocate, which our firmware has no use for; the
+# JSON parser only serves graph_format=json. Of template_project/firmware/ a project compiles
+# what its type names (ProjectType.firmware_sources), plus the profile hooks when asked.
+_NOT_COMPILED = {"mlf_tvm_compat.c"}
+_PROFILE_SOURCE = "mlf_profile.c"
+_JSON_ONLY = {"mlf_graph_json.c", "mlf_json.c"}
+
+
+def _copy_runtime(root: Path, kind: ProjectType, graph_format: str, profile: bool) -> List[str]:
+    crt = crt_dir()
+    runtime = root / "runtime"
+    shutil.copytree(crt / "include", runtime / "include")
+    skip = set(_NOT_COMPILED) | (_JSON_ONLY if graph_format != "json" else set())
+    firmware = set(kind.firmware_sources) | ({_PROFILE_SOURCE} if profile else set())
+    sources: List[str] = []
+    for source_dir, target in ((crt / "src", "src"), (template_dir() / "firmware", "firmware")):
+        (runtime / target).mkdir(parents=True)
+        for path in sorted(source_dir.iterdir()):
+            wanted = path.name in firmware if target == "firmware" else path.name not in skip
+            if path.suffix == ".h" or (path.suffix == ".c" and wanted):
+                shutil.copyfile(path, runtime / target / path.name)
+                if path.suffix == ".c":
+                    sources.append(f"runtime/{target}/{path.name}")
+    if not any(s.startswith("runtime/src/") for s in sources):
+        raise GenerateError(
+            f"the runtime sources are missing from {crt / 'src'}",
+            hint="this installation of mlf-project-api is incomplete",
+        )
+    return sources
+
+
+def _copy_board(root: Path, board: Board, stack_bytes: int) -> tuple[List[str], List[str]]:
+    sources: List[str] = []
+    include_dirs: List[str] = []
+    for directory in board.seam_dirs():
+        target = root / "board" / directory.name
+        target.mkdir(parents=True, exist_ok=True)
+        for path in sorted(directory.iterdir()):
+            if path.suffix in (".c", ".h"):
+                shutil.copyfile(path, target / path.name)
+                if path.suffix == ".c":
+                    sources.append(f"board/{directory.name}/{path.name}")
+        include_dirs.append(f"board/{directory.name}")
+    if not board.is_host:
+        (root / "board" / "linker.ld").write_text(board.render_linker_script(stack_bytes))
+        toolchain = board.toolchain_file
+        assert toolchain is not None
+        shutil.copyfile(toolchain, root / "board" / "toolchain.cmake")
+    return sources, include_dirs
+
+
+def _install_dependencies(
+    root: Path,
+    archive: Archive,
+    archive_path: Path,
+    plans: Sequence[ModelPlan],
+    board: Board,
+    opts: Mapping[str, Any],
+    say: Progress,
+    *,
+    previous: Path,
+) -> Optional[List[Dict[str, Any]]]:
+    """Resolve, place and pin the external dependencies; ``deps.cmake`` builds them.
+
+    Lock files: ``lock_file`` regenerates exactly what it pins (every dependency must be in
+    it; it supplies those only it lists). Otherwise a project regenerated in place reuses its
+    own ``dependencies.lock.json`` for every dependency declared as before (same commit or
+    archive digest, even for a moving branch) and resolves changed or new ones afresh;
+    ``refresh_dependencies`` ignores it and fetches git/url dependencies again.
+    """
+    from ..errors import DependencyError
+    from ..resolve import (
+        LOCK_FILE_NAME,
+        LockFile,
+        assumed_features,
+        cmsis_nn_build,
+        collect_dependencies,
+        detect_cmsis_nn,
+        install_dependencies,
+        read_lock,
+        require_cmsis_nn,
+        resolve_dependencies,
+        reusable_lock,
+        specs_from_lock,
+    )
+
+    sources = [p for plan in plans for p in plan.model.sources]
+    cmsis_path = opts["cmsis_path"]
+    if cmsis_path is None and os.environ.get("CMSIS_PATH") and detect_cmsis_nn(sources):
+        cmsis_path = os.environ["CMSIS_PATH"]  # TVM's convention, only when the code needs it
+    overrides = opts["dependencies"] or []
+    if isinstance(overrides, dict):
+        overrides = [overrides]
+    specs = collect_dependencies(
+        [plan.model.external_dependencies for plan in plans],
+        overrides=overrides,
+        cmsis_path=cmsis_path,
+        model_names=[plan.name for plan in plans],
+    )
+    lock = None
+    partial = False
+    if opts["lock_file"]:
+        lock = read_lock(Path(opts["lock_file"]).expanduser())
+        user = collect_dependencies([], overrides=overrides, cmsis_path=cmsis_path)
+        specs = specs_from_lock(specs, lock, user_names=[spec.short_name for spec in user])
+        say(f"dependencies as pinned by {lock.path}")
+    require_cmsis_nn(sources, specs, cmsis_path=cmsis_path)
+    if not specs:
+        return None
+    own_lock = previous / LOCK_FILE_NAME
+    if lock is None and own_lock.is_file() and not opts["refresh_dependencies"]:
+        try:
+            old_lock = read_lock(own_lock)
+        except DependencyError as err:  # the project is being replaced anyway
+            say(f"ignoring the project's damaged lock file: {err.message}")
+            old_lock = LockFile()
+        lock, fresh = reusable_lock(specs, old_lock)
+        partial = True
+        if lock.entries:
+            say(f"reusing the pins of {own_lock} for {', '.join(lock.entries)}")
+        for spec in fresh:
+            say(f"{spec.short_name}: not pinned as declared in {own_lock}; resolving it afresh")
+    say(f"resolving {len(specs)} external dependenc{'y' if len(specs) == 1 else 'ies'}")
+    cache_dir = Path(opts["cache_dir"]).expanduser() if opts["cache_dir"] else None
+    resolved = resolve_dependencies(
+        specs,
+        archive_root=archive.root,
+        base_dir=(archive_path if archive_path.is_dir() else archive_path.parent).resolve(),
+        cache_dir=cache_dir,
+        offline=bool(opts["offline"]),
+        lock=lock,
+        partial_lock=partial,
+        refresh=bool(opts["refresh_dependencies"]),
+        progress=say,
+        notify=say,
+    )
+    cmsis = None
+    if any(dep.recipe.kind == "cmsis-nn" and not dep.skipped for dep in resolved):
+        assumed = [
+            (plan.name, assumed_features(plan.model.targets))
+            for plan in plans
+            if detect_cmsis_nn(plan.model.sources)
+        ]
+        cmsis = cmsis_nn_build(assumed, board.cpu, board.name)
+        if cmsis.reason:
+            say(cmsis.reason)
+    targets = ["firmware"] + [f"mlf_model_{plan.c_name}" for plan in plans]
+    placed = install_dependencies(
+        resolved,
+        root,
+        cpu=None,
+        target_name=targets,
+        lock=lock,
+        cmsis_nn_flags=cmsis.flags if cmsis else (),
+    )
+    described = []
+    for dep in placed:
+        entry: Dict[str, Any] = {
+            "short_name": dep.short_name,
+            "placed": dep.placed,
+            "resolved": dep.resolved,
+            "compiled": not dep.skipped,
+        }
+        if dep.spec.is_tvm_crt:
+            entry["note"] = dep.note
+        if cmsis is not None and dep.recipe.kind == "cmsis-nn" and not dep.skipped:
+            entry["cpu_features"] = cmsis.name
+            entry["cpu_features_note"] = cmsis.reason
+        described.append(entry)
+    return described
+
+
+def _write_blobs(env: Any, src: Path, plan: ModelPlan) -> List[Dict[str, str]]:
+    blobs = []
+    template = env.get_template("blob.S.j2")
+
+    def blob(kind: str, what: str, data: bytes, ext: str, terminate: bool = False) -> None:
+        data_name = f"{kind}_{plan.c_name}{ext}"
+        asm_name = f"{kind}_{plan.c_name}.S"
+        (src / data_name).write_bytes(data)
+        text = template.render(
+            what=what,
+            size=len(data),
+            data_name=data_name,
+            section=f".rodata.mlf_{kind}_{plan.c_name}",
+            alignment=64,
+            symbol=f"mlf_{kind}_{plan.c_name}"
+            if kind != "graph"
+            else f"mlf_graph_json_{plan.c_name}",
+            terminate=terminate,
+        )
+        (src / asm_name).write_text(text)
+        blobs.append(
+            {"asm": f"src/{asm_name}", "data": f"src/{data_name}", "dir": "src", "what": what}
+        )
+
+    if plan.params_blob:
+        blob("params", f"params of model {plan.name}", plan.params_blob, ".bin")
+    if plan.graph_format == "json":
+        blob("graph", f"graph.json of model {plan.name}", plan.graph_json, ".json", True)
+    if plan.samples_blob:
+        blob(
+            "samples", f"sample inputs and outputs of model {plan.name}", plan.samples_blob, ".bin"
+        )
+    return blobs
+
+
+def _macro(definition: str) -> str:
+    return definition.split("=", 1)[0].strip()
+
+
+def _model_context(plan: ModelPlan) -> Dict[str, Any]:
+    symbol = f"mlf_graph_{plan.c_name}"
+    library = plan.library
+    return {
+        "executor": plan.kind.name,
+        "registry_c": library.c_text,
+        "library": library.library,
+        "name": plan.name,
+        "c_name": plan.c_name,
+        "c_name_literal": c_string(json_raw(plan.name)),
+        "entry_point": plan.entry_point,
+        "renames": [f"{old}={new}" for old, new in plan.renames.items()],
+        "graph_format": plan.graph_format,
+        "tables_c": _tables_body(
+            render_c(
+                plan.tables,
+                symbol,
+                {sid: f"mlf_params_{plan.c_name} + {at}" for sid, at in plan.params_layout.items()},
+                library.func_ptrs,
+            ),
+            symbol,
+        )
+        if plan.graph_format == "tables"
+        else "",
+        "tables_symbol": symbol,
+        "parse_bytes": plan.parse_bytes,
+        "arena_bytes": plan.arena_bytes,
+        "in_place_count": len(plan.in_place),
+        "workspace_bytes": plan.workspace.bytes,
+        "workspace_how": plan.workspace.how,
+        "state_expression": state_bytes_expression(plan.tables),
+        "has_params": bool(plan.params_blob),
+        "params_in_tables": bool(plan.params_layout),
+        "samples": []
+        if plan.samples is None
+        else [
+            {"inputs": ins, "expected": outs}
+            for ins, outs in zip(plan.samples.offsets_in, plan.samples.offsets_out)
+        ],
+        "samples_source": "" if plan.samples is None else plan.samples.source,
+        "sources": plan.sources,
+        "objects": plan.objects,
+        "include_dirs": plan.include_dirs,
+    }
+
+
+def _tables_body(text: str, symbol: str) -> str:
+    """render_c's output without its own header lines, the graph made file-local."""
+    lines = [
+        line
+        for line in text.splitlines()
+        if not line.startswith("/* Generated") and not line.startswith("#include")
+    ]
+    body = "\n".join(lines).strip("\n")
+    return body.replace(f"const mlf_graph {symbol} = {{", f"static const mlf_graph {symbol} = {{")

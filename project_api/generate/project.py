@@ -30,19 +30,16 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Dict, Mapping, Optional, Union
+from typing import Any, Dict, Mapping, Optional
 
 from ..boards import load_board
 from ..errors import GenerateError
 from ..jsontext import parse_json
 from ..options import normalize_options
 from ..read import open_archive
-from .plan import MODEL_TAR, PROJECT_FILE, _plan_models
+from .plan import MODEL_TAR, PROJECT_FILE, PathLike, Progress, _plan_models
 from .project_types import project_type_for
 from .render import _write_project
-
-PathLike = Union[str, "os.PathLike[str]"]
-Progress = Callable[[str], None]
 
 
 def generate_project(

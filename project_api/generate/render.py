@@ -10,7 +10,7 @@ import os
 import shutil
 import tarfile
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ..boards import Board
 from ..errors import GenerateError
@@ -22,6 +22,7 @@ from .plan import (
     PROJECT_FORMAT,
     SERVER_FILE,
     ModelPlan,
+    Progress,
     generator_version,
     memory_fit,
 )
@@ -32,9 +33,6 @@ from .tables import (
     render_c,
     state_bytes_expression,
 )
-
-PathLike = Union[str, "os.PathLike[str]"]
-Progress = Callable[[str], None]
 
 # --- writing -------------------------------------------------------------------------------------
 

@@ -14,7 +14,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 BENCH_DIR = Path(__file__).resolve().parent
 FIRMWARE_DIR = BENCH_DIR / "firmware"
-CMSIS_ENV = "MLF_PROJECT_CMSIS_NN"
 QEMU_BOARD = "qemu-mps2-an385"
 KWS = "kws_int8"
 
@@ -114,7 +113,7 @@ def corpus_dir() -> Path:
 
 
 def corpus_archives() -> List[Path]:
-    """The real TVM archives; CMSIS-NN ones only when $MLF_PROJECT_CMSIS_NN names a checkout."""
+    """The real TVM archives; CMSIS-NN ones only when a CMSIS-NN checkout is at hand."""
     from project_api.modelgen.corpus import corpus_archives as archives_in
 
     cmsis = cmsis_nn_path()
@@ -126,10 +125,14 @@ def corpus_archives() -> List[Path]:
 
 
 def cmsis_nn_path() -> Optional[Path]:
-    root = os.environ.get(CMSIS_ENV)
-    if root and (Path(root) / "Include" / "arm_nnfunctions.h").is_file():
-        return Path(root)
-    return None
+    """A CMSIS-NN checkout: the one $MLF_PROJECT_CMSIS_NN names, else the tag the corpus was
+    built against, checked out from ../shared/deps/CMSIS-NN.git (where CI keeps it)."""
+    from project_api.modelgen.corpus import CMSIS_NN_ENV, shared_cmsis_nn_checkout
+
+    root = os.environ.get(CMSIS_NN_ENV)
+    if root:
+        return Path(root) if (Path(root) / "Include" / "arm_nnfunctions.h").is_file() else None
+    return shared_cmsis_nn_checkout(REPO_ROOT)
 
 
 def corpus_options(archive: Path) -> Dict[str, Any]:

@@ -9,7 +9,7 @@ compute the same outputs. ``reps`` makes each region at least 10 ms of device ti
 ticks), so one tick of quantisation is below 0.0004 % of it; the quantum is reported.
 
 overhead % = (executor - direct) / direct * 100, per inference, over every factory model and
-every archive of the corpus (CMSIS-NN ones only with $MLF_PROJECT_CMSIS_NN).
+every archive of the corpus (CMSIS-NN ones only with a CMSIS-NN checkout: bench/common.py).
 """
 
 from __future__ import annotations

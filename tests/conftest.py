@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import atexit
 import functools
 import http.server
 import json
@@ -125,10 +124,10 @@ def git(repo: Path, *args: str) -> str:
 
 # --- CMSIS-NN ---------------------------------------------------------------------------------
 
-CMSIS_ENV = "MLF_PROJECT_CMSIS_NN"
-CMSIS_NN_TAG = "v4.1.0"  # what kws_int8_cmsisnn was compiled against
+CMSIS_ENV = corpus.CMSIS_NN_ENV
+CMSIS_NN_TAG = corpus.CMSIS_NN_TAG
 # Where CI keeps CMSIS-NN (a bare git repository holding the tag) when the variable is unset.
-CMSIS_NN_SHARED = REPO_ROOT.parent / "shared" / "deps" / "CMSIS-NN.git"
+CMSIS_NN_SHARED = corpus.shared_cmsis_nn_dir(REPO_ROOT)
 CMSIS_NN_SKIP = (
     f"needs CMSIS-NN: set {CMSIS_ENV} to a CMSIS-NN git repository (path or url; tag "
     f"{CMSIS_NN_TAG} is used) or to a CMSIS-NN checkout (default: {CMSIS_NN_SHARED}, absent)"
@@ -140,21 +139,8 @@ def _cmsis_nn_location() -> Optional[str]:
     configured = os.environ.get(CMSIS_ENV)
     if configured:
         return configured
-    return str(_shared_cmsis_nn()) if CMSIS_NN_SHARED.is_dir() else None
-
-
-@functools.cache
-def _shared_cmsis_nn() -> Path:
-    """The shared bare repository comes read-only and without its (empty) refs/ folder, which
-    git needs to recognise a repository: tests use a copy with the folder restored."""
-    copy = Path(tempfile.mkdtemp(prefix="mlf-cmsis-nn-")) / "CMSIS-NN.git"
-    shutil.copytree(CMSIS_NN_SHARED, copy)
-    for path in [copy, *copy.rglob("*")]:
-        path.chmod(path.stat().st_mode | 0o200)
-    (copy / "refs" / "heads").mkdir(parents=True, exist_ok=True)
-    (copy / "refs" / "tags").mkdir(parents=True, exist_ok=True)
-    atexit.register(shutil.rmtree, copy.parent, True)
-    return copy
+    shared = corpus.shared_cmsis_nn(REPO_ROOT)
+    return str(shared) if shared is not None else None
 
 
 @dataclass(frozen=True)

@@ -76,9 +76,12 @@ def client(coordinator: str, *args: str, user: str = "") -> subprocess.Completed
 
 
 @pytest.fixture(scope="module")
-def coordinator() -> Iterator[str]:
+def coordinator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
-    proc = spawn([_tool("labgrid-coordinator"), "-l", f"127.0.0.1:{port}"], cwd=None)
+    # The coordinator keeps its state (places.yaml, resources.yaml) in its working directory.
+    state = tmp_path_factory.mktemp("coordinator")
+    argv = [_tool("labgrid-coordinator"), "-l", f"127.0.0.1:{port}"]
+    proc = spawn(argv, cwd=str(state))
     try:
         wait_for_port(port)
         yield f"127.0.0.1:{port}"

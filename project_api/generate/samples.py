@@ -182,12 +182,17 @@ def random_inputs(specs: Sequence[Any], seed: int = 0) -> Dict[str, np.ndarray]:
     return {spec.name: array for spec, array in zip(specs, sample.inputs[0])}
 
 
-def _beside_archive(archive_path: Path) -> Tuple[Optional[Path], Optional[Path]]:
+def archive_stem(archive_path: Path) -> str:
+    """The archive's name without .tar, .tar.gz or .tgz: what the files beside it start with."""
     stem = archive_path.name
     for suffix in (".tar.gz", ".tgz", ".tar"):
         if stem.endswith(suffix):
-            stem = stem[: -len(suffix)]
-            break
+            return stem[: -len(suffix)]
+    return stem
+
+
+def _beside_archive(archive_path: Path) -> Tuple[Optional[Path], Optional[Path]]:
+    stem = archive_stem(archive_path)
     folder = archive_path.parent
     inputs = next(
         (

@@ -10,7 +10,6 @@ inputs (``<stem>.inputs.npz`` beside it) or on deterministic random ones, and co
 from __future__ import annotations
 
 import shutil
-import subprocess
 import threading
 import time
 import xml.etree.ElementTree as ElementTree
@@ -65,16 +64,19 @@ class MatrixOptions:
 
 def references(archive: Path) -> tuple:
     """The archive's reference inputs and outputs (.npz beside it), each or both None."""
-    stem = archive.with_suffix("")
+    from ..generate.samples import archive_stem
+
     found = []
     for suffix in (".inputs.npz", ".outputs.npz"):
-        path = Path(str(stem) + suffix)
+        path = archive.parent / f"{archive_stem(archive)}{suffix}"
         found.append(dict(np.load(path)) if path.is_file() else None)
     return tuple(found)
 
 
 def run_cell(archive: Path, target: Target, settings: MatrixOptions) -> Cell:
     from ..driver import Project
+    from ..footprint import linked_sizes
+    from ..generate.samples import random_inputs
     from ..modelgen import compare_outputs
 
     cell = Cell(str(archive), target.label)
@@ -97,12 +99,14 @@ def run_cell(archive: Path, target: Target, settings: MatrixOptions) -> Cell:
             )
         with project.session(timeout=60.0) as session:
             model = _model_for(session.models, inputs)
-            feed = inputs if inputs is not None else _random_inputs(model)
+            feed = inputs if inputs is not None else random_inputs(model.inputs, seed=0)
             outputs = session.run(feed, model=model.name)
             stats = session.last_stats
         cell.instructions = None if stats.instructions is None else int(stats.instructions)
         cell.microseconds = round(stats.device_seconds * 1e6, 1)
-        cell.flash_bytes, cell.ram_bytes = _linked_sizes(project)
+        # The same accounting as `mlf-project footprint`: the linker map, else the objects.
+        linked = linked_sizes(Path(project.build_dir), Path(project.firmware))
+        cell.flash_bytes, cell.ram_bytes = linked.flash_bytes, linked.ram_bytes
         if expected is None:
             cell.status, cell.message = "ran", "no reference outputs"
         else:
@@ -122,31 +126,6 @@ def _model_for(models: Sequence[Any], inputs: Optional[Mapping[str, Any]]) -> An
             if {spec.name for spec in model.inputs} == set(inputs):
                 return model
     return models[0]
-
-
-def _random_inputs(model: Any) -> Dict[str, np.ndarray]:
-    rng = np.random.default_rng(0)
-    feed = {}
-    for spec in model.inputs:
-        dtype = np.dtype(spec.dtype)
-        if dtype.kind == "f":
-            feed[spec.name] = rng.standard_normal(spec.shape).astype(dtype)
-        else:
-            info = np.iinfo(dtype)
-            feed[spec.name] = rng.integers(info.min, info.max, spec.shape, dtype=dtype)
-    return feed
-
-
-def _linked_sizes(project: Any) -> tuple:
-    tool = "size" if project.board.is_host else "arm-none-eabi-size"
-    if shutil.which(tool) is None:
-        return None, None
-    done = subprocess.run([tool, str(project.firmware)], capture_output=True, text=True)
-    try:
-        text, data, bss = (int(v) for v in done.stdout.splitlines()[1].split()[:3])
-    except (IndexError, ValueError):
-        return None, None
-    return text + data, data + bss
 
 
 def run_matrix(

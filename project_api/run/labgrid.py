@@ -196,15 +196,7 @@ class _Rfc2217Port:
 
     def __init__(self, port: Any) -> None:
         self._port = port
-        self._write_timeout: Optional[float] = None
-
-    @property
-    def write_timeout(self) -> Optional[float]:
-        return self._write_timeout
-
-    @write_timeout.setter
-    def write_timeout(self, value: Optional[float]) -> None:
-        self._write_timeout = value
+        self.write_timeout: Optional[float] = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._port, name)

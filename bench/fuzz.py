@@ -46,7 +46,7 @@ def _build_crt(work: Path) -> Path:
 def _build_device(work: Path) -> Path:
     out = work / "fuzz_device"
     sources = [DEVICE_C / "fuzz_device.c", DEVICE_C / "fake_runtime.c"]
-    sources += [FIRMWARE / "mlf_device.c", FIRMWARE / "mlf_frame.c"]
+    sources += [FIRMWARE / "mlf_device.c", FIRMWARE / "mlf_frame.c", FIRMWARE / "mlf_text.c"]
     command = ["clang", "-g", "-O1", "-fsanitize=fuzzer,address,undefined"]
     command += [f"-I{FIRMWARE}", f"-I{REPO_ROOT / 'crt' / 'include'}", f"-I{DEVICE_C}"]
     subprocess.run(command + [str(s) for s in sources] + ["-o", str(out)], check=True)

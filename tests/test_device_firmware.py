@@ -465,6 +465,7 @@ def test_fuzz_smoke(cache: Path, tmp_path: Path) -> None:
                 cbuild.DEVICE_C / "fake_runtime.c",
                 cbuild.FIRMWARE / "mlf_device.c",
                 cbuild.FIRMWARE / "mlf_frame.c",
+                cbuild.FIRMWARE / "mlf_text.c",
             ],
             compiler="clang",
             flags=("-g", "-O1", "-fsanitize=fuzzer,address,undefined"),

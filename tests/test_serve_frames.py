@@ -24,6 +24,7 @@ DEVICE_SOURCES = [
     REPO_ROOT / "crt" / "platform" / "host" / "mlf_platform_host.c",
     REPO_ROOT / "template_project" / "firmware" / "mlf_device.c",
     REPO_ROOT / "template_project" / "firmware" / "mlf_frame.c",
+    REPO_ROOT / "template_project" / "firmware" / "mlf_text.c",
 ]
 
 session_module = pytest.importorskip("project_api.transport.session")

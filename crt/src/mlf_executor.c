@@ -85,7 +85,6 @@ static int op_ok(const mlf_graph* g, const mlf_op* op) {
           view_bytes(g, &g->views[args[0]]) == view_bytes(g, &g->views[args[1]]));
 }
 
-/* Tables may come from the generator, the JSON parser or a hand: trust none of them. */
 static int storage_written(const mlf_graph* g, uint32_t sid);
 
 /* A pool bound to constant data: viewed by exactly one arg, written by no operator, aligned. */
@@ -98,6 +97,7 @@ static int constant_pool_ok(const mlf_graph* g, uint32_t sid) {
          ((uintptr_t)g->storage_data[sid] & (MLF_STORAGE_ALIGN - 1)) == 0;
 }
 
+/* Tables may come from the generator, the JSON parser or a hand: trust none of them. */
 mlf_status mlf_graph_check(const mlf_graph* g, mlf_error* err) {
   mlf_why why = MLF_WHY_TABLES;
   uint32_t node = UINT32_MAX, i;
@@ -215,13 +215,14 @@ static const uint8_t* in_place_data(const mlf_graph* g, uint32_t sid, const void
 /* In 64 bits: the sum of hostile pool sizes may exceed a 32-bit size_t (MLF_ALIGN_UP's mask). */
 static uint64_t align64(uint64_t offset) { return (offset + 63) & ~(uint64_t)63; }
 
-/* Lays storage out from the arena address `start` (a 64-byte boundary) into bases (NULL:
- * only measures); returns the arena bytes used from start. Addresses are computed as integers:
- * the caller checks that they fit the arena before any is used. */
 /* Where a pool's params lie in a blob (in_place_data), or NULL: none is looked at. A pointer,
  * so that firmware whose params the tables bind never links the blob reader. */
 typedef const uint8_t* (*in_place_fn)(const mlf_graph* g, uint32_t sid, const void* params,
                                       size_t len);
+
+/* Lays storage out from the arena address `start` (a 64-byte boundary) into bases (NULL:
+ * only measures); returns the arena bytes used from start. Addresses are computed as integers:
+ * the caller checks that they fit the arena before any is used. */
 
 static uint64_t plan_storage(const mlf_graph* g, in_place_fn lookup, const void* params, size_t len,
                              uintptr_t start, uint8_t** bases) {

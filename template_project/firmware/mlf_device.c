@@ -10,19 +10,12 @@
 #include <string.h>
 
 #include "mlf_platform.h"
+#include "mlf_text.h" /* mlf_text_length */
 #if MLF_PROFILE
 #include "mlf_profile.h"
 #endif
 
 /* ---- little-endian fields ---------------------------------------------------------- */
-
-/* strnlen's job, so that the firmware links no libc beyond memcpy/memset (GCC turns an
- * unbounded loop back into a strlen call; a bounded one it leaves alone). */
-static size_t text_length(const char* s, size_t limit) {
-  size_t n = 0;
-  while (n < limit && s[n] != '\0') ++n;
-  return n;
-}
 
 /* Longer than any name a reply can carry (section 2.2's u16 length, less the fixed part). */
 #define NAME_SCAN_LIMIT 0x10000u
@@ -116,7 +109,7 @@ static void tx_u64(mlf_device* dev, uint64_t v) {
 static void msg_reset(mlf_device* dev) { dev->message[0] = '\0'; }
 
 static void msg_str(mlf_device* dev, const char* s) {
-  size_t len = text_length(dev->message, sizeof(dev->message));
+  size_t len = mlf_text_length(dev->message, sizeof(dev->message));
   while (*s && len + 1 < sizeof(dev->message)) dev->message[len++] = *s++;
   dev->message[len] = '\0';
 }
@@ -135,7 +128,7 @@ static void msg_u32(mlf_device* dev, uint32_t v) {
 }
 
 static size_t msg_len(const mlf_device* dev) {
-  return text_length(dev->message, sizeof(dev->message));
+  return mlf_text_length(dev->message, sizeof(dev->message));
 }
 
 static void reply_error(mlf_device* dev, uint8_t seq, uint8_t request, uint16_t code,
@@ -222,7 +215,7 @@ static void fail_range(mlf_device* dev, uint8_t seq, uint8_t request, uint32_t o
 }
 
 static uint8_t clamp_u8_len(const char* s) {
-  return (uint8_t)(s != NULL ? text_length(s, 255) : 0);
+  return (uint8_t)(s != NULL ? mlf_text_length(s, 255) : 0);
 }
 
 static void on_hello(mlf_device* dev, uint8_t seq) {
@@ -278,7 +271,7 @@ static void describe_broken(mlf_device* dev, uint8_t seq, const uint8_t* payload
   } else {
     msg_str(dev, mlf_status_name(status));
   }
-  size_t name_len = text_length(model->name, NAME_SCAN_LIMIT);
+  size_t name_len = mlf_text_length(model->name, NAME_SCAN_LIMIT);
   if (name_len > 0xFFFFu - 64) name_len = 0xFFFFu - 64;
   size_t text_len = msg_len(dev);
   tx_begin(dev, MLF_MSG_DESCRIBE | MLF_MSG_REPLY, seq, 14 + name_len + text_len);
@@ -314,7 +307,7 @@ static void on_describe(mlf_device* dev, uint8_t seq, const uint8_t* payload, si
   uint32_t num_inputs = mlf_executor_num_inputs(ex);
   uint32_t num_outputs = mlf_executor_num_outputs(ex);
   uint32_t first = get_u16(payload + 2);
-  size_t name_len = text_length(model->name, NAME_SCAN_LIMIT);
+  size_t name_len = mlf_text_length(model->name, NAME_SCAN_LIMIT);
   if (num_inputs > 0xFFFFu || num_outputs > 0xFFFFu || name_len > 0xFFFFu - 64) {
     fail(dev, seq, request, MLF_DEVICE_ERR_UNSUPPORTED, "too many tensors or too long a name");
     return;

@@ -23,7 +23,8 @@ typedef struct {
 } mlf_text;
 
 void mlf_text_flush(mlf_text* out);
-/* strnlen and memcmp's jobs, so that the firmware links no libc beyond memcpy/memset. */
+/* strnlen and memcmp's jobs, so that the firmware loops (this one, the device protocol's,
+ * the standalone runner's) link no libc beyond memcpy/memset. */
 size_t mlf_text_length(const char* s, size_t limit);
 int mlf_bytes_equal(const void* a, const void* b, size_t n);
 void mlf_text_char(mlf_text* out, char c);

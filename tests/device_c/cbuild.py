@@ -80,6 +80,7 @@ def device_test_firmware(cache: Path) -> Path:
             CRT_HOST_PLATFORM,
             FIRMWARE / "mlf_device.c",
             FIRMWARE / "mlf_frame.c",
+            FIRMWARE / "mlf_text.c",
         ],
     )
 
@@ -120,6 +121,7 @@ def real_runtime_firmware(cache: Path) -> Path:
             platform,
             FIRMWARE / "mlf_device.c",
             FIRMWARE / "mlf_frame.c",
+            FIRMWARE / "mlf_text.c",
         ],
         flags=("-std=c11", "-O2", f"-I{REPO / 'crt' / 'src'}"),
         libs=("-lm",),

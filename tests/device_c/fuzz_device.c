@@ -2,7 +2,8 @@
  * fuzz_device.c — libFuzzer target for the frame decoder and the command dispatcher.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I<firmware> -I<crt/include> \
- *     fuzz_device.c fake_runtime.c <firmware>/mlf_device.c <firmware>/mlf_frame.c
+ *     fuzz_device.c fake_runtime.c <firmware>/mlf_device.c <firmware>/mlf_frame.c \
+ *     <firmware>/mlf_text.c
  *
  * Input: byte 0 picks the device's max payload (bits 0-1), whether the rest is raw bytes
  * or records (bit 2) that become mostly well-formed requests (so the dispatcher, not only

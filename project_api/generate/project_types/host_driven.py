@@ -21,7 +21,7 @@ def wire_payload(board: Board) -> int:
 
 class HostDriven(ProjectType):
     name = "host_driven"
-    firmware_sources = ("mlf_device.c", "mlf_frame.c")
+    firmware_sources = ("mlf_device.c", "mlf_frame.c", "mlf_text.c")
     owned_options = ("profile",)
     owned_hint = "the profile is read over the device protocol after a run"
     link_buffer_item = "receive buffer"

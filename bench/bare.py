@@ -53,17 +53,13 @@ def _storage_data(tables: Any, params: Mapping[str, Any], c_name: str) -> Tuple[
     from project_api.generate.params_blob import laid_out_params
 
     bindings = tables.param_bindings(params) if params else {}
-    _, offsets, _ = laid_out_params(params, bindings) if bindings else (b"", {}, 0)
-    addresses: List[str] = []
-    arena = 0
-    for sid, nbytes in enumerate(tables.storage_bytes):
-        if sid in offsets:
-            addresses.append(f"mlf_params_{c_name} + {offsets[sid]}")
-        else:
-            arena = -(-arena // ALIGN) * ALIGN
-            addresses.append(f"arena + {arena}")
-            arena += nbytes
-    return addresses, max(ALIGN, -(-arena // ALIGN) * ALIGN)
+    _, in_flash, _ = laid_out_params(params, bindings) if bindings else (b"", {}, 0)
+    in_arena = tables.arena_offsets(in_flash)
+    addresses = [
+        f"mlf_params_{c_name} + {in_flash[sid]}" if sid in in_flash else f"arena + {in_arena[sid]}"
+        for sid in range(len(tables.storage_bytes))
+    ]
+    return addresses, max(ALIGN, tables.arena_bytes(in_flash))
 
 
 def bare_context(project: Any, archive: Path) -> Dict[str, Any]:

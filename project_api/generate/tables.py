@@ -118,15 +118,23 @@ class GraphTables:
                 bound[sid] = arg.name
         return bound
 
-    def arena_bytes(self, in_place_storage: Iterable[int] = ()) -> int:
+    def arena_offsets(self, in_place_storage: Iterable[int] = ()) -> Dict[int, int]:
         """The runtime's arena rule: pools in storage-id order, each at the next 64-byte
-        boundary; storage bound in place from params takes none."""
+        boundary; storage bound in place from params takes none. {storage id: offset}."""
         skip = set(in_place_storage)
-        total = 0
+        offsets: Dict[int, int] = {}
+        end = 0
         for sid, nbytes in enumerate(self.storage_bytes):
             if sid not in skip:
-                total = _align(total, STORAGE_ALIGN) + nbytes
-        return _align(total, STORAGE_ALIGN)
+                offsets[sid] = _align(end, STORAGE_ALIGN)
+                end = offsets[sid] + nbytes
+        return offsets
+
+    def arena_bytes(self, in_place_storage: Iterable[int] = ()) -> int:
+        """The arena :meth:`arena_offsets` lays out, rounded up to 64 bytes."""
+        offsets = self.arena_offsets(in_place_storage)
+        end = max((at + self.storage_bytes[sid] for sid, at in offsets.items()), default=0)
+        return _align(end, STORAGE_ALIGN)
 
 
 def compile_graph(graph: object) -> GraphTables:

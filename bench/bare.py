@@ -30,6 +30,7 @@ from .common import (
     Context,
     PartResult,
     Skip,
+    c_bytes,
     corpus_dir,
     generate,
     require_qemu,
@@ -39,12 +40,6 @@ CASE, SMOKE_CASE = "kws_int8", "mlp_default"
 FLASH_MARGIN, RAM_MARGIN = 3 * 1024, 2 * 1024
 FLASH_TARGET, RAM_TARGET = 68 * 1024, 111 * 1024
 ALIGN = 64
-
-
-def _lines(data: bytes, per_line: int = 24) -> List[str]:
-    return [
-        " ".join(f"{b}," for b in data[i : i + per_line]) for i in range(0, len(data), per_line)
-    ] or ["0,"]
 
 
 def _storage_data(tables: Any, params: Mapping[str, Any], c_name: str) -> Tuple[List[str], int]:
@@ -103,7 +98,7 @@ def bare_context(project: Any, archive: Path) -> Dict[str, Any]:
         for i, v in enumerate(tables.outputs)
     ]
     for item in inputs + outputs:
-        item["lines"] = _lines(item["bytes"])
+        item["lines"] = c_bytes(item["bytes"]) or ["0,"]
     ops = [
         {
             "func": None if op.func == MLF_FUNC_COPY else op.func,

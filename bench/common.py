@@ -206,6 +206,14 @@ def configure(project: Any, definitions: Mapping[str, str]) -> None:
         raise RuntimeError(f"configuring {project.dir} failed:\n{done.stdout}\n{done.stderr}")
 
 
+def c_bytes(data: bytes, per_line: int = 24) -> List[str]:
+    """``data`` as lines of a C array initialiser (for the firmwares bench writes)."""
+    return [
+        ", ".join(f"0x{b:02x}" for b in data[at : at + per_line]) + ","
+        for at in range(0, len(data), per_line)
+    ]
+
+
 def size_berkeley(elf: Path, tool: str = "arm-none-eabi-size") -> Dict[str, int]:
     """``size`` (Berkeley format): text (code + read-only data), data, bss."""
     out = subprocess.run([tool, str(elf)], capture_output=True, text=True, check=True).stdout

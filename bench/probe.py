@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
-from .common import FIRMWARE_DIR, Context, generate
+from .common import FIRMWARE_DIR, Context, c_bytes, generate
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LINE = re.compile(r"^([a-z_]+) (\d+)$")
@@ -116,7 +116,7 @@ def probe_context(
     copy_path = has_params and not described.get("functions_outside_registry")
     # TVM's params format, for the runtime's own binding rule and its copy path: the
     # firmware's blob may be laid out for the tables instead (no headers to bind by name).
-    tvm_params = _c_bytes(aligned_params(params)[0]) if has_params else []
+    tvm_params = c_bytes(aligned_params(params)[0]) if has_params else []
     return {
         "name": name,
         "c_name": described["c_name"],
@@ -143,14 +143,6 @@ def probe_context(
         "num_views": len(tables.views),
         "storage_bytes": sum(tables.storage_bytes),
     }
-
-
-def _c_bytes(data: bytes, per_line: int = 24) -> List[str]:
-    """``data`` as lines of a C array initialiser."""
-    return [
-        ", ".join(f"0x{b:02x}" for b in data[at : at + per_line]) + ","
-        for at in range(0, len(data), per_line)
-    ]
 
 
 def _aot_direct_call(model: Any, described: Mapping[str, Any]) -> Optional[Dict[str, Any]]:

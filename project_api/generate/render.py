@@ -107,7 +107,8 @@ def _write_project(
         model_contexts.append(_model_context(plan))
     own = list(opts["compile_definitions"] or [])
     definitions = [f"{name}={value}" for name, value in board.compile_definitions().items()]
-    definitions += [d for d in ptype.definitions if _macro(d) not in {_macro(o) for o in own}]
+    given = {_macro(o) for o in own}
+    definitions += [d for d in ptype.definitions if _macro(d) not in given]
     definitions += own
     if opts["profile"]:
         definitions.append("MLF_PROFILE=1")

@@ -158,6 +158,13 @@ class Board:
         instructions per operator), so it is built for size there."""
         return ["-O2"] if self.is_host else ["-Os", "-g"]
 
+    def runtime_lto(self) -> bool:
+        """Whether our C is linked with link-time optimisation: on a microcontroller it
+        inlines the one-caller helpers across files and drops what no path reaches (about
+        1.3 KB of flash on KWS). The model's C stays ordinary objects either way; the host
+        keeps plain objects for its sanitizer builds."""
+        return not self.is_host
+
     def cpu_flags(self) -> List[str]:
         """Compiler/linker flags selecting the core, e.g. ``['-mcpu=cortex-m4', '-mthumb',
         '-mfloat-abi=hard', '-mfpu=fpv4-sp-d16']``; empty for the host."""

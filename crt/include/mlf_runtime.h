@@ -190,7 +190,7 @@ mlf_status mlf_graph_parse_json(const char* json, size_t json_len, void* mem, si
 typedef struct mlf_executor {
   const mlf_graph* graph;
   TVMBackendPackedCFunc* funcs; /* resolved, per mlf_graph.funcs */
-  DLTensor* tensors;            /* per view */
+  DLTensor* call_tensors;       /* call scratch, max_op_args: an operator's arguments */
   uint8_t** storage;            /* base address of every storage id */
   TVMValue* values;             /* call scratch, max_op_args */
   int* type_codes;              /* call scratch, max_op_args, all kTVMNDArrayHandle */
@@ -209,9 +209,9 @@ typedef struct mlf_executor {
 size_t mlf_executor_state_bytes(const mlf_graph* g);
 
 #define MLF_ALIGN_UP(x, a) (((x) + ((a)-1)) & ~((size_t)(a)-1))
-#define MLF_EXECUTOR_STATE_BYTES(num_funcs, num_views, num_storage, max_op_args, num_args)      \
+#define MLF_EXECUTOR_STATE_BYTES(num_funcs, num_storage, max_op_args, num_args)                 \
   (MLF_ALIGN_UP((size_t)(num_funcs) * sizeof(TVMBackendPackedCFunc), 8) +                       \
-   MLF_ALIGN_UP((size_t)(num_views) * sizeof(DLTensor), 8) +                                    \
+   MLF_ALIGN_UP((size_t)(max_op_args) * sizeof(DLTensor), 8) +                                  \
    MLF_ALIGN_UP((size_t)(num_storage) * sizeof(uint8_t*), 8) +                                  \
    MLF_ALIGN_UP((size_t)(max_op_args) * sizeof(TVMValue), 8) +                                  \
    MLF_ALIGN_UP((size_t)(max_op_args) * sizeof(int), 8) + MLF_ALIGN_UP((size_t)(num_args), 8) + \
@@ -285,9 +285,10 @@ mlf_status mlf_executor_output_info(const mlf_executor* ex, uint32_t index, mlf_
 mlf_status mlf_executor_input_index(const mlf_executor* ex, const char* name, size_t name_len,
                                     uint32_t* index);
 
-/* The live tensor of an input or output, for zero-copy access (e.g. streaming chunks). */
-DLTensor* mlf_executor_input_tensor(mlf_executor* ex, uint32_t index);
-const DLTensor* mlf_executor_output_tensor(const mlf_executor* ex, uint32_t index);
+/* The memory of an input or output (mlf_tensor_info.nbytes long), for zero-copy access
+ * (e.g. streaming chunks), or NULL for a bad index or before a successful init. */
+void* mlf_executor_input_data(mlf_executor* ex, uint32_t index);
+const void* mlf_executor_output_data(const mlf_executor* ex, uint32_t index);
 
 /* nbytes must equal the tensor's size. data may be the tensor's own memory (then nothing is
  * copied) but must not otherwise overlap it. */

@@ -170,10 +170,9 @@ int main(int argc, char** argv) {
     rc = set_inputs_direct(&m.ex, argc - 5, argv + 5);
     if (rc == 0 && mlf_executor_run(&m.ex) != MLF_OK) rc = fail("run", &m.ex.error);
     for (uint32_t o = 0; rc == 0 && o < mlf_executor_num_outputs(&m.ex); ++o) {
-      const DLTensor* t = mlf_executor_output_tensor(&m.ex, o);
       mlf_tensor_info info;
       mlf_executor_output_info(&m.ex, o, &info);
-      rc = write_file(argv[4], o, t->data, info.nbytes);
+      rc = write_file(argv[4], o, mlf_executor_output_data(&m.ex, o), info.nbytes);
     }
   }
   printf("ops=%u views=%u tables=%zu state=%zu arena=%zu workspace=%zu\n", m.graph->num_ops,

@@ -157,7 +157,7 @@ static void test_params_in_place_vs_copied(void) {
   CHECK_STATUS(mlf_executor_arena_bytes(f.graph, unaligned, len, 1, &copied_arena), MLF_OK, NULL);
   CHECK_EQ_INT(copied_arena, 6 * 64); /* six 16-byte pools, each at a 64-byte boundary */
   CHECK_STATUS(fixture_init(&f, &g_test_lib, unaligned, len), MLF_OK, &f.ex.error);
-  const uint8_t* p0_data = (const uint8_t*)f.ex.tensors[1].data;
+  const uint8_t* p0_data = f.ex.storage[f.graph->views[1].storage];
   CHECK(p0_data < unaligned || p0_data >= unaligned + len);
   CHECK_EQ_INT(f.ex.arg_flags[1], 1);
   fixture_reset(&f);
@@ -166,7 +166,7 @@ static void test_params_in_place_vs_copied(void) {
   CHECK_STATUS(mlf_executor_arena_bytes(f.graph, aligned, len, 1, &in_place_arena), MLF_OK, NULL);
   CHECK_EQ_INT(in_place_arena, 5 * 64); /* p0's pool is the blob itself */
   CHECK_STATUS(fixture_init(&f, &g_test_lib, aligned, len), MLF_OK, &f.ex.error);
-  p0_data = (const uint8_t*)f.ex.tensors[1].data;
+  p0_data = f.ex.storage[f.graph->views[1].storage];
   CHECK(p0_data > aligned && p0_data < aligned + len);
   CHECK_EQ_INT(f.ex.arg_flags[1], 2);
   CHECK_STATUS(mlf_executor_set_input(&f.ex, 0, kX, sizeof(kX)), MLF_OK, &f.ex.error);
@@ -191,7 +191,7 @@ static void test_params_in_tables(void) {
   CHECK_EQ_INT(arena, 5 * 64); /* p0's pool takes no arena */
   CHECK_STATUS(fixture_init(&f, &g_test_lib, NULL, 0), MLF_OK, &f.ex.error);
   CHECK_EQ_INT(mlf_executor_num_inputs(&f.ex), 1); /* only x: p0 is bound */
-  CHECK(f.ex.tensors[1].data == (const void*)kP0Aligned);
+  CHECK(f.ex.storage[g.views[1].storage] == (const uint8_t*)kP0Aligned);
   CHECK_STATUS(mlf_executor_set_input(&f.ex, 0, kX, sizeof(kX)), MLF_OK, &f.ex.error);
   CHECK_STATUS(mlf_executor_run(&f.ex), MLF_OK, &f.ex.error);
   check_basic_outputs(&f.ex);
@@ -428,15 +428,14 @@ static void test_accessors(void) {
   CHECK_STATUS(mlf_executor_input_index(&f.ex, "x", 1, NULL), MLF_ERR_ARGUMENT, NULL);
   CHECK_STATUS(mlf_executor_set_input_by_name(&f.ex, "y", 1, kX, 16), MLF_ERR_NOT_FOUND, NULL);
 
-  DLTensor* in = mlf_executor_input_tensor(&f.ex, 0);
-  CHECK(in != NULL && in->ndim == 2 && in->strides == NULL && in->byte_offset == 0);
-  CHECK(in != NULL && ((uintptr_t)in->data & 63) == 0);
-  CHECK(mlf_executor_input_tensor(&f.ex, 1) == NULL);
-  if (in != NULL) memcpy(in->data, kX, sizeof(kX)); /* zero-copy input */
+  void* in = mlf_executor_input_data(&f.ex, 0);
+  CHECK(in != NULL && ((uintptr_t)in & 63) == 0);
+  CHECK(mlf_executor_input_data(&f.ex, 1) == NULL);
+  if (in != NULL) memcpy(in, kX, sizeof(kX)); /* zero-copy input */
   CHECK_STATUS(mlf_executor_run(&f.ex), MLF_OK, &f.ex.error);
-  const DLTensor* out = mlf_executor_output_tensor(&f.ex, 2);
-  CHECK(out != NULL && ((const float*)out->data)[3] == kX[3] + kP0[3]);
-  CHECK(mlf_executor_output_tensor(&f.ex, 3) == NULL);
+  const float* out = (const float*)mlf_executor_output_data(&f.ex, 2);
+  CHECK(out != NULL && out[3] == kX[3] + kP0[3]);
+  CHECK(mlf_executor_output_data(&f.ex, 3) == NULL);
 
   CHECK_STATUS(mlf_executor_set_input(&f.ex, 0, kX, 12), MLF_ERR_ARGUMENT, NULL);
   CHECK_STATUS(mlf_executor_set_input(&f.ex, 0, NULL, 16), MLF_ERR_ARGUMENT, NULL);
@@ -454,7 +453,7 @@ static void test_accessors(void) {
   CHECK_STATUS(mlf_executor_run(NULL), MLF_ERR_STATE, NULL);
   CHECK_STATUS(mlf_executor_load_params(&idle, blob, len), MLF_ERR_STATE, NULL);
   CHECK_EQ_INT(mlf_executor_num_outputs(&idle), 0);
-  CHECK(mlf_executor_input_tensor(&idle, 0) == NULL);
+  CHECK(mlf_executor_input_data(&idle, 0) == NULL);
   fixture_free(&f);
 }
 
@@ -464,17 +463,17 @@ static void test_zero_copy_io(void) {
   fixture f;
   CHECK_STATUS(fixture_graph(&f, json_from(kWorkspaceJson)), MLF_OK, &f.err);
   CHECK_STATUS(fixture_init(&f, &g_test_lib, NULL, 0), MLF_OK, &f.ex.error);
-  DLTensor* in = mlf_executor_input_tensor(&f.ex, 0);
-  const DLTensor* out = mlf_executor_output_tensor(&f.ex, 0);
+  float* in = (float*)mlf_executor_input_data(&f.ex, 0);
+  void* out = (void*)(uintptr_t)mlf_executor_output_data(&f.ex, 0);
   if (in == NULL || out == NULL) {
     CHECK(in != NULL && out != NULL);
     fixture_free(&f);
     return;
   }
-  for (int i = 0; i < 16; ++i) ((float*)in->data)[i] = (float)i;
-  CHECK_STATUS(mlf_executor_set_input(&f.ex, 0, in->data, 64), MLF_OK, NULL);
-  CHECK(((float*)in->data)[5] == 5);
-  CHECK_STATUS(mlf_executor_get_output(&f.ex, 0, out->data, 64), MLF_OK, NULL);
+  for (int i = 0; i < 16; ++i) in[i] = (float)i;
+  CHECK_STATUS(mlf_executor_set_input(&f.ex, 0, in, 64), MLF_OK, NULL);
+  CHECK(in[5] == 5);
+  CHECK_STATUS(mlf_executor_get_output(&f.ex, 0, out, 64), MLF_OK, NULL);
   fixture_free(&f);
 }
 
@@ -483,8 +482,7 @@ static void test_sizing_rules(void) {
   CHECK_STATUS(fixture_graph(&f, json_from(kBasicJson)), MLF_OK, &f.err);
   const mlf_graph* g = f.graph;
   CHECK_EQ_INT(mlf_executor_state_bytes(g),
-               MLF_EXECUTOR_STATE_BYTES(g->num_funcs, g->num_views, g->num_storage, g->max_op_args,
-                                        g->num_args));
+               MLF_EXECUTOR_STATE_BYTES(g->num_funcs, g->num_storage, g->max_op_args, g->num_args));
   CHECK_EQ_INT(mlf_executor_state_bytes(NULL), 0);
   size_t aligned, unaligned;
   CHECK_STATUS(mlf_executor_arena_bytes(g, NULL, 0, 1, &aligned), MLF_OK, NULL);

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import BuildError, FitError
 from ..generate.sizes import linker_overflow
@@ -306,8 +306,10 @@ def build(
     verbose: bool = False,
     cmake: Optional[str] = None,
     board_name: str = "",
+    cache_entries: Optional[Mapping[str, str]] = None,
 ) -> BuildResult:
-    """Configures (when needed) and builds; returns the firmware path and the log."""
+    """Configures (when needed) and builds; returns the firmware path and the log.
+    ``cache_entries`` are ``-D`` settings for the first configure (e.g. ``MLF_LTO=OFF``)."""
     project_dir = Path(project_dir).resolve()
     build_dir = Path(build_dir)
     if not build_dir.is_absolute():
@@ -331,6 +333,7 @@ def build(
         argv = [tool.path, "-S", str(project_dir), "-B", str(build_dir), "-G", generator]
         if ninja:
             argv.append(f"-DCMAKE_MAKE_PROGRAM={ninja}")
+        argv += [f"-D{key}={value}" for key, value in (cache_entries or {}).items()]
         status = runner.run(argv, project_dir, CONFIGURE_TIMEOUT, "configure")
         configure_seconds = time.monotonic() - started
         if status != 0:

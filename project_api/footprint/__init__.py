@@ -103,7 +103,28 @@ def _link_buffer_item(info: Mapping[str, Any]) -> str:
     return (kind.link_buffer_item if kind is not None else None) or ""
 
 
-def project_footprint(project: Any, *, estimate: bool = True) -> Footprint:
+def _attributed(project: Any, linked: LinkedSizes, progress: Optional[Progress]) -> LinkedSizes:
+    """``linked`` split by source: a firmware linked with link-time optimisation (MLF_LTO)
+    has our C compiled into one object, so the project is also built without it (beside the
+    build directory, incrementally) and that build's split is used, with what the
+    optimisation saved as its own row."""
+    from ..build import build
+
+    plain = build(
+        Path(project.dir),
+        project.build_dir.with_name(project.build_dir.name + "-no-lto"),
+        firmware_name=str(project.info.get("firmware", "firmware")),
+        progress=progress,
+        cmake=project.options.get("cmake"),
+        board_name=project.board.name,
+        cache_entries={"MLF_LTO": "OFF"},
+    )
+    return linked.attributed_by(linked_sizes(plain.firmware.parent, plain.firmware))
+
+
+def project_footprint(
+    project: Any, *, estimate: bool = True, progress: Optional[Progress] = None
+) -> Footprint:
     """The footprint of a generated :class:`project_api.driver.Project`: planned figures
     always, linked figures when its firmware has been built."""
     board = project.board
@@ -126,6 +147,11 @@ def project_footprint(project: Any, *, estimate: bool = True) -> Footprint:
     firmware = Path(project.firmware)
     if firmware.is_file():
         result.linked = linked_sizes(Path(project.build_dir), firmware)
+        if result.linked.link_time_optimised:
+            result.linked = _attributed(project, result.linked, progress)
+            notes.append(
+                "link-time optimised (MLF_LTO): bytes split as a build without it splits them"
+            )
         if board.is_host:
             notes.append("host: the stack is the OS's; .bss/.data are the process's statics")
     return result
@@ -233,7 +259,7 @@ def footprint(
             raise GenerateError(f"{path} holds no model {model!r}")
         if build:
             project.build(progress=progress)
-        return project_footprint(project, estimate=estimate)
+        return project_footprint(project, estimate=estimate, progress=progress)
     if not board:
         raise BoardError(
             f"{path} is an archive: say which board it is for",
@@ -256,7 +282,7 @@ def footprint(
             )
         if build:
             project.build(progress=progress)
-        result = project_footprint(project, estimate=estimate)
+        result = project_footprint(project, estimate=estimate, progress=progress)
         result.notes.append("generated in a scratch directory (deleted afterwards)")
         return result
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
@@ -31,6 +31,7 @@ CATEGORIES = (
     "rx_buffer",
     "stack",
     "heap",
+    "lto",
     "other",
 )
 SECTIONS = (".text", ".rodata", ".data", ".bss")
@@ -139,6 +140,8 @@ def classify(obj: str, section: str) -> str:
     if _LIBC_RE.search(path):
         return "libc"
     base = path.rsplit("/", 1)[-1]
+    if ".ltrans" in base:
+        return "lto"  # compiled at link time: no longer says which of our sources it was
     stem = base.split(".", 1)[0]
     if "/mlf_runtime.dir/" in path or "/runtime/src/" in path:
         return "firmware" if stem in LOOP_SOURCES else "runtime"
@@ -211,6 +214,25 @@ class LinkedSizes:
     def ram_bytes(self) -> int:
         return sum(self.bucket_total(b) for b in (".data", ".bss", ".stack", ".heap"))
 
+    @property
+    def link_time_optimised(self) -> bool:
+        """Whether the map shows our C compiled at link time (GCC's ``*.ltrans.o``): its
+        bytes then no longer say which source they came from."""
+        return any(row.get("lto", 0) > 0 for row in self.split.values())
+
+    def attributed_by(self, plain: LinkedSizes) -> LinkedSizes:
+        """This firmware's totals, split as ``plain`` (the same project linked without
+        link-time optimisation) splits its bytes, plus what the optimisation changed per
+        section as category ``lto`` (negative: saved)."""
+        result = LinkedSizes(firmware=self.firmware, method=f"{self.method}, attributed")
+        result.totals = dict(self.totals)
+        result.split = {bucket: dict(row) for bucket, row in plain.split.items()}
+        for bucket in set(self.totals) | set(plain.totals):
+            change = self.bucket_total(bucket) - plain.bucket_total(bucket)
+            if change:
+                result.split.setdefault(bucket, {})["lto"] = change
+        return result
+
     def to_json(self) -> Dict[str, Any]:
         return {
             "firmware": str(self.firmware),
@@ -271,11 +293,13 @@ def walk_linker_map(text: str) -> Tuple[List[MapPiece], Dict[str, int]]:
     bucket: Optional[str] = None
     pending_out: Optional[str] = None
     pending_in: Optional[str] = None
+    starts: List[int] = []
     last = ("", "")
 
-    def add(obj: str, section: str, size: int) -> None:
+    def add(obj: str, section: str, size: int, address: str = "0") -> None:
         if bucket is not None and size:
             pieces.append(MapPiece(bucket, obj, section, size))
+            starts.append(int(address, 16))
 
     for line in lines:
         if not line.strip():
@@ -293,7 +317,7 @@ def walk_linker_map(text: str) -> Tuple[List[MapPiece], Dict[str, int]]:
             section, pending_in = pending_in, None
             if rest is not None and rest.group(3):
                 last = (rest.group(3).strip(), section)
-                add(*last, int(rest.group(2), 16))
+                add(*last, int(rest.group(2), 16), rest.group(1))
                 continue
         if not line.startswith(" "):
             out = _MAP_OUT.match(line)
@@ -313,7 +337,7 @@ def walk_linker_map(text: str) -> Tuple[List[MapPiece], Dict[str, int]]:
             continue
         fill = _MAP_FILL.match(line)
         if fill is not None:
-            add(*last, int(fill.group(2), 16))
+            add(*last, int(fill.group(2), 16), fill.group(1))
             continue
         found = _MAP_IN.match(line)
         if found is None or found.group(1).startswith("*") or found.group(1).startswith("0x"):
@@ -322,8 +346,19 @@ def walk_linker_map(text: str) -> Tuple[List[MapPiece], Dict[str, int]]:
             pending_in = found.group(1)
             continue
         last = (found.group(4).strip(), found.group(1))
-        add(*last, int(found.group(3), 16))
-    return pieces, totals
+        add(*last, int(found.group(3), 16), found.group(2))
+    return _clipped(pieces, starts), totals
+
+
+def _clipped(pieces: List[MapPiece], starts: List[int]) -> List[MapPiece]:
+    """Pieces cut where the next one starts: ld shows a merged string section (``.str1.1``)
+    with the merged size where its own bytes are a few, so sizes alone overcount."""
+    out = list(pieces)
+    for i in range(len(out) - 1):
+        here, there = starts[i], starts[i + 1]
+        if out[i].bucket == out[i + 1].bucket and here <= there < here + out[i].size:
+            out[i] = replace(out[i], size=there - here)
+    return [piece for piece in out if piece.size]
 
 
 def parse_linker_map(text: str) -> Tuple[Dict[str, Dict[str, int]], Dict[str, int]]:

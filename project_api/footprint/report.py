@@ -209,7 +209,7 @@ class Footprint:
             rows.append(("runtime globals", None, got("runtime")))
             other = sum(
                 linked.category_bytes(c, ram)
-                for c in ("firmware", "board", "libc", "model", "other")
+                for c in ("firmware", "board", "libc", "model", "lto", "other")
             ) + linked.category_bytes("heap", (".heap",))
             rows.append(("glue, board, libc", None, other))
         return rows
@@ -239,6 +239,8 @@ class Footprint:
                 ("libc", None, got("libc")),
                 (".data initialisers", None, linked.bucket_total(".data")),
             ]
+            if got("lto"):
+                rows.append(("link-time optimisation", None, got("lto")))
             if got("other"):
                 rows.append(("other", None, got("other")))
         return rows

@@ -123,6 +123,7 @@ def _write_project(
         "profile": bool(opts["profile"]),
         "opt_flags": board.model_opt_flags(),
         "runtime_opt_flags": board.runtime_opt_flags(),
+        "runtime_lto": board.runtime_lto(),
         "definitions": definitions,
         "runtime_sources": runtime_sources,
         "seam_sources": seam_sources,

@@ -341,7 +341,7 @@ def state_bytes_expression(tables: GraphTables) -> str:
     """A C constant expression for the executor state these tables need."""
     t = tables
     return (
-        f"MLF_EXECUTOR_STATE_BYTES({len(t.funcs)}u, {len(t.views)}u, {len(t.storage_bytes)}u, "
+        f"MLF_EXECUTOR_STATE_BYTES({len(t.funcs)}u, {len(t.storage_bytes)}u, "
         f"{t.max_op_args}u, {len(t.args)}u)"
     )
 
@@ -397,7 +397,7 @@ def state_bytes(tables: GraphTables, pointer_bytes: int) -> int:
     c = _c_sizes(pointer_bytes)
     return (
         _align8(len(t.funcs) * c["ptr"])
-        + _align8(len(t.views) * c["dltensor"])
+        + _align8(t.max_op_args * c["dltensor"])
         + _align8(len(t.storage_bytes) * c["ptr"])
         + _align8(t.max_op_args * c["tvm_value"])
         + _align8(t.max_op_args * c["int"])

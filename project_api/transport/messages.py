@@ -15,7 +15,7 @@ from typing import List, Optional, Tuple
 
 from ..errors import ProtocolError
 from .frames import Buffer
-from .reasons import explain
+from .reasons import explain, word
 
 MAGIC = b"MLFP"
 PROTOCOL_VERSION = 1
@@ -301,7 +301,7 @@ class ErrorReply:
     def decode(cls, payload: bytes) -> ErrorReply:
         r = _Reader(payload, "ERROR")
         code, request, _reserved, node = r.take("<HBBI")
-        message = explain(payload[r.pos :].decode("utf-8", "replace"))
+        message = word(code, request, payload[r.pos :].decode("utf-8", "replace"))
         return cls(code, request, node, message)
 
     def describe(self) -> str:

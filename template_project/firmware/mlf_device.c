@@ -143,10 +143,21 @@ static void reply_error(mlf_device* dev, uint8_t seq, uint8_t request, uint16_t 
   tx_end(dev);
 }
 
-static void fail(mlf_device* dev, uint8_t seq, uint8_t request, uint16_t code, const char* what) {
+/* A protocol error (code 0x100 and up): its numbers only, in decimal separated by spaces;
+ * the host words them (docs/protocol.md 2.3), so the firmware carries no English for them. */
+static void fail_with(mlf_device* dev, uint8_t seq, uint8_t request, uint16_t code, uint32_t count,
+                      uint32_t a, uint32_t b, uint32_t c) {
+  const uint32_t numbers[3] = {a, b, c};
   msg_reset(dev);
-  msg_str(dev, what);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (i > 0) msg_str(dev, " ");
+    msg_u32(dev, numbers[i]);
+  }
   reply_error(dev, seq, request, code, MLF_DEVICE_NO_NODE);
+}
+
+static void fail(mlf_device* dev, uint8_t seq, uint8_t request, uint16_t code) {
+  fail_with(dev, seq, request, code, 0, 0, 0, 0);
 }
 
 static void fail_runtime(mlf_device* dev, uint8_t seq, uint8_t request, mlf_status status,
@@ -171,13 +182,7 @@ static const mlf_device_model* model_for(mlf_device* dev, uint8_t seq, uint8_t r
                                          const uint8_t* payload) {
   uint16_t index = get_u16(payload);
   if (index >= dev->config->num_models) {
-    msg_reset(dev);
-    msg_str(dev, "no model ");
-    msg_u32(dev, index);
-    msg_str(dev, " (the device has ");
-    msg_u32(dev, dev->config->num_models);
-    msg_str(dev, ")");
-    reply_error(dev, seq, request, MLF_DEVICE_ERR_BAD_MODEL, MLF_DEVICE_NO_NODE);
+    fail_with(dev, seq, request, MLF_DEVICE_ERR_BAD_MODEL, 2, index, dev->config->num_models, 0);
     return NULL;
   }
   const mlf_device_model* model = &dev->config->models[index];
@@ -189,30 +194,18 @@ static const mlf_device_model* model_for(mlf_device* dev, uint8_t seq, uint8_t r
   return model;
 }
 
-static void fail_index(mlf_device* dev, uint8_t seq, uint8_t request, const char* kind,
-                       uint32_t index, uint32_t count) {
-  msg_reset(dev);
-  msg_str(dev, "no ");
-  msg_str(dev, kind);
-  msg_str(dev, " ");
-  msg_u32(dev, index);
-  msg_str(dev, " (the model has ");
-  msg_u32(dev, count);
-  msg_str(dev, ")");
-  reply_error(dev, seq, request, MLF_DEVICE_ERR_BAD_INDEX, MLF_DEVICE_NO_NODE);
+static void fail_index(mlf_device* dev, uint8_t seq, uint8_t request, uint32_t index,
+                       uint32_t count) {
+  fail_with(dev, seq, request, MLF_DEVICE_ERR_BAD_INDEX, 2, index, count, 0);
 }
 
 static void fail_range(mlf_device* dev, uint8_t seq, uint8_t request, uint32_t offset,
                        uint32_t length, size_t nbytes) {
-  msg_reset(dev);
-  msg_str(dev, "bytes ");
-  msg_u32(dev, offset);
-  msg_str(dev, "+");
-  msg_u32(dev, length);
-  msg_str(dev, " beyond the tensor's ");
-  msg_u32(dev, (uint32_t)nbytes);
-  reply_error(dev, seq, request, MLF_DEVICE_ERR_OUT_OF_RANGE, MLF_DEVICE_NO_NODE);
+  fail_with(dev, seq, request, MLF_DEVICE_ERR_OUT_OF_RANGE, 3, offset, length, (uint32_t)nbytes);
 }
+
+/* The three UNSUPPORTED cases of DESCRIBE, by the number the host words. */
+enum { TOO_MANY_TENSORS = 0, NOT_DESCRIBABLE = 1, DESCRIPTION_TOO_LONG = 2 };
 
 static uint8_t clamp_u8_len(const char* s) {
   return (uint8_t)(s != NULL ? mlf_text_length(s, 255) : 0);
@@ -290,7 +283,7 @@ static void describe_broken(mlf_device* dev, uint8_t seq, const uint8_t* payload
 static void on_describe(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t length) {
   const uint8_t request = MLF_MSG_DESCRIBE;
   if (length != 4) {
-    fail(dev, seq, request, MLF_DEVICE_ERR_BAD_PAYLOAD, "DESCRIBE takes u16 model, u16 first");
+    fail(dev, seq, request, MLF_DEVICE_ERR_BAD_PAYLOAD);
     return;
   }
   uint16_t model_index = get_u16(payload);
@@ -309,12 +302,12 @@ static void on_describe(mlf_device* dev, uint8_t seq, const uint8_t* payload, si
   uint32_t first = get_u16(payload + 2);
   size_t name_len = mlf_text_length(model->name, NAME_SCAN_LIMIT);
   if (num_inputs > 0xFFFFu || num_outputs > 0xFFFFu || name_len > 0xFFFFu - 64) {
-    fail(dev, seq, request, MLF_DEVICE_ERR_UNSUPPORTED, "too many tensors or too long a name");
+    fail_with(dev, seq, request, MLF_DEVICE_ERR_UNSUPPORTED, 1, TOO_MANY_TENSORS, 0, 0);
     return;
   }
   uint32_t total = num_inputs + num_outputs;
   if (first > total) {
-    fail(dev, seq, request, MLF_DEVICE_ERR_OUT_OF_RANGE, "describe index beyond the tensors");
+    fail_with(dev, seq, request, MLF_DEVICE_ERR_OUT_OF_RANGE, 2, first, total, 0);
     return;
   }
   /* First pass: how many entries fit into one reply. */
@@ -328,7 +321,7 @@ static void on_describe(mlf_device* dev, uint8_t seq, const uint8_t* payload, si
       return;
     }
     if (!describable(&info)) {
-      fail(dev, seq, request, MLF_DEVICE_ERR_UNSUPPORTED, "tensor cannot be described");
+      fail_with(dev, seq, request, MLF_DEVICE_ERR_UNSUPPORTED, 1, NOT_DESCRIBABLE, 0, 0);
       return;
     }
     if (size + entry_bytes(&info) > MLF_FRAME_MAX_PAYLOAD) break;
@@ -336,7 +329,7 @@ static void on_describe(mlf_device* dev, uint8_t seq, const uint8_t* payload, si
     ++count;
   }
   if (count == 0 && first < total) {
-    fail(dev, seq, request, MLF_DEVICE_ERR_UNSUPPORTED, "tensor description too long");
+    fail_with(dev, seq, request, MLF_DEVICE_ERR_UNSUPPORTED, 1, DESCRIPTION_TOO_LONG, 0, 0);
     return;
   }
   tx_begin(dev, MLF_MSG_DESCRIBE | MLF_MSG_REPLY, seq, size);
@@ -366,8 +359,7 @@ static void on_describe(mlf_device* dev, uint8_t seq, const uint8_t* payload, si
 static void on_set_input(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t length) {
   const uint8_t request = MLF_MSG_SET_INPUT;
   if (length < 8) {
-    fail(dev, seq, request, MLF_DEVICE_ERR_BAD_PAYLOAD,
-         "SET_INPUT takes u16 model, u16 input, u32 offset, data");
+    fail(dev, seq, request, MLF_DEVICE_ERR_BAD_PAYLOAD);
     return;
   }
   const mlf_device_model* model = model_for(dev, seq, request, payload);
@@ -377,12 +369,12 @@ static void on_set_input(mlf_device* dev, uint8_t seq, const uint8_t* payload, s
   uint32_t count = (uint32_t)(length - 8);
   uint32_t num_inputs = mlf_executor_num_inputs(model->executor);
   if (index >= num_inputs) {
-    fail_index(dev, seq, request, "input", index, num_inputs);
+    fail_index(dev, seq, request, index, num_inputs);
     return;
   }
   mlf_tensor_info info;
   mlf_status status = mlf_executor_input_info(model->executor, index, &info);
-  DLTensor* tensor = mlf_executor_input_tensor(model->executor, index);
+  uint8_t* tensor = (uint8_t*)mlf_executor_input_data(model->executor, index);
   if (status != MLF_OK || tensor == NULL) {
     fail_runtime(dev, seq, request, status != MLF_OK ? status : MLF_ERR_STATE, model->executor, "");
     return;
@@ -392,7 +384,7 @@ static void on_set_input(mlf_device* dev, uint8_t seq, const uint8_t* payload, s
     return;
   }
   if (count > 0) {
-    memcpy((uint8_t*)tensor->data + tensor->byte_offset + offset, payload + 8, count);
+    memcpy(tensor + offset, payload + 8, count);
   }
   tx_begin(dev, MLF_MSG_SET_INPUT | MLF_MSG_REPLY, seq, 0);
   tx_end(dev);
@@ -401,7 +393,7 @@ static void on_set_input(mlf_device* dev, uint8_t seq, const uint8_t* payload, s
 static void on_run(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t length) {
   const uint8_t request = MLF_MSG_RUN;
   if (length != 2) {
-    fail(dev, seq, request, MLF_DEVICE_ERR_BAD_PAYLOAD, "RUN takes u16 model");
+    fail(dev, seq, request, MLF_DEVICE_ERR_BAD_PAYLOAD);
     return;
   }
   const mlf_device_model* model = model_for(dev, seq, request, payload);
@@ -438,8 +430,7 @@ static void on_run(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t 
 static void on_get_output(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t length) {
   const uint8_t request = MLF_MSG_GET_OUTPUT;
   if (length != 12) {
-    fail(dev, seq, request, MLF_DEVICE_ERR_BAD_PAYLOAD,
-         "GET_OUTPUT takes u16 model, u16 output, u32 offset, u32 max length");
+    fail(dev, seq, request, MLF_DEVICE_ERR_BAD_PAYLOAD);
     return;
   }
   const mlf_device_model* model = model_for(dev, seq, request, payload);
@@ -449,12 +440,12 @@ static void on_get_output(mlf_device* dev, uint8_t seq, const uint8_t* payload, 
   uint32_t max_length = get_u32(payload + 8);
   uint32_t num_outputs = mlf_executor_num_outputs(model->executor);
   if (index >= num_outputs) {
-    fail_index(dev, seq, request, "output", index, num_outputs);
+    fail_index(dev, seq, request, index, num_outputs);
     return;
   }
   mlf_tensor_info info;
   mlf_status status = mlf_executor_output_info(model->executor, index, &info);
-  const DLTensor* tensor = mlf_executor_output_tensor(model->executor, index);
+  const uint8_t* tensor = (const uint8_t*)mlf_executor_output_data(model->executor, index);
   if (status != MLF_OK || tensor == NULL) {
     fail_runtime(dev, seq, request, status != MLF_OK ? status : MLF_ERR_STATE, model->executor, "");
     return;
@@ -467,13 +458,13 @@ static void on_get_output(mlf_device* dev, uint8_t seq, const uint8_t* payload, 
   if (count > max_length) count = max_length;
   if (count > MLF_FRAME_MAX_PAYLOAD) count = MLF_FRAME_MAX_PAYLOAD;
   tx_begin(dev, MLF_MSG_GET_OUTPUT | MLF_MSG_REPLY, seq, count);
-  tx_bytes(dev, (const uint8_t*)tensor->data + tensor->byte_offset + offset, count);
+  tx_bytes(dev, tensor + offset, count);
   tx_end(dev);
 }
 
 static void on_exit(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t length) {
   if (length != 4) {
-    fail(dev, seq, MLF_MSG_EXIT, MLF_DEVICE_ERR_BAD_PAYLOAD, "EXIT takes i32 status");
+    fail(dev, seq, MLF_MSG_EXIT, MLF_DEVICE_ERR_BAD_PAYLOAD);
     return;
   }
   dev->exit_status = (int32_t)get_u32(payload);
@@ -487,7 +478,7 @@ static void on_exit(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t
  * one reply (docs/protocol.md 2.4). */
 static void on_profile(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t length) {
   if (length != 4) {
-    fail(dev, seq, MLF_MSG_PROFILE, MLF_DEVICE_ERR_BAD_PAYLOAD, "PROFILE takes u32 first");
+    fail(dev, seq, MLF_MSG_PROFILE, MLF_DEVICE_ERR_BAD_PAYLOAD);
     return;
   }
   uint32_t first = get_u32(payload);
@@ -544,7 +535,7 @@ static void dispatch(mlf_device* dev, const mlf_frame_event* ev) {
       break;
 #endif
     default:
-      fail(dev, ev->seq, ev->type, MLF_DEVICE_ERR_UNKNOWN_TYPE, "unknown request type");
+      fail(dev, ev->seq, ev->type, MLF_DEVICE_ERR_UNKNOWN_TYPE);
       break;
   }
 }
@@ -585,19 +576,15 @@ int mlf_device_init(mlf_device* dev, const mlf_device_config* config) {
 void mlf_device_announce(mlf_device* dev) { on_hello(dev, 0); }
 
 static void reject_frame(mlf_device* dev, const mlf_frame_event* ev) {
-  if (ev->kind == MLF_FRAME_BAD_CRC) {
-    fail(dev, ev->seq, ev->type, MLF_DEVICE_ERR_BAD_CRC, "CRC mismatch");
-  } else if (ev->kind == MLF_FRAME_TRUNCATED) {
-    /* Bytes were lost on the line: to the host this is a damaged request, to be resent. */
-    fail(dev, ev->seq, ev->type, MLF_DEVICE_ERR_BAD_CRC, "frame cut short (the line went idle)");
+  if (ev->kind == MLF_FRAME_BAD_CRC || ev->kind == MLF_FRAME_TRUNCATED) {
+    /* A cut-short frame (1: bytes were lost on the line) is, to the host, a damaged request
+     * to be resent, like one with a bad CRC (0). */
+    fail_with(dev, ev->seq, ev->type, MLF_DEVICE_ERR_BAD_CRC, 1, ev->kind == MLF_FRAME_TRUNCATED, 0,
+              0);
   } else {
     size_t limit = mlf_frame_payload_limit(ev->type);
-    msg_reset(dev);
-    msg_str(dev, "payload of ");
-    msg_u32(dev, ev->length);
-    msg_str(dev, " bytes exceeds max ");
-    msg_u32(dev, limit < dev->max_payload ? (uint32_t)limit : dev->max_payload);
-    reply_error(dev, ev->seq, ev->type, MLF_DEVICE_ERR_TOO_LONG, MLF_DEVICE_NO_NODE);
+    fail_with(dev, ev->seq, ev->type, MLF_DEVICE_ERR_TOO_LONG, 2, (uint32_t)ev->length,
+              limit < dev->max_payload ? (uint32_t)limit : dev->max_payload, 0);
   }
 }
 

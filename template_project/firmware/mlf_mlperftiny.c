@@ -205,11 +205,11 @@ static int is_integer(DLDataType t) { return t.code == kDLInt || t.code == kDLUI
 static int output_elements(const mlf_executor* ex, uint32_t o, const uint8_t** data, size_t* count,
                            DLDataType* dtype) {
   mlf_tensor_info info;
-  const DLTensor* tensor = mlf_executor_output_tensor(ex, o);
-  if (tensor == NULL || mlf_executor_output_info(ex, o, &info) != MLF_OK) return 0;
+  const uint8_t* memory = (const uint8_t*)mlf_executor_output_data(ex, o);
+  if (memory == NULL || mlf_executor_output_info(ex, o, &info) != MLF_OK) return 0;
   size_t width = (info.dtype.bits + 7u) / 8u;
   double probe;
-  *data = (const uint8_t*)tensor->data + tensor->byte_offset;
+  *data = memory;
   *count = width == 0 ? 0 : info.nbytes / width;
   *dtype = info.dtype;
   return width != 0 && (*count == 0 || mlf_text_element(*data, info.dtype, 0, &probe));

@@ -204,13 +204,12 @@ static void run_sample(standalone* st, uint32_t m, uint32_t s) {
   }
   uint32_t num_outputs = mlf_executor_num_outputs(ex);
   for (uint32_t o = 0; o < num_outputs; ++o) {
-    const DLTensor* tensor = mlf_executor_output_tensor(ex, o);
+    const uint8_t* data = (const uint8_t*)mlf_executor_output_data(ex, o);
     status = mlf_executor_output_info(ex, o, &info);
-    if (status != MLF_OK || tensor == NULL) {
+    if (status != MLF_OK || data == NULL) {
       report_error(st, m, s, status != MLF_OK ? status : MLF_ERR_STATE, ex);
       return;
     }
-    const uint8_t* data = (const uint8_t*)tensor->data + tensor->byte_offset;
     const void* expected = sample->expected != NULL ? sample->expected[o] : NULL;
     report_output(st, m, s, o, &info, data, expected);
   }

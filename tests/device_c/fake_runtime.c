@@ -113,12 +113,12 @@ mlf_status mlf_executor_output_info(const mlf_executor* ex, uint32_t index, mlf_
   return info_of(&fake(ex)->outputs[index], info);
 }
 
-DLTensor* mlf_executor_input_tensor(mlf_executor* ex, uint32_t index) {
-  return index < fake(ex)->num_inputs ? &fake(ex)->inputs[index].tensor : NULL;
+void* mlf_executor_input_data(mlf_executor* ex, uint32_t index) {
+  return index < fake(ex)->num_inputs ? fake(ex)->inputs[index].tensor.data : NULL;
 }
 
-const DLTensor* mlf_executor_output_tensor(const mlf_executor* ex, uint32_t index) {
-  return index < fake(ex)->num_outputs ? &fake(ex)->outputs[index].tensor : NULL;
+const void* mlf_executor_output_data(const mlf_executor* ex, uint32_t index) {
+  return index < fake(ex)->num_outputs ? fake(ex)->outputs[index].tensor.data : NULL;
 }
 
 mlf_status mlf_executor_set_input(mlf_executor* ex, uint32_t index, const void* data,

@@ -72,20 +72,19 @@ def bare_context(project: Any, archive: Path) -> Dict[str, Any]:
     c_name = str(described["c_name"])
     addresses, arena_bytes = _storage_data(tables, params, c_name)
     renamed = dict(described.get("renamed_symbols") or {})
-    shapes: List[int] = []
-    views = []
-    for view in tables.views:
-        views.append(
-            {
-                "data": addresses[view.storage],
-                "ndim": len(view.shape),
-                "shape": len(shapes),
-                "code": view.dtype.code,
-                "bits": view.dtype.bits,
-                "lanes": view.dtype.lanes,
-            }
-        )
-        shapes.extend(view.shape)
+    # The shapes shared where they repeat, as the firmware's tables have them.
+    shapes, shape_offsets = tables.shape_layout()
+    views = [
+        {
+            "data": addresses[view.storage],
+            "ndim": len(view.shape),
+            "shape": offset,
+            "code": view.dtype.code,
+            "bits": view.dtype.bits,
+            "lanes": view.dtype.lanes,
+        }
+        for view, offset in zip(tables.views, shape_offsets)
+    ]
     samples_in = np.load(archive.with_suffix(".inputs.npz"))
     samples_out = np.load(archive.with_suffix(".outputs.npz"))
     inputs = [

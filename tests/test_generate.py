@@ -515,3 +515,30 @@ def test_missing_archive(tmp_path: Path) -> None:
     with pytest.raises(ArchiveError, match="no such file"):
         generate(tmp_path / "absent.tar", tmp_path / "p")
     assert not (tmp_path / "p").exists()
+
+
+def test_shapes_are_shared_where_they_repeat() -> None:
+    """Each view's shape is found whole in the one shapes table: reused where it already
+    appears, overlapping its end where it can, and scalars take nothing."""
+    from project_api.generate.tables import GraphTables, View
+    from project_api.read.dtypes import parse_dtype
+
+    f32 = parse_dtype("float32")
+    shapes = [(1, 64), (1, 64, 3, 3), (64, 3), (3, 3, 7), (), (1, 64)]
+    tables = GraphTables(num_nodes=0, views=[View(i, s, f32) for i, s in enumerate(shapes)])
+    dims, offsets = tables.shape_layout()
+    assert dims == [1, 64, 3, 3, 7]
+    for shape, at in zip(shapes, offsets):
+        assert tuple(dims[at : at + len(shape)]) == shape
+
+
+def test_tables_leave_out_the_args_of_bound_params(
+    archives: Dict[str, Path], tmp_path: Path
+) -> None:
+    """Const tables that bind the params (storage_data) list only the inputs as args, and
+    the executor's state is sized for that one arg (the corpus runs prove the firmware)."""
+    (model,) = generate(archives["mlp"], tmp_path / "p")["models"]
+    text = (tmp_path / "p" / "src" / f"model_{model['c_name']}.c").read_text()
+    args = re.search(r"mlf_arg \w+_args\[\] = \{(.*?)\};", text, re.S)
+    assert args is not None and '"x"' in args.group(1) and '"p0"' not in args.group(1)
+    assert "MLF_EXECUTOR_STATE_BYTES(" in text and ", 1u)" in text

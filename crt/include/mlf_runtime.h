@@ -153,8 +153,9 @@ typedef struct mlf_graph {
   const uint32_t* outputs; /* view of every head, in output order */
   /* Optional (NULL: none). Per storage id, constant data the pool is bound to where it lies
    * (params laid out by the generator, no params blob needed), or NULL for an arena pool.
-   * Only for a pool that exactly one arg views and no operator writes: the arg is then not
-   * an input. At least MLF_STORAGE_ALIGN aligned and storage_bytes long. */
+   * Only for a pool that at most one arg views and no operator writes: that arg is then not
+   * an input (the generator leaves such args out of its tables altogether). At least
+   * MLF_STORAGE_ALIGN aligned and storage_bytes long. */
   const uint8_t* const* storage_data;
   /* Optional (NULL: every function is looked up by name in the library). The operators'
    * functions, bound by the linker (the generator's tables): no lookup, the library may be

@@ -88,13 +88,14 @@ static int op_ok(const mlf_graph* g, const mlf_op* op) {
 
 static int storage_written(const mlf_graph* g, uint32_t sid);
 
-/* A pool bound to constant data: viewed by exactly one arg, written by no operator, aligned. */
+/* A pool bound to constant data: viewed by at most one arg (then bound, never an input; the
+ * generator leaves a bound param's arg out), written by no operator, aligned. */
 static int constant_pool_ok(const mlf_graph* g, uint32_t sid) {
   uint32_t viewers = 0;
   for (uint32_t a = 0; a < g->num_args; ++a) {
     viewers += g->views[g->args[a].view].storage == sid;
   }
-  return viewers == 1 && !storage_written(g, sid) &&
+  return viewers <= 1 && !storage_written(g, sid) &&
          ((uintptr_t)g->storage_data[sid] & (MLF_STORAGE_ALIGN - 1)) == 0;
 }
 

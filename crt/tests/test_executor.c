@@ -223,6 +223,16 @@ static void test_params_in_tables(void) {
   fixture_reset(&f);
   g.storage_data = data;
 
+  /* The generator leaves a bound param's arg out: x is then the only arg, and the input. */
+  g.num_args = 1;
+  CHECK_STATUS(fixture_init(&f, &g_test_lib, NULL, 0), MLF_OK, &f.ex.error);
+  CHECK_EQ_INT(mlf_executor_num_inputs(&f.ex), 1);
+  CHECK_STATUS(mlf_executor_set_input(&f.ex, 0, kX, sizeof(kX)), MLF_OK, &f.ex.error);
+  CHECK_STATUS(mlf_executor_run(&f.ex), MLF_OK, &f.ex.error);
+  check_basic_outputs(&f.ex);
+  fixture_reset(&f);
+  g.num_args = kBasicTables.num_args;
+
   data[1] = (const uint8_t*)kP0Aligned + 4; /* not 64-byte aligned */
   CHECK_STATUS(fixture_init(&f, &g_test_lib, NULL, 0), MLF_ERR_GRAPH, &f.ex.error);
   fixture_reset(&f);

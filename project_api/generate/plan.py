@@ -79,6 +79,12 @@ class ModelPlan:
     include_dirs: List[str] = field(default_factory=list)
 
     @property
+    def device_tables(self) -> GraphTables:
+        """The tables as rendered for the device: without the args of params the tables
+        bind (see :meth:`GraphTables.without_args_on`)."""
+        return self.tables.without_args_on(self.params_layout)
+
+    @property
     def name(self) -> str:
         return self.model.name
 
@@ -216,7 +222,7 @@ def _plan_models(
             in_place=in_place,
             arena_bytes=tables.arena_bytes(in_place),
             workspace=kind.workspace(the_model, opts["workspace_size_bytes"]),
-            state_bytes=state_bytes(tables, ptr),
+            state_bytes=state_bytes(tables.without_args_on(layout), ptr),
             graph_format=kind.graph_format(graph_format),
             params_layout=layout,
         )
@@ -225,7 +231,7 @@ def _plan_models(
             plan.graph_json = (the_model.root / the_model.graph_member).read_bytes()
             plan.parse_bytes = json_parse_bytes(graph, tables, ptr) + 64
         else:
-            plan.tables_flash_bytes = tables_bytes(tables, ptr)
+            plan.tables_flash_bytes = tables_bytes(plan.device_tables, ptr)
         ptype.plan(plan, archive, opts)
         plans.append(plan)
     _rename_shared_symbols(plans)

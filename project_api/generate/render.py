@@ -431,7 +431,7 @@ def _model_context(plan: ModelPlan) -> Dict[str, Any]:
         "graph_format": plan.graph_format,
         "tables_c": _tables_body(
             render_c(
-                plan.tables,
+                plan.device_tables,
                 symbol,
                 {sid: f"mlf_params_{plan.c_name} + {at}" for sid, at in plan.params_layout.items()},
                 library.func_ptrs,
@@ -446,7 +446,7 @@ def _model_context(plan: ModelPlan) -> Dict[str, Any]:
         "in_place_count": len(plan.in_place),
         "workspace_bytes": plan.workspace.bytes,
         "workspace_how": plan.workspace.how,
-        "state_expression": state_bytes_expression(plan.tables),
+        "state_expression": state_bytes_expression(plan.device_tables),
         "has_params": bool(plan.params_blob),
         "params_in_tables": bool(plan.params_layout),
         "samples": []

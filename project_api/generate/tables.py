@@ -10,7 +10,7 @@ becomes a copy op; ``flatten_data="1"`` flattens that operator's arguments.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
@@ -135,6 +135,35 @@ class GraphTables:
         offsets = self.arena_offsets(in_place_storage)
         end = max((at + self.storage_bytes[sid] for sid, at in offsets.items()), default=0)
         return _align(end, STORAGE_ALIGN)
+
+    def without_args_on(self, bound_storage: Iterable[int]) -> GraphTables:
+        """These tables as the device gets them when ``mlf_graph.storage_data`` binds the
+        pools ``bound_storage`` to their params: the args viewing those pools (the params)
+        are left out, since they are not inputs and the tables already say where their data
+        is (KWS: 50 of 51 args, about 1 KB of flash and 250 B of executor state)."""
+        bound = set(bound_storage)
+        kept = [a for a in self.args if self.views[a.view].storage not in bound]
+        return replace(self, args=kept)
+
+    def shape_layout(self) -> Tuple[List[int], List[int]]:
+        """The dimensions of every view in one array, shared where a view's shape already
+        appears in it (or overlaps its end), and each view's offset into it."""
+        dims: List[int] = []
+        offsets: List[int] = []
+        for view in self.views:
+            offsets.append(_place(dims, list(view.shape)))
+        return dims, offsets
+
+
+def _place(dims: List[int], shape: List[int]) -> int:
+    """Where ``shape`` starts in ``dims``, appending as little of it as needed."""
+    n = len(shape)
+    for at in range(len(dims) - n + 1):
+        if dims[at : at + n] == shape:
+            return at
+    overlap = next((k for k in range(min(n, len(dims)), 0, -1) if dims[-k:] == shape[:k]), 0)
+    dims.extend(shape[overlap:])
+    return len(dims) - n
 
 
 def compile_graph(graph: object) -> GraphTables:
@@ -262,11 +291,7 @@ def render_c(
         '#include "mlf_runtime.h"',
         "",
     ]
-    shapes: List[int] = []
-    shape_offsets: List[int] = []
-    for view in t.views:
-        shape_offsets.append(len(shapes))
-        shapes.extend(view.shape)
+    shapes, shape_offsets = t.shape_layout()
 
     def array(ctype: str, name: str, items: List[str]) -> None:
         if not items:
@@ -424,7 +449,7 @@ def tables_bytes(tables: GraphTables, pointer_bytes: int) -> int:
             t.num_op_args * 2,
             len(t.funcs) * c["name"],
             len(t.views) * c["view"],
-            sum(len(v.shape) for v in t.views) * 8,
+            len(t.shape_layout()[0]) * 8,
             len(t.storage_bytes) * 4,
             len(t.args) * c["arg"],
             len(t.outputs) * 4,

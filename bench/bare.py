@@ -186,6 +186,10 @@ def run(ctx: Context, result: PartResult) -> None:
         "bare_ram_bytes": base["ram_bytes"],
         "flash_delta_bytes": flash_delta,
         "ram_delta_bytes": ram_delta,
+        "flash_within_limit": ours["flash_bytes"] <= FLASH_TARGET,
+        "flash_within_margin": flash_delta <= FLASH_MARGIN,
+        "ram_within_limit": ours["ram_bytes"] <= RAM_TARGET,
+        "ram_within_margin": ram_delta <= RAM_MARGIN,
         "flash_target_met": flash_delta <= FLASH_MARGIN and ours["flash_bytes"] <= FLASH_TARGET,
         "ram_target_met": ram_delta <= RAM_MARGIN and ours["ram_bytes"] <= RAM_TARGET,
     }

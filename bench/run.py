@@ -163,11 +163,17 @@ _SUMMARY_TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], str], str]] = 
         lambda b: (
             f"{b['model']}: {b['firmware_flash_bytes']:,} / {b['firmware_ram_bytes']:,} B vs "
             f"bare {b['bare_flash_bytes']:,} / {b['bare_ram_bytes']:,} B: "
-            f"+{b['flash_delta_bytes']:,} / +{b['ram_delta_bytes']:,} B"
+            f"+{b['flash_delta_bytes']:,} / +{b['ram_delta_bytes']:,} B (flash: limit "
+            f"{_yes(b['flash_within_limit'])}, margin {_yes(b['flash_within_margin'])}; RAM: "
+            f"limit {_yes(b['ram_within_limit'])}, margin {_yes(b['ram_within_margin'])})"
         ),
         "target_met",
     ),
 ]
+
+
+def _yes(flag: object) -> str:
+    return "met" if flag else "not met"
 
 
 def targets(results: Dict[str, PartResult]) -> List[Dict[str, Any]]:

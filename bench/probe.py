@@ -71,7 +71,12 @@ def probe_context(
     from project_api.generate import MODEL_TAR
     from project_api.generate.executors import executor_for
     from project_api.generate.params_blob import aligned_params
-    from project_api.generate.tables import MLF_FUNC_COPY, compile_graph, state_bytes_expression
+    from project_api.generate.tables import (
+        MLF_FUNC_COPY,
+        c_name,
+        compile_graph,
+        state_bytes_expression,
+    )
     from project_api.read import open_archive
 
     (described,) = project.models
@@ -136,6 +141,11 @@ def probe_context(
         "copy_path": copy_path,
         "entry_point": f"mlf_{described['c_name']}_system_lib",
         "state_expression": state_bytes_expression(tables),
+        # Every arg, params included: the firmware's const tables leave out those they bind
+        # (graph.json parsed on the device keeps them all, numbered its own way).
+        "plain_args": [f"{{{c_name(a.name)}, {a.view}u, {a.node}u}}" for a in tables.args]
+        if described["graph_format"] == "tables"
+        else [],
         "copy_arena_bytes": tables.arena_bytes(()),
         "arena_without_params": tables.arena_bytes(param_pools),
         "zero_inputs": zero,

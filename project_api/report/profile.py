@@ -229,8 +229,10 @@ def build_profile(
     tick_hz: int,
     ticks_to_instructions: Optional[float],
 ) -> Profile:
-    """``runs``: (records, dropped, anchor, whole-inference ticks) of each run; per-call and
-    whole figures are the median over runs."""
+    """``runs``: (records, dropped, anchor, whole-inference ticks) of each run. Per-call
+    figures are the median over runs; the whole is their sum plus the median over runs of
+    the time spent outside the calls (a median of wholes could be less than a sum of
+    medians, and dispatch would come out negative)."""
     unit, ticks_per_unit = unit_of(target.board, tick_hz, ticks_to_instructions)
     per_run = [
         operator_level(name_calls(records, anchor, target.firmware))
@@ -238,17 +240,25 @@ def build_profile(
     ]
     notes: List[str] = []
     shape = [name for name, _ in per_run[-1]]
-    usable = [calls for calls in per_run if [name for name, _ in calls] == shape]
+    kept = [i for i, calls in enumerate(per_run) if [name for name, _ in calls] == shape]
+    usable = [per_run[i] for i in kept]
     if len(usable) < len(per_run):
         notes.append(f"{len(per_run) - len(usable)} run(s) called other functions; left out")
-    whole_ticks = int(statistics.median(whole for *_, whole in runs))
+    outside = statistics.median(
+        runs[i][3] - sum(call.ticks for _, call in per_run[i]) for i in kept
+    )
+    medians = [
+        int(statistics.median(calls[index][1].ticks for calls in usable))
+        for index in range(len(shape))
+    ]
+    whole_ticks = int(sum(medians) + max(outside, 0))
     sizes = target.call_sizes
     if sizes is not None and len(sizes) != len(shape):
         notes.append("operator calls do not match the graph's: tensor sizes left out")
         sizes = None
     calls = []
     for index, name in enumerate(shape):
-        ticks = int(statistics.median(calls[index][1].ticks for calls in usable))
+        ticks = medians[index]
         workspace = max(calls[index][1].workspace_bytes for calls in usable)
         value = ticks / ticks_per_unit
         calls.append(

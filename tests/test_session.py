@@ -463,3 +463,31 @@ def test_reason_codes_are_explained_from_the_runtime_catalogue() -> None:
     assert explain("a name with #2 inside") == "a name with #2 inside"
     payload = struct.pack("<HBBI", 9, 0x03, 0, 5) + b"operator failed: #11 'f'"
     assert ErrorReply.decode(payload).message == "operator failed: operator returned an error 'f'"
+
+
+@pytest.mark.parametrize(
+    "code, request_type, message, text",
+    [
+        (0x100, 0x04, "0", "CRC mismatch"),
+        (0x100, 0x04, "1", "frame cut short (the line went idle)"),
+        (0x101, 0x03, "100 64", "payload of 100 bytes exceeds max 64"),
+        (0x102, 0x42, "", "unknown request type"),
+        (0x103, 0x04, "", "RUN takes u16 model"),
+        (0x104, 0x04, "3 1", "no model 3 (the device has 1)"),
+        (0x105, 0x05, "2 1", "no output 2 (the model has 1)"),
+        (0x105, 0x03, "4 2", "no input 4 (the model has 2)"),
+        (0x106, 0x03, "10 8 16", "bytes 10+8 beyond the tensor's 16"),
+        (0x106, 0x02, "5 3", "describe index 5 beyond the 3 tensors"),
+        (0x106, 0x07, "9 0 4", "record 9 beyond the 4 recorded"),
+        (0x107, 0x02, "1", "tensor cannot be described"),
+        (0x105, 0x05, "free text", "free text"),
+        (0x104, 0x04, "7 8 9 10", "7 8 9 10"),
+    ],
+)
+def test_protocol_errors_are_worded_by_the_host(
+    code: int, request_type: int, message: str, text: str
+) -> None:
+    """The firmware sends a protocol error's numbers only (docs/protocol.md 2.3); the host
+    words them, and shows any other message as it came."""
+    payload = struct.pack("<HBBI", code, request_type, 0, msg.NO_NODE) + message.encode()
+    assert msg.ErrorReply.decode(payload).message == text

@@ -148,22 +148,34 @@ class GraphTables:
     def shape_layout(self) -> Tuple[List[int], List[int]]:
         """The dimensions of every view in one array, shared where a view's shape already
         appears in it (or overlaps its end), and each view's offset into it."""
-        dims: List[int] = []
-        offsets: List[int] = []
-        for view in self.views:
-            offsets.append(_place(dims, list(view.shape)))
-        return dims, offsets
+        layout = _ShapeLayout(max((len(v.shape) for v in self.views), default=0))
+        offsets = [layout.place(v.shape) for v in self.views]
+        return layout.dims, offsets
 
 
-def _place(dims: List[int], shape: List[int]) -> int:
-    """Where ``shape`` starts in ``dims``, appending as little of it as needed."""
-    n = len(shape)
-    for at in range(len(dims) - n + 1):
-        if dims[at : at + n] == shape:
-            return at
-    overlap = next((k for k in range(min(n, len(dims)), 0, -1) if dims[-k:] == shape[:k]), 0)
-    dims.extend(shape[overlap:])
-    return len(dims) - n
+class _ShapeLayout:
+    """One array of dimensions that every shape is placed in, each run of up to ``longest``
+    dimensions indexed by where it first starts (linear in the graph's size)."""
+
+    def __init__(self, longest: int) -> None:
+        self.longest = longest
+        self.dims: List[int] = []
+        self.starts: Dict[Tuple[int, ...], int] = {(): 0}
+
+    def place(self, shape: Tuple[int, ...]) -> int:
+        found = self.starts.get(shape)
+        if found is not None:
+            return found
+        dims, n = self.dims, len(shape)
+        overlap = next(
+            (k for k in range(min(n, len(dims)), 0, -1) if tuple(dims[-k:]) == shape[:k]), 0
+        )
+        first_new = len(dims)
+        dims.extend(shape[overlap:])
+        for end in range(first_new + 1, len(dims) + 1):
+            for length in range(1, min(self.longest, end) + 1):
+                self.starts.setdefault(tuple(dims[end - length : end]), end - length)
+        return len(dims) - n
 
 
 def compile_graph(graph: object) -> GraphTables:

@@ -6,12 +6,17 @@ from ``tests/device_c``. Each runs for ``RUNS`` executions (``--smoke``: a few t
 two at a time on two cores; the table gives executions, rate, coverage (libFuzzer's ``cov``
 and ``ft``), corpus size and crashes. ``python bench/run.py --only fuzz`` gives the figures
 the README quotes; CI runs only the smoke.
+
+``MLF_BENCH_FUZZ_TARGETS`` picks targets (``graph,params,mlperftiny,device``) and
+``MLF_BENCH_FUZZ_FORK=N`` runs each as one libFuzzer run in fork mode with N workers, one
+target at a time: the slow device target reaches 10 M executions in one run that way.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import subprocess
 import tarfile
@@ -25,11 +30,17 @@ TARGET_RUNS = 10_000_000
 # MLF_BENCH_FUZZ_RUNS sets a shorter (or longer) run; the target stays 10 M.
 RUNS = int(os.environ.get("MLF_BENCH_FUZZ_RUNS", TARGET_RUNS))
 SMOKE_RUNS = 3_000
+KINDS = ("graph", "params", "mlperftiny", "device")
+TARGETS = [k for k in os.environ.get("MLF_BENCH_FUZZ_TARGETS", ",".join(KINDS)).split(",") if k]
+FORK_WORKERS = int(os.environ.get("MLF_BENCH_FUZZ_FORK", "0"))
 CRT_TESTS = REPO_ROOT / "crt" / "tests"
 DEVICE_C = REPO_ROOT / "tests" / "device_c"
 FIRMWARE = REPO_ROOT / "template_project" / "firmware"
 _STAT = re.compile(r"^stat::(\w+):\s+(\d+)", re.MULTILINE)
 _COVERAGE = re.compile(r"cov: (\d+) ft: (\d+) corp: (\d+)")
+# Fork mode's parent prints no stat:: lines, only progress such as
+# "#1672010: cov: 1036 ft: 5349 corp: 539 exec/s 5962 oom/timeout/crash: 0/0/0 time: 144s".
+_FORK_PROGRESS = re.compile(r"^#(\d+): cov: \d+ .*?exec/s (\d+) .*?time: (\d+)s", re.MULTILINE)
 
 
 def _build_crt(work: Path) -> Path:
@@ -72,6 +83,29 @@ def _seeds(build: Path, work: Path) -> Path:
     return root
 
 
+def log_figures(log: str) -> Dict[str, int]:
+    """Executions, rate, seconds, coverage, features and corpus from a libFuzzer log, in
+    process or in fork mode."""
+    stats = {key: int(value) for key, value in _STAT.findall(log)}
+    coverage = _COVERAGE.findall(log)
+    cov, features, corp = (int(x) for x in coverage[-1]) if coverage else (0, 0, 0)
+    figures = {"coverage": cov, "features": features, "corpus": corp}
+    progress = _FORK_PROGRESS.findall(log)
+    if "number_of_executed_units" not in stats and progress:
+        executions, rate, seconds = (int(x) for x in progress[-1])
+        return {**figures, "executions": executions, "exec_per_second": rate, "seconds": seconds}
+    executions = stats.get("number_of_executed_units", 0)
+    rate = stats.get("average_exec_per_sec", 0)
+    seconds = round(executions / max(rate, 1))
+    return {
+        **figures,
+        "executions": executions,
+        "exec_per_second": rate,
+        "seconds": seconds,
+        "peak_rss_mb": stats.get("peak_rss_mb", 0),
+    }
+
+
 def _run(fuzzer: Path, kind: str, seeds: Path, work: Path, runs: int) -> Dict[str, object]:
     corpus = work / f"corpus_{kind}"
     corpus.mkdir(exist_ok=True)
@@ -79,28 +113,18 @@ def _run(fuzzer: Path, kind: str, seeds: Path, work: Path, runs: int) -> Dict[st
     command = [str(fuzzer), f"-runs={runs}", "-print_final_stats=1", "-timeout=10"]
     command += ["-max_len=4096", f"-artifact_prefix={work}/{kind}-"]
     command += [f"-dict={dictionary}"] if dictionary.is_file() else []
+    command += [f"-fork={FORK_WORKERS}"] if FORK_WORKERS > 0 else []
     done = subprocess.run(command + [str(corpus), str(seeds / kind)], capture_output=True)
-    log = done.stderr.decode("utf-8", "replace")
-    stats = {key: int(value) for key, value in _STAT.findall(log)}
-    coverage = _COVERAGE.findall(log)
-    cov, features, corp = (int(x) for x in coverage[-1]) if coverage else (0, 0, 0)
+    figures = log_figures(done.stderr.decode("utf-8", "replace"))
+    if "peak_rss_mb" not in figures:  # fork mode: the largest worker, run one target at a time
+        figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
     crashes = sorted(p.name for p in work.glob(f"{kind}-*"))
-    seconds = max(stats.get("slowest_unit_time_sec", 0), 0)
     return {
         "target": fuzzer.name,
-        "executions": stats.get("number_of_executed_units", 0),
-        "exec_per_second": stats.get("average_exec_per_sec", 0),
-        "seconds": round(
-            stats.get("number_of_executed_units", 0) / max(stats.get("average_exec_per_sec", 1), 1),
-            1,
-        ),
-        "coverage": cov,
-        "features": features,
-        "corpus": corp,
-        "peak_rss_mb": stats.get("peak_rss_mb", 0),
+        **figures,
         "crashes": len(crashes) if done.returncode == 0 else max(len(crashes), 1),
-        "slowest_unit_seconds": seconds,
         "crash_files": crashes,
+        "fork_workers": FORK_WORKERS,
     }
 
 
@@ -115,14 +139,16 @@ def run(ctx: Context, result: PartResult) -> None:
         raise Skip(f"the fuzzers did not build (libFuzzer missing?): {err}") from None
     seeds = _seeds(build, work)
     runs = SMOKE_RUNS if ctx.smoke else RUNS
-    targets: List[Tuple[Path, str]] = [
-        (build / "fuzz_graph_json", "graph"),
-        (build / "fuzz_params", "params"),
-        (build / "fuzz_mlperftiny", "mlperftiny"),
-        (device, "device"),
-    ]
-    ctx.log(f"  {len(targets)} targets, {runs:,} executions each, two at a time")
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    fuzzers = {"graph": build / "fuzz_graph_json", "params": build / "fuzz_params"}
+    fuzzers.update(mlperftiny=build / "fuzz_mlperftiny", device=device)
+    unknown = sorted(set(TARGETS) - set(fuzzers))
+    if unknown:
+        raise Skip(f"MLF_BENCH_FUZZ_TARGETS names no target {unknown}: choose from {KINDS}")
+    targets: List[Tuple[Path, str]] = [(fuzzers[kind], kind) for kind in TARGETS]
+    at_once = 1 if FORK_WORKERS > 0 else 2
+    how = f"one at a time, {FORK_WORKERS} fork workers" if at_once == 1 else "two at a time"
+    ctx.log(f"  {len(targets)} targets, {runs:,} executions each, {how}")
+    with ThreadPoolExecutor(max_workers=at_once) as pool:
         rows = list(pool.map(lambda t: _run(t[0], t[1], seeds, work, runs), targets))
     for row in rows:
         ctx.log(f"  {row['target']}: {row['executions']:,} runs, {row['crashes']} crashes")

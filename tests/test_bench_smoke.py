@@ -16,6 +16,7 @@ from conftest import REPO_ROOT, have_tool
 if str(REPO_ROOT) not in sys.path:
     sys.path.append(str(REPO_ROOT))
 from bench.common import PartResult, fit_line  # noqa: E402
+from bench.fuzz import log_figures  # noqa: E402
 from bench.run import PARTS, table, targets  # noqa: E402
 
 ARM_QEMU = have_tool("arm-none-eabi-gcc") and have_tool("qemu-system-arm")
@@ -27,6 +28,22 @@ def test_fit_line_is_exact_on_a_line() -> None:
     assert fit["slope"] == pytest.approx(0.5)
     assert fit["intercept"] == pytest.approx(2.0)
     assert fit["r2"] == pytest.approx(1.0)
+
+
+def test_fuzz_figures_in_process_and_in_fork_mode() -> None:
+    in_process = "#9000\tDONE   cov: 12 ft: 30 corp: 5/80b exec/s: 3000 rss: 40Mb\n"
+    in_process += "stat::number_of_executed_units: 9000\nstat::average_exec_per_sec:     3000\n"
+    in_process += "stat::peak_rss_mb:              40\n"
+    assert log_figures(in_process) == {
+        "coverage": 12, "features": 30, "corpus": 5, "executions": 9000,
+        "exec_per_second": 3000, "seconds": 3, "peak_rss_mb": 40,
+    }  # fmt: skip
+    fork = "#48200: cov: 987 ft: 3284 corp: 189 exec/s 9634 oom/timeout/crash: 0/0/0 time: 3s"
+    fork += " job: 2 dft_time: 0\nINFO: fuzzed for 48200 iterations, wrapping up soon\n"
+    assert log_figures(fork) == {
+        "coverage": 987, "features": 3284, "corpus": 189, "executions": 48200,
+        "exec_per_second": 9634, "seconds": 3,
+    }  # fmt: skip
 
 
 def test_table_and_targets_without_results() -> None:

@@ -39,9 +39,10 @@ ARM_FLAGS = ["-mthumb", "-mcpu=cortex-m3"]
 # (test_code_size_target, not met yet: 7.5 KiB of code, see crt/README.md). Raised by 200 B
 # for params bound by the tables (storage_data, mlf_executor_init_bound), which takes the
 # params reader out of such firmware: linked, the KWS firmware's runtime went from 6,160 B to
-# 5,248 B.
-CORE_TEXT_CEILING = 8300
-CORE_CODE_CEILING = 8100
+# 5,248 B. Raised by 40 B for mlf_executor_init_linked (tables binding every function), which
+# takes the registry out of such firmware.
+CORE_TEXT_CEILING = 8340
+CORE_CODE_CEILING = 8140
 CORE_TARGET = 6 * 1024
 MODES = ["bind", "load", "compat"]
 

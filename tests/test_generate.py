@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Dict
+from types import SimpleNamespace
+from typing import Any, Dict, List
 
 import numpy as np
 import pytest
@@ -358,6 +359,31 @@ def test_state_and_parse_sizes_grow_with_pointers(archives: Dict[str, Path]) -> 
     tables = compile_graph(graph)
     assert state_bytes(tables, 8) > state_bytes(tables, 4) > 0
     assert json_parse_bytes(graph, tables, 8) > json_parse_bytes(graph, tables, 4) > 0
+
+
+def _null_nodes_graph(storage_ids: List[int]) -> SimpleNamespace:
+    """A graph of nothing but inputs, one entry each, of shape (i + 1,)."""
+    n = len(storage_ids)
+    return SimpleNamespace(
+        nodes=[SimpleNamespace(op="null", name=f"x{i}") for i in range(n)],
+        arg_nodes=list(range(n)),
+        heads=[],
+        node_row_ptr=list(range(n + 1)),
+        shapes=[[i + 1] for i in range(n)],
+        dtypes=["float32"] * n,
+        storage_ids=storage_ids,
+    )
+
+
+def test_tables_refuse_more_pools_than_the_runtime_holds() -> None:
+    with pytest.raises(GenerateError, match="65536 storage pools; the runtime's limit is 65535"):
+        compile_graph(_null_nodes_graph([0, 65535]))
+    assert len(compile_graph(_null_nodes_graph([0, 65534])).storage_bytes) == 65535
+
+
+def test_tables_refuse_more_views_than_the_runtime_holds() -> None:
+    with pytest.raises(GenerateError, match="65536 tensor views; the runtime's limit is 65535"):
+        compile_graph(_null_nodes_graph([0] * 65536))
 
 
 def test_workspace_from_code(tmp_path: Path) -> None:

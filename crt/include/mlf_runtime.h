@@ -110,8 +110,8 @@ typedef struct {
  * graph.json with the same storage, shape and dtype share one view. Views may share
  * dimensions in mlf_graph.shapes (the generator's tables do; the JSON parser does not). */
 typedef struct {
-  uint32_t storage; /* storage id */
   uint32_t shape;   /* index of the first dimension in mlf_graph.shapes */
+  uint16_t storage; /* storage id (a graph has at most 65535 pools) */
   uint8_t ndim;
   uint8_t reserved;
   DLDataType dtype;
@@ -159,7 +159,8 @@ typedef struct mlf_graph {
   const uint8_t* const* storage_data;
   /* Optional (NULL: every function is looked up by name in the library). The operators'
    * functions, bound by the linker (the generator's tables): no lookup, the library may be
-   * NULL, and `funcs` may carry empty names (a failing operator is then named by its node). */
+   * NULL, and `funcs` may carry empty names or be NULL (a failing operator is then named by
+   * its node). */
   const TVMBackendPackedCFunc* func_ptrs;
 } mlf_graph;
 
@@ -262,6 +263,12 @@ mlf_status mlf_executor_init(mlf_executor* ex, const mlf_graph* g, const TVMModu
  * params blob reader. */
 mlf_status mlf_executor_init_bound(mlf_executor* ex, const mlf_graph* g, const TVMModule* lib,
                                    void* state, size_t state_size, void* arena, size_t arena_size);
+
+/* mlf_executor_init_bound() for tables that bind every function (mlf_graph.func_ptrs; else
+ * MLF_ERR_ARGUMENT): no library, and firmware that calls only this never links the registry
+ * that looks functions up by name. */
+mlf_status mlf_executor_init_linked(mlf_executor* ex, const mlf_graph* g, void* state,
+                                    size_t state_size, void* arena, size_t arena_size);
 
 /* Copies params into the executor's storage (for a blob that will not persist). Args bound
  * this way stop being inputs (input indices are recomputed). A param bound in place at

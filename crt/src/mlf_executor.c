@@ -52,16 +52,23 @@ const uint8_t mlf_graph_tables[MLF_GRAPH_TABLES][3] = {
     {offsetof(mlf_graph, num_outputs), offsetof(mlf_graph, outputs), sizeof(uint32_t)},
 };
 
-/* A table may only be NULL when its count is 0. */
+/* A table may only be NULL when its count is 0; the names too when functions are bound. */
 static int tables_present(const mlf_graph* g) {
   for (int i = 0; i < MLF_GRAPH_TABLES; ++i) {
     uint32_t count;
     const void* table;
     memcpy(&count, (const uint8_t*)g + mlf_graph_tables[i][0], sizeof(count));
     memcpy(&table, (const uint8_t*)g + mlf_graph_tables[i][1], sizeof(table));
-    if (count != 0 && table == NULL) return 0;
+    int optional = mlf_graph_tables[i][1] == offsetof(mlf_graph, funcs) && g->func_ptrs != NULL;
+    if (count != 0 && table == NULL && !optional) return 0;
   }
   return 1;
+}
+
+/* A function's name for error reports: empty when the tables bind functions without names. */
+static mlf_name func_name(const mlf_graph* g, uint32_t func) {
+  mlf_name none = {"", 0};
+  return g->funcs != NULL ? g->funcs[func] : none;
 }
 
 static int view_ok(const mlf_graph* g, const mlf_view* v) {
@@ -312,10 +319,16 @@ static mlf_status bind_params(mlf_executor* ex, const void* params, size_t len, 
 
 /* ---- init ---------------------------------------------------------------------------------- */
 
+/* How functions are found by name (mlf_module_lookup), or NULL: only the tables' addresses.
+ * A pointer, so that firmware whose tables bind every function never links the registry. */
+typedef mlf_status (*lookup_fn)(const TVMModule* lib, const char* name, size_t name_len,
+                                TVMBackendPackedCFunc* fn);
+
 /* Everything init does but reading a params blob (`lookup` NULL: no blob). */
 static mlf_status init_core(mlf_executor* ex, const mlf_graph* g, const TVMModule* lib,
-                            in_place_fn lookup, const void* params, size_t params_len, void* state,
-                            size_t state_size, void* arena, size_t arena_size) {
+                            lookup_fn find, in_place_fn lookup, const void* params,
+                            size_t params_len, void* state, size_t state_size, void* arena,
+                            size_t arena_size) {
   mlf_error* err = &ex->error;
   /* Carved before it is checked: nothing is written through the pointers until then. */
   if (carve_state(ex, (uintptr_t)state) - (uintptr_t)state > state_size) {
@@ -328,15 +341,15 @@ static mlf_status init_core(mlf_executor* ex, const mlf_graph* g, const TVMModul
     return mlf_fail(err, MLF_ERR_NO_MEMORY, MLF_WHY_ARENA_SMALL);
   }
   for (uint32_t i = 0; i < g->num_funcs; ++i) {
-    const mlf_name* name = &g->funcs[i];
+    mlf_name name = func_name(g, i);
     if (g->func_ptrs != NULL) {
       ex->funcs[i] = g->func_ptrs[i];
-    } else if (mlf_module_lookup(lib, name->str, name->len, &ex->funcs[i]) != MLF_OK) {
+    } else if (find == NULL || find(lib, name.str, name.len, &ex->funcs[i]) != MLF_OK) {
       ex->funcs[i] = NULL;
     }
     if (ex->funcs[i] == NULL) {
-      return mlf_fail_about(err, MLF_ERR_MISSING_FUNCTION, MLF_WHY_MISSING_FUNCTION, name->str,
-                            name->len);
+      return mlf_fail_about(err, MLF_ERR_MISSING_FUNCTION, MLF_WHY_MISSING_FUNCTION, name.str,
+                            name.len);
     }
   }
   ex->arena = (uint8_t*)arena;
@@ -376,8 +389,8 @@ mlf_status mlf_executor_init(mlf_executor* ex, const mlf_graph* g, const TVMModu
   mlf_status status = init_arguments_ok(ex, g, lib, state, arena, arena_size);
   if (status != MLF_OK) return status;
   if (check_inputs(g, params, params_len, &ex->error) != MLF_OK) return ex->error.status;
-  status = init_core(ex, g, lib, in_place_data, params, params_len, state, state_size, arena,
-                     arena_size);
+  status = init_core(ex, g, lib, mlf_module_lookup, in_place_data, params, params_len, state,
+                     state_size, arena, arena_size);
   if (status != MLF_OK || bind_params(ex, params, params_len, 0) != MLF_OK) {
     return ex->error.status;
   }
@@ -385,16 +398,27 @@ mlf_status mlf_executor_init(mlf_executor* ex, const mlf_graph* g, const TVMModu
   return MLF_OK;
 }
 
-mlf_status mlf_executor_init_bound(mlf_executor* ex, const mlf_graph* g, const TVMModule* lib,
-                                   void* state, size_t state_size, void* arena, size_t arena_size) {
+static mlf_status init_without_blob(mlf_executor* ex, const mlf_graph* g, const TVMModule* lib,
+                                    lookup_fn find, void* state, size_t state_size, void* arena,
+                                    size_t arena_size) {
   mlf_status status = init_arguments_ok(ex, g, lib, state, arena, arena_size);
   if (status != MLF_OK) return status;
   if (mlf_graph_check(g, &ex->error) != MLF_OK) return ex->error.status;
-  status = init_core(ex, g, lib, NULL, NULL, 0, state, state_size, arena, arena_size);
+  status = init_core(ex, g, lib, find, NULL, NULL, 0, state, state_size, arena, arena_size);
   if (status != MLF_OK) return status;
   list_inputs(ex);
   ex->ready = 1;
   return MLF_OK;
+}
+
+mlf_status mlf_executor_init_bound(mlf_executor* ex, const mlf_graph* g, const TVMModule* lib,
+                                   void* state, size_t state_size, void* arena, size_t arena_size) {
+  return init_without_blob(ex, g, lib, mlf_module_lookup, state, state_size, arena, arena_size);
+}
+
+mlf_status mlf_executor_init_linked(mlf_executor* ex, const mlf_graph* g, void* state,
+                                    size_t state_size, void* arena, size_t arena_size) {
+  return init_without_blob(ex, g, NULL, NULL, state, state_size, arena, arena_size);
 }
 
 mlf_status mlf_executor_load_params(mlf_executor* ex, const void* params, size_t params_len) {
@@ -439,8 +463,8 @@ mlf_status mlf_executor_run(mlf_executor* ex) {
     if (ex->funcs[op->func](ex->values, ex->type_codes, op->num_args, &ret, &ret_code, NULL) != 0) {
       /* The operator may have returned between workspace allocations and frees. */
       mlf_workspace_release_to(mark);
-      const mlf_name* name = &g->funcs[op->func];
-      mlf_fail_about(&ex->error, MLF_ERR_OPERATOR, MLF_WHY_OPERATOR_FAILED, name->str, name->len);
+      mlf_name name = func_name(g, op->func);
+      mlf_fail_about(&ex->error, MLF_ERR_OPERATOR, MLF_WHY_OPERATOR_FAILED, name.str, name.len);
       ex->error.node = op->node;
       return MLF_ERR_OPERATOR;
     }

@@ -334,6 +334,8 @@ static uint32_t find_earlier(parser* p, uint32_t eid, const entry_key* key) {
 /* Appends the view of `key`: its dimensions read from the text at key->shape, or (shape NULL)
  * the one dimension `flat`. Returns its index. */
 static uint32_t new_view(parser* p, const entry_key* key, int64_t flat) {
+  /* A storage id above 65534 is cut to 16 bits here, but it makes num_storage exceed the
+   * limit mlf_graph_check() refuses before any view is used. */
   mlf_graph* g = p->g;
   uint32_t at = g->num_shape_dims, n = 0, dim;
   mlf_json l;
@@ -341,7 +343,7 @@ static uint32_t new_view(parser* p, const entry_key* key, int64_t flat) {
   if (p->build) {
     int64_t* shapes = BUILT(int64_t, g->shapes) + at;
     BUILT(mlf_view, g->views)
-    [g->num_views] = (mlf_view){key->storage, at, (uint8_t)key->ndim, 0, key->dtype};
+    [g->num_views] = (mlf_view){at, (uint16_t)key->storage, (uint8_t)key->ndim, 0, key->dtype};
     if (key->shape == NULL) {
       *shapes = flat; /* a flattened view's one dimension */
     } else {

@@ -274,6 +274,48 @@ static void test_functions_in_tables(void) {
   free(arena);
 }
 
+/* init_linked: every function bound, no names at all, no library, no registry. */
+static void test_functions_linked_without_names(void) {
+  TVMBackendPackedCFunc ptrs[3] = {(TVMBackendPackedCFunc)op_add, (TVMBackendPackedCFunc)op_split,
+                                   (TVMBackendPackedCFunc)op_scale2};
+  mlf_graph g = kBasicTables;
+  g.funcs = NULL;
+  g.func_ptrs = ptrs;
+  mlf_executor ex;
+  size_t state_size = mlf_executor_state_bytes(&g);
+  void* state = malloc(state_size);
+  size_t arena_size = 6 * 64 + 63;
+  uint8_t* arena = (uint8_t*)malloc(arena_size);
+  CHECK_STATUS(mlf_executor_init_linked(&ex, &g, state, state_size, arena, arena_size), MLF_OK,
+               &ex.error);
+  CHECK_STATUS(mlf_executor_set_input(&ex, 0, kX, sizeof(kX)), MLF_OK, &ex.error);
+  static const float kP0[4] = {10, 20, 30, 40};
+  CHECK_STATUS(mlf_executor_set_input(&ex, 1, kP0, sizeof(kP0)), MLF_OK, &ex.error);
+  CHECK_STATUS(mlf_executor_run(&ex), MLF_OK, &ex.error);
+  check_basic_outputs(&ex);
+
+  ptrs[0] = (TVMBackendPackedCFunc)op_fail; /* a failing operator is named by its node alone */
+  CHECK_STATUS(mlf_executor_init_linked(&ex, &g, state, state_size, arena, arena_size), MLF_OK,
+               &ex.error);
+  CHECK_STATUS(mlf_executor_run(&ex), MLF_ERR_OPERATOR, &ex.error);
+  CHECK(ex.error.subject_len == 0 && ex.error.node != UINT32_MAX);
+
+  ptrs[1] = NULL;
+  CHECK_STATUS(mlf_executor_init_linked(&ex, &g, state, state_size, arena, arena_size),
+               MLF_ERR_MISSING_FUNCTION, &ex.error);
+  CHECK(ex.error.subject_len == 0);
+  g.func_ptrs = NULL; /* neither addresses nor names: refused before anything else */
+  CHECK_STATUS(mlf_executor_init_linked(&ex, &g, state, state_size, arena, arena_size),
+               MLF_ERR_ARGUMENT, &ex.error);
+  g.func_ptrs = ptrs;
+  ptrs[1] = (TVMBackendPackedCFunc)op_split;
+  g.funcs = NULL;
+  CHECK_STATUS(mlf_executor_init_bound(&ex, &g, &g_test_lib, state, state_size, arena, arena_size),
+               MLF_OK, &ex.error);
+  free(state);
+  free(arena);
+}
+
 static void test_params_mismatch(void) {
   static const int64_t kShape4[1] = {4};
   static const int64_t kShape15[2] = {1, 5};
@@ -656,6 +698,7 @@ int main(void) {
   RUN(test_params_in_place_vs_copied);
   RUN(test_params_in_tables);
   RUN(test_functions_in_tables);
+  RUN(test_functions_linked_without_names);
   RUN(test_params_mismatch);
   RUN(test_missing_function);
   RUN(test_failing_operator);

@@ -65,10 +65,10 @@ const char* const kBasicShuffledJson =
 
 static const int64_t kBasicShapes[] = {1, 4, 4};
 static const mlf_view kBasicViews[] = {
-    {0, 0, 2, 0, {kDLFloat, 32, 1}}, {1, 0, 2, 0, {kDLFloat, 32, 1}},
-    {2, 0, 2, 0, {kDLFloat, 32, 1}}, {2, 2, 1, 0, {kDLFloat, 32, 1}},
-    {3, 2, 1, 0, {kDLFloat, 32, 1}}, {4, 2, 1, 0, {kDLFloat, 32, 1}},
-    {5, 2, 1, 0, {kDLFloat, 32, 1}},
+    {0, 0, 2, 0, {kDLFloat, 32, 1}}, {0, 1, 2, 0, {kDLFloat, 32, 1}},
+    {0, 2, 2, 0, {kDLFloat, 32, 1}}, {2, 2, 1, 0, {kDLFloat, 32, 1}},
+    {2, 3, 1, 0, {kDLFloat, 32, 1}}, {2, 4, 1, 0, {kDLFloat, 32, 1}},
+    {2, 5, 1, 0, {kDLFloat, 32, 1}},
 };
 static const mlf_op kBasicOps[] = {
     {0, 3, 1, 0, 0, 2},

@@ -423,6 +423,7 @@ def _model_context(plan: ModelPlan) -> Dict[str, Any]:
         "executor": plan.kind.name,
         "registry_c": library.c_text,
         "library": library.library,
+        "functions_linked": bool(library.func_ptrs),
         "name": plan.name,
         "c_name": plan.c_name,
         "c_name_literal": c_string(json_raw(plan.name)),

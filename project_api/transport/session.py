@@ -11,27 +11,23 @@ answer in time), :class:`TransportClosedError` (the device or its link went away
 (the device answered with an error code; ``code`` and ``node`` tell which).
 
 Damaged traffic is recovered where it can be (docs/protocol.md 1.1 and 3): a reply hidden
-behind garbage or a truncated frame is found after IDLE_RESET_SECONDS of silence; a request
+behind garbage or a truncated frame is found after half a second of silence; a request
 hidden the same way on the device is found when the wake-up byte sent while waiting reaches
 it after a silence; a damaged or cut-short reply makes the request be sent again.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import time
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import (
     Any,
-    Deque,
     Dict,
     List,
     Mapping,
     Optional,
     Sequence,
-    Set,
     Tuple,
     Type,
     Union,
@@ -45,10 +41,10 @@ from ..errors import (
     ProtocolError,
     TransportClosedError,
     TransportError,
-    TransportTimeoutError,
 )
 from . import messages as msg
-from .frames import MAX_PAYLOAD, BadFrame, Frame, FrameDecoder, encode_frame
+from .exchange import Counters, Exchange
+from .frames import MAX_PAYLOAD
 from .link import Link
 from .tensors import (
     DeviceInfo,
@@ -60,25 +56,6 @@ from .tensors import (
     tensor_bytes,
     tensor_from_bytes,
 )
-
-# Silence after which a half-received frame counts as cut short and the bytes after its
-# marker are scanned again (devices never pause inside a frame; FrameDecoder.idle()).
-IDLE_RESET_SECONDS = 0.5
-# While a reply is awaited, one 0x00 byte is sent after this much time and again after twice
-# as long each time: the device looks at silences only when a byte arrives, so this is what
-# lets it find a request hidden behind a truncated frame or garbage (docs/protocol.md 3).
-WAKE_UP_SECONDS = IDLE_RESET_SECONDS
-WAKE_UP_BYTE = b"\x00"
-
-
-@dataclass
-class _Counters:
-    stale_frames: int = 0
-    bad_frames: int = 0
-    retries: int = 0
-    hello_requests: int = 0
-    wake_ups: int = 0
-    notes: List[str] = field(default_factory=list)
 
 
 class Session:
@@ -103,11 +80,10 @@ class Session:
         chunk_size: Optional[int] = None,
         runner: Any = None,
     ) -> None:
-        self.timeout = float(timeout)
-        self.run_timeout = float(run_timeout) if run_timeout is not None else self.timeout
+        timeout = float(timeout)
+        self.run_timeout = float(run_timeout) if run_timeout is not None else timeout
         self.ticks_to_instructions = ticks_to_instructions
         self.hello_interval = hello_interval
-        self.retries = retries
         self.chunk_size = chunk_size
         self.runner = runner
         if isinstance(link, Link):
@@ -115,7 +91,7 @@ class Session:
         else:
             why = self._why_closed if runner is not None else None
             try:
-                self.link = Link(link, write_timeout=max(self.timeout, 1.0), on_closed=why)
+                self.link = Link(link, write_timeout=max(timeout, 1.0), on_closed=why)
             except TransportError:
                 if runner is not None:  # the session owns the runner from here on
                     runner.stop()
@@ -123,15 +99,24 @@ class Session:
         if self.link.on_closed is None and runner is not None:
             self.link.on_closed = self._why_closed
         self.last_stats: Optional[RunStats] = None
-        self.counters = _Counters()
-        self._decoder = FrameDecoder(MAX_PAYLOAD)
-        self._events: Deque[Union[Frame, BadFrame]] = collections.deque()
-        self._seq = 0
-        self._last_rx = time.monotonic()
-        self._wake_up_at = float("inf")
-        self._wake_up_interval = WAKE_UP_SECONDS
+        self.exchange = Exchange(self.link, timeout=timeout, retries=retries)
         self._info: Optional[DeviceInfo] = None
-        self._ended: Optional[str] = None
+
+    @property
+    def timeout(self) -> float:
+        return self.exchange.timeout
+
+    @timeout.setter
+    def timeout(self, value: float) -> None:
+        self.exchange.timeout = float(value)
+
+    @property
+    def counters(self) -> Counters:
+        """What the exchange met: stale and bad frames, retries, HELLOs, wake-ups."""
+        return self.exchange.counters
+
+    def _request(self, type_: int, payload: bytes, *, timeout: Optional[float] = None) -> bytes:
+        return self.exchange.request(type_, payload, timeout=timeout)
 
     # ---- life cycle -------------------------------------------------------------------
 
@@ -158,11 +143,11 @@ class Session:
         describes every model. Raises TransportTimeoutError when nothing answers."""
         # Boot logs may hold marker bytes with a wild length: until the device identified
         # itself, a complete frame after an incomplete one wins (see FrameDecoder.lookahead).
-        self._decoder.lookahead = True
+        self.exchange.decoder.lookahead = True
         try:
-            hello = self._wait_hello(time.monotonic() + self.timeout)
+            hello = self.exchange.wait_hello(time.monotonic() + self.timeout, self.hello_interval)
         finally:
-            self._decoder.lookahead = False
+            self.exchange.decoder.lookahead = False
         if hello.version != msg.PROTOCOL_VERSION:
             raise ProtocolError(
                 f"the device speaks protocol version {hello.version}; this host speaks "
@@ -186,16 +171,16 @@ class Session:
         """Asks the firmware to end with ``status``. It answers first, but a process that
         ends at once may take its answer with it (a pty drops unread bytes), so the link
         closing counts as done too."""
-        if self._ended is not None:
-            raise TransportClosedError(self._ended)
+        if self.exchange.ended is not None:
+            raise TransportClosedError(self.exchange.ended)
         with contextlib.suppress(TransportClosedError):
             self._request(msg.MsgType.EXIT, msg.exit_request(status))
-        self._ended = f"the session ended (EXIT {status} was sent)"
+        self.exchange.ended = f"the session ended (EXIT {status} was sent)"
 
     def close(self) -> None:
         """Closes the link and stops the runner, if any. Idempotent."""
-        if self._ended is None:
-            self._ended = "the session is closed"
+        if self.exchange.ended is None:
+            self.exchange.ended = "the session is closed"
         self.link.close()
         if self.runner is not None:
             self.runner.stop()
@@ -377,11 +362,6 @@ class Session:
 
     # ---- internals: requests -------------------------------------------------------------
 
-    def _next_seq(self) -> int:
-        # 0 is what the device's unsolicited boot HELLO carries; requests never use it.
-        self._seq = self._seq % 255 + 1
-        return self._seq
-
     def _why_closed(self) -> str:
         runner = self.runner
         if runner is None:
@@ -400,173 +380,6 @@ class Session:
             tail = log[-600:]
             parts.append("its log ends with: " + tail.replace("\n", " | "))
         return "; ".join(parts)
-
-    def _next_event(self, deadline: float, what: str) -> Union[Frame, BadFrame]:
-        """The next frame event, settling a half-received frame after IDLE_RESET_SECONDS of
-        silence and sending the wake-up bytes that are due meanwhile."""
-        while not self._events:
-            if time.monotonic() >= deadline:
-                # Also when bytes keep coming: a device babbling non-frames must not hold us.
-                raise TransportTimeoutError(f"timed out waiting for {what}")
-            wake = deadline
-            if self._decoder.pending_bytes:
-                wake = min(wake, self._last_rx + IDLE_RESET_SECONDS)
-            wake = min(wake, self._wake_up_at)
-            try:
-                data = self.link.read_some(wake, what=what)
-            except TransportTimeoutError:
-                now = time.monotonic()
-                if self._decoder.pending_bytes and (
-                    now >= self._last_rx + IDLE_RESET_SECONDS or now >= deadline
-                ):
-                    # The device never pauses inside a frame: a frame start held is whole by
-                    # now or was cut short; what follows its marker may be the reply.
-                    self._events.extend(self._decoder.idle())
-                    continue
-                if now >= deadline:
-                    raise
-                if now >= self._wake_up_at:
-                    self._wake_up()
-                continue
-            if self._decoder.pending_bytes and self.link.waited > IDLE_RESET_SECONDS:
-                self._events.extend(self._decoder.idle())
-            self._last_rx = time.monotonic()
-            self._events.extend(self._decoder.feed(data))
-        return self._events.popleft()
-
-    def _wake_up(self) -> None:
-        self.counters.wake_ups += 1
-        self.link.write_all(WAKE_UP_BYTE, what="a wake-up byte")
-        self._wake_up_interval *= 2
-        self._wake_up_at = time.monotonic() + self._wake_up_interval
-
-    def _send(self, type_: int, seq: int, payload: bytes, what: str) -> None:
-        self.link.write_all(encode_frame(type_, seq, payload), what=what)
-
-    def _request(self, type_: int, payload: bytes, *, timeout: Optional[float] = None) -> bytes:
-        if self._ended is not None:
-            raise TransportClosedError(self._ended)
-        name = msg.type_name(type_)
-        what = f"the reply to {name}"
-        limit = self.timeout if timeout is None else timeout
-        attempts = 0
-        seq = self._next_seq()
-        # Every attempt is the same idempotent request: a reply to any of them answers it.
-        sent = {seq}
-        self._send(type_, seq, payload, name)
-        deadline = time.monotonic() + limit
-        self._arm_wake_up()
-        try:
-            while True:
-                try:
-                    event = self._next_event(deadline, what)
-                except TransportTimeoutError as exc:
-                    raise TransportTimeoutError(
-                        f"no reply to {name} within {limit:g} s{self._pending_note()}",
-                        hint="the device may have hung or be busy; a larger timeout helps slow "
-                        "runs",
-                    ) from exc
-                retry = False
-                if isinstance(event, BadFrame):
-                    self.counters.bad_frames += 1
-                    if any(_answers(e, type_, sent) for e in self._events):
-                        continue  # the reply came right behind the damaged frame
-                    if attempts >= self.retries:
-                        raise ProtocolError(
-                            f"corrupt frame from the device while waiting for {what} "
-                            f"({_BAD_FRAME_REASONS.get(event.reason, event.reason)}, "
-                            f"type 0x{event.type:02x}, seq {event.seq}, length {event.length})"
-                        )
-                    retry = True
-                elif event.type & msg.REPLY == 0:
-                    continue  # our own request echoed back; devices never send requests
-                elif event.seq not in sent:
-                    if event.type == msg.MsgType.HELLO | msg.REPLY and event.seq == 0:
-                        raise ProtocolError(
-                            f"the device restarted while waiting for {what} (it announced "
-                            "itself again)",
-                            hint="look for a crash or watchdog reset on the device",
-                        )
-                    self.counters.stale_frames += 1
-                    continue
-                elif event.type == msg.MsgType.ERROR:
-                    error = msg.ErrorReply.decode(event.payload)
-                    if error.request != type_:
-                        self.counters.stale_frames += 1
-                        continue
-                    if error.code == msg.ErrorCode.BAD_CRC and attempts < self.retries:
-                        retry = True
-                    else:
-                        raise DeviceError(
-                            f"the device refused {name}: {error.describe()}",
-                            code=error.code,
-                            node=None if error.node == msg.NO_NODE else error.node,
-                        )
-                elif event.type != type_ | msg.REPLY:
-                    self.counters.stale_frames += 1
-                    continue
-                else:
-                    return event.payload
-                if retry:
-                    attempts += 1
-                    self.counters.retries += 1
-                    seq = self._next_seq()
-                    sent.add(seq)
-                    self._send(type_, seq, payload, name)
-                    deadline = time.monotonic() + limit
-                    self._arm_wake_up()
-        finally:
-            self._wake_up_at = float("inf")
-
-    def _arm_wake_up(self) -> None:
-        self._wake_up_interval = WAKE_UP_SECONDS
-        self._wake_up_at = time.monotonic() + WAKE_UP_SECONDS
-
-    def _pending_note(self) -> str:
-        parts = []
-        if self._decoder.pending_bytes:
-            parts.append(f"{self._decoder.pending_bytes} bytes of an unfinished frame held")
-        if self._decoder.discarded:
-            parts.append(f"{self._decoder.discarded} bytes of garbage dropped")
-        return f" ({'; '.join(parts)})" if parts else ""
-
-    def _wait_hello(self, deadline: float) -> msg.HelloReply:
-        interval = self.hello_interval
-        sent: List[int] = []
-
-        def send() -> None:
-            seq = self._next_seq()
-            sent.append(seq)
-            self.counters.hello_requests += 1
-            self._send(msg.MsgType.HELLO, seq, msg.hello_request(), "HELLO")
-
-        send()
-        next_hello = time.monotonic() + interval
-        while True:
-            now = time.monotonic()
-            if now >= deadline:
-                raise TransportTimeoutError(
-                    f"the device did not identify itself within {self.timeout:g} s "
-                    f"({len(sent)} HELLO requests sent, {self.link.bytes_read} bytes received"
-                    f"{self._pending_note().replace(' (', ', ').rstrip(')')})",
-                    hint="is the firmware built as host_driven and on this port?",
-                )
-            try:
-                event = self._next_event(min(deadline, next_hello), "the device's HELLO")
-            except TransportTimeoutError:
-                if time.monotonic() >= next_hello and time.monotonic() < deadline:
-                    send()
-                    interval = min(interval * 2, 1.0)
-                    next_hello = time.monotonic() + interval
-                continue
-            if isinstance(event, BadFrame):
-                self.counters.bad_frames += 1
-                continue
-            if event.type == msg.MsgType.HELLO | msg.REPLY and (
-                event.seq == 0 or event.seq in sent
-            ):
-                return msg.HelloReply.decode(event.payload)
-            self.counters.stale_frames += 1
 
     def _describe(self, index: int) -> ModelInfo:
         inputs: List[TensorSpec] = []
@@ -601,21 +414,6 @@ class Session:
 
 
 # ---- helpers ------------------------------------------------------------------------------
-
-
-def _answers(event: Union[Frame, BadFrame], type_: int, sent: Set[int]) -> bool:
-    return (
-        isinstance(event, Frame)
-        and event.seq in sent
-        and event.type in (type_ | msg.REPLY, msg.MsgType.ERROR)
-    )
-
-
-_BAD_FRAME_REASONS = {
-    "crc": "CRC mismatch",
-    "too_long": "length too long",
-    "truncated": "cut short",
-}
 
 
 def _describe_status(status: int) -> str:

@@ -271,7 +271,8 @@ def test_generator_mirrors_runtime_sizes(mlf_corpus: Path, crt_build: Path) -> N
     """The generator's figures for a JSON-graph firmware (project_api/generate/tables.py) against
     the runtime's own on this host (64-bit pointers): the parser's memory is bounded by
     json_parse_bytes() and the executor state is exactly state_bytes()."""
-    from project_api.generate.tables import compile_graph, json_parse_bytes, state_bytes
+    from project_api.generate.table_sizes import json_parse_bytes, state_bytes
+    from project_api.generate.tables import compile_graph
     from project_api.read.graph import Graph
 
     checked = 0

@@ -32,7 +32,8 @@ from project_api.generate.params_blob import aligned_params
 from project_api.generate.plan import c_names
 from project_api.generate.samples import from_arrays, random_samples
 from project_api.generate.sizes import code_workspace, estimate_workspace, linker_overflow
-from project_api.generate.tables import compile_graph, json_parse_bytes, state_bytes
+from project_api.generate.table_sizes import json_parse_bytes, state_bytes
+from project_api.generate.tables import compile_graph
 from project_api.modelgen import catalog
 from project_api.read import load_params, open_archive
 

@@ -18,13 +18,8 @@ from .project_types import check_owned_options, project_type_for
 from .registry import defined_functions
 from .samples import SampleSet
 from .sizes import FitReport, WorkspaceEstimate, fit_report
-from .tables import (
-    GraphTables,
-    compile_graph,
-    json_parse_bytes,
-    state_bytes,
-    tables_bytes,
-)
+from .table_sizes import json_parse_bytes, state_bytes, tables_bytes
+from .tables import GraphTables, compile_graph
 
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Callable[[str], None]
@@ -231,7 +226,12 @@ def _plan_models(
             plan.graph_json = (the_model.root / the_model.graph_member).read_bytes()
             plan.parse_bytes = json_parse_bytes(graph, tables, ptr) + 64
         else:
-            plan.tables_flash_bytes = tables_bytes(plan.device_tables, ptr)
+            plan.tables_flash_bytes = tables_bytes(
+                plan.device_tables,
+                ptr,
+                func_names=not plan.library.func_ptrs,
+                storage_data=bool(plan.params_layout),
+            )
         ptype.plan(plan, archive, opts)
         plans.append(plan)
     _rename_shared_symbols(plans)

@@ -127,7 +127,7 @@ class GraphTables:
         end = 0
         for sid, nbytes in enumerate(self.storage_bytes):
             if sid not in skip:
-                offsets[sid] = _align(end, STORAGE_ALIGN)
+                offsets[sid] = align_up(end, STORAGE_ALIGN)
                 end = offsets[sid] + nbytes
         return offsets
 
@@ -135,7 +135,7 @@ class GraphTables:
         """The arena :meth:`arena_offsets` lays out, rounded up to 64 bytes."""
         offsets = self.arena_offsets(in_place_storage)
         end = max((at + self.storage_bytes[sid] for sid, at in offsets.items()), default=0)
-        return _align(end, STORAGE_ALIGN)
+        return align_up(end, STORAGE_ALIGN)
 
     def without_args_on(self, bound_storage: Iterable[int]) -> GraphTables:
         """These tables as the device gets them when ``mlf_graph.storage_data`` binds the
@@ -186,6 +186,12 @@ def compile_graph(graph: object) -> GraphTables:
     return builder.build()
 
 
+def entry_views(graph: object) -> Set[View]:
+    """Every distinct (storage, shape, dtype) among the graph's entries, flattened by none."""
+    builder = _TableBuilder(graph)
+    return {builder.entry_view(eid, False) for eid in range(len(graph.storage_ids))}  # type: ignore[attr-defined]
+
+
 class _TableBuilder:
     def __init__(self, graph: object) -> None:
         self.g = graph
@@ -204,7 +210,7 @@ class _TableBuilder:
             )
         t.storage_bytes = [0] * pools
         for eid in range(len(storage_ids)):
-            view = self._entry_view(eid, flatten=False)
+            view = self.entry_view(eid, flatten=False)
             sid = view.storage
             t.storage_bytes[sid] = max(t.storage_bytes[sid], view.nbytes)
         for nid in g.arg_nodes:  # type: ignore[attr-defined]
@@ -243,7 +249,7 @@ class _TableBuilder:
 
     def _view_of(self, nid: int, index: int, flatten: bool) -> int:
         eid = self.g.node_row_ptr[nid] + index  # type: ignore[attr-defined]
-        view = self._entry_view(eid, flatten)
+        view = self.entry_view(eid, flatten)
         found = self._view_index.get(view)
         if found is None:
             found = len(self.tables.views)
@@ -251,7 +257,7 @@ class _TableBuilder:
             self.tables.views.append(view)
         return found
 
-    def _entry_view(self, eid: int, flatten: bool) -> View:
+    def entry_view(self, eid: int, flatten: bool) -> View:
         g = self.g
         shape = tuple(int(d) for d in g.shapes[eid])  # type: ignore[attr-defined]
         if flatten:
@@ -259,7 +265,7 @@ class _TableBuilder:
         return View(int(g.storage_ids[eid]), shape, parse_dtype(g.dtypes[eid]))  # type: ignore[attr-defined]
 
 
-def _align(value: int, alignment: int) -> int:
+def align_up(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment
 
 
@@ -400,113 +406,3 @@ def _wrap(items: List[str], width: int = 100) -> List[str]:
     if line.strip():
         out.append(line)
     return out
-
-
-# --- sizes as the target sees them ----------------------------------------------------------
-
-
-def _align8(value: int) -> int:
-    return _align(value, 8)
-
-
-def _c_sizes(pointer_bytes: int) -> Dict[str, int]:
-    """sizeof() of the runtime's structs on a target with ``pointer_bytes``-byte pointers
-    (4: Cortex-M, 8: 64-bit host); int64/double are 8-byte aligned on both."""
-    p = pointer_bytes
-    dltensor = _align(_align(p + 8 + 4 + 4 + p + p, 8) + 8, 8)
-    graph = 0
-    for size in (4, 4, p, 4, p, 4, 4, p, 4, p, 4, p, 4, p, 4, p, 4, p, p, p):
-        graph = _align(graph, size) + size
-    graph = _align(graph, p)
-    name = _align(p + 4, p)
-    return {
-        "ptr": p,
-        "dltensor": dltensor,
-        "graph": graph,
-        "op": 16,
-        "name": name,
-        "view": 12,
-        "arg": _align(name + 8, p),
-        "tvm_value": 8,
-        "int": 4,
-    }
-
-
-def state_bytes(tables: GraphTables, pointer_bytes: int) -> int:
-    """What ``MLF_EXECUTOR_STATE_BYTES`` evaluates to on the target."""
-    t = tables
-    c = _c_sizes(pointer_bytes)
-    return (
-        _align8(len(t.funcs) * c["ptr"])
-        + _align8(t.max_op_args * c["dltensor"])
-        + _align8(len(t.storage_bytes) * c["ptr"])
-        + _align8(t.max_op_args * c["tvm_value"])
-        + _align8(t.max_op_args * c["int"])
-        + _align8(len(t.args))
-        + _align8(len(t.args) * 4)
-    )
-
-
-def _layout_bytes(sizes: Iterable[int]) -> int:
-    return sum(_align8(size) for size in sizes)
-
-
-def tables_bytes(tables: GraphTables, pointer_bytes: int) -> int:
-    """Flash the const tables of :func:`render_c` take (names' text included)."""
-    t = tables
-    c = _c_sizes(pointer_bytes)
-    names = sum(len(json_raw(n).encode("utf-8")) + 1 for n in t.funcs) + sum(
-        len(json_raw(a.name).encode("utf-8")) + 1 for a in t.args
-    )
-    return names + _layout_bytes(
-        [
-            c["graph"],
-            len(t.ops) * c["op"],
-            t.num_op_args * 2,
-            len(t.funcs) * c["name"],
-            len(t.views) * c["view"],
-            len(t.shape_layout()[0]) * 8,
-            len(t.storage_bytes) * 4,
-            len(t.args) * c["arg"],
-            len(t.outputs) * 4,
-        ]
-    )
-
-
-def json_parse_bytes(graph: object, tables: GraphTables, pointer_bytes: int) -> int:
-    """An upper bound of ``mlf_graph_measure_json()`` for this graph on the target: the
-    parser's layout (graph header, then each table 8-byte aligned, then 4 bytes per entry of
-    temporary space). Like the parser it makes a view, with dimensions of its own, for every
-    distinct (storage, shape, dtype) among all entries, and one more per argument of a
-    ``flatten_data`` operator; it counts one function per operator (the parser's own count
-    may be as high)."""
-    t = tables
-    c = _c_sizes(pointer_bytes)
-    g = graph
-    op_nodes = [n for n in g.nodes if n.op == "tvm_op"]  # type: ignore[attr-defined]
-    flatten_args = sum(
-        len(n.inputs) + int(n.attrs.get("num_outputs", "1"))
-        for n in op_nodes
-        if n.attrs.get("flatten_data", "0") == "1"
-    )
-    num_ops = len(op_nodes)
-    num_op_args = sum(len(n.inputs) + int(n.attrs.get("num_outputs", "1")) for n in op_nodes)
-    builder = _TableBuilder(g)
-    entry_views = {builder._entry_view(eid, False) for eid in range(len(g.storage_ids))}  # type: ignore[attr-defined]
-    num_views = len(entry_views) + flatten_args
-    shape_dims = sum(len(v.shape) for v in entry_views) + flatten_args
-    num_entries = len(g.storage_ids)  # type: ignore[attr-defined]
-    return _layout_bytes(
-        [
-            c["graph"],
-            num_ops * c["op"],
-            num_op_args * 2,
-            num_ops * c["name"],
-            num_views * c["view"],
-            shape_dims * 8,
-            len(t.storage_bytes) * 4,
-            len(t.args) * c["arg"],
-            len(t.outputs) * 4,
-            num_entries * 4,
-        ]
-    )

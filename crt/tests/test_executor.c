@@ -242,78 +242,84 @@ static void test_params_in_tables(void) {
   fixture_reset(&f);
 }
 
-/* Functions bound by the linker (func_ptrs), as the generator emits them: no library, no
- * names; a missing one is still refused at init. */
-static void test_functions_in_tables(void) {
-  TVMBackendPackedCFunc ptrs[3] = {(TVMBackendPackedCFunc)op_add, (TVMBackendPackedCFunc)op_split,
-                                   (TVMBackendPackedCFunc)op_scale2};
-  static const mlf_name kNoNames[3] = {{"", 0}, {"", 0}, {"", 0}};
-  mlf_graph g = kBasicTables;
-  g.funcs = kNoNames;
-  g.func_ptrs = ptrs;
+/* The basic tables with every function bound by address (func_ptrs), and memory to run them. */
+typedef struct {
+  TVMBackendPackedCFunc ptrs[3];
+  mlf_graph g;
   mlf_executor ex;
-  size_t state_size = mlf_executor_state_bytes(&g);
-  void* state = malloc(state_size);
-  size_t arena_size = 6 * 64 + 63;
-  uint8_t* arena = (uint8_t*)malloc(arena_size);
-  CHECK_STATUS(mlf_executor_init_bound(&ex, &g, NULL, state, state_size, arena, arena_size), MLF_OK,
-               &ex.error);
-  CHECK_STATUS(mlf_executor_set_input(&ex, 0, kX, sizeof(kX)), MLF_OK, &ex.error);
-  static const float kP0[4] = {10, 20, 30, 40};
-  CHECK_STATUS(mlf_executor_set_input(&ex, 1, kP0, sizeof(kP0)), MLF_OK, &ex.error);
-  CHECK_STATUS(mlf_executor_run(&ex), MLF_OK, &ex.error);
-  check_basic_outputs(&ex);
+  void* state;
+  size_t state_size;
+  uint8_t* arena;
+  size_t arena_size;
+} linked_graph;
 
-  ptrs[1] = NULL;
-  CHECK_STATUS(mlf_executor_init_bound(&ex, &g, NULL, state, state_size, arena, arena_size),
-               MLF_ERR_MISSING_FUNCTION, &ex.error);
-  g.func_ptrs = NULL; /* names to look up, and no library to look them up in */
-  CHECK_STATUS(mlf_executor_init_bound(&ex, &g, NULL, state, state_size, arena, arena_size),
-               MLF_ERR_ARGUMENT, &ex.error);
-  free(state);
-  free(arena);
+static void linked_graph_init(linked_graph* l, const mlf_name* names) {
+  l->ptrs[0] = (TVMBackendPackedCFunc)op_add;
+  l->ptrs[1] = (TVMBackendPackedCFunc)op_split;
+  l->ptrs[2] = (TVMBackendPackedCFunc)op_scale2;
+  l->g = kBasicTables;
+  l->g.funcs = names;
+  l->g.func_ptrs = l->ptrs;
+  l->state_size = mlf_executor_state_bytes(&l->g);
+  l->state = malloc(l->state_size);
+  l->arena_size = 6 * 64 + 63;
+  l->arena = (uint8_t*)malloc(l->arena_size);
+}
+
+static void linked_graph_free(linked_graph* l) {
+  free(l->state);
+  free(l->arena);
+}
+
+/* Both inputs set, one run, the outputs checked. */
+static void run_basic_checked(mlf_executor* ex) {
+  static const float kP0[4] = {10, 20, 30, 40};
+  CHECK_STATUS(mlf_executor_set_input(ex, 0, kX, sizeof(kX)), MLF_OK, &ex->error);
+  CHECK_STATUS(mlf_executor_set_input(ex, 1, kP0, sizeof(kP0)), MLF_OK, &ex->error);
+  CHECK_STATUS(mlf_executor_run(ex), MLF_OK, &ex->error);
+  check_basic_outputs(ex);
+}
+
+#define INIT_BOUND(l, lib)                                                              \
+  mlf_executor_init_bound(&(l).ex, &(l).g, (lib), (l).state, (l).state_size, (l).arena, \
+                          (l).arena_size)
+#define INIT_LINKED(l) \
+  mlf_executor_init_linked(&(l).ex, &(l).g, (l).state, (l).state_size, (l).arena, (l).arena_size)
+
+/* Functions bound by the linker, names left empty: no library; a missing one is still refused
+ * at init. */
+static void test_functions_in_tables(void) {
+  static const mlf_name kNoNames[3] = {{"", 0}, {"", 0}, {"", 0}};
+  linked_graph l;
+  linked_graph_init(&l, kNoNames);
+  CHECK_STATUS(INIT_BOUND(l, NULL), MLF_OK, &l.ex.error);
+  run_basic_checked(&l.ex);
+  l.ptrs[1] = NULL;
+  CHECK_STATUS(INIT_BOUND(l, NULL), MLF_ERR_MISSING_FUNCTION, &l.ex.error);
+  l.g.func_ptrs = NULL; /* names to look up, and no library to look them up in */
+  CHECK_STATUS(INIT_BOUND(l, NULL), MLF_ERR_ARGUMENT, &l.ex.error);
+  linked_graph_free(&l);
 }
 
 /* init_linked: every function bound, no names at all, no library, no registry. */
 static void test_functions_linked_without_names(void) {
-  TVMBackendPackedCFunc ptrs[3] = {(TVMBackendPackedCFunc)op_add, (TVMBackendPackedCFunc)op_split,
-                                   (TVMBackendPackedCFunc)op_scale2};
-  mlf_graph g = kBasicTables;
-  g.funcs = NULL;
-  g.func_ptrs = ptrs;
-  mlf_executor ex;
-  size_t state_size = mlf_executor_state_bytes(&g);
-  void* state = malloc(state_size);
-  size_t arena_size = 6 * 64 + 63;
-  uint8_t* arena = (uint8_t*)malloc(arena_size);
-  CHECK_STATUS(mlf_executor_init_linked(&ex, &g, state, state_size, arena, arena_size), MLF_OK,
-               &ex.error);
-  CHECK_STATUS(mlf_executor_set_input(&ex, 0, kX, sizeof(kX)), MLF_OK, &ex.error);
-  static const float kP0[4] = {10, 20, 30, 40};
-  CHECK_STATUS(mlf_executor_set_input(&ex, 1, kP0, sizeof(kP0)), MLF_OK, &ex.error);
-  CHECK_STATUS(mlf_executor_run(&ex), MLF_OK, &ex.error);
-  check_basic_outputs(&ex);
+  linked_graph l;
+  linked_graph_init(&l, NULL);
+  CHECK_STATUS(INIT_LINKED(l), MLF_OK, &l.ex.error);
+  run_basic_checked(&l.ex);
+  CHECK_STATUS(INIT_BOUND(l, &g_test_lib), MLF_OK, &l.ex.error); /* addresses win over names */
 
-  ptrs[0] = (TVMBackendPackedCFunc)op_fail; /* a failing operator is named by its node alone */
-  CHECK_STATUS(mlf_executor_init_linked(&ex, &g, state, state_size, arena, arena_size), MLF_OK,
-               &ex.error);
-  CHECK_STATUS(mlf_executor_run(&ex), MLF_ERR_OPERATOR, &ex.error);
-  CHECK(ex.error.subject_len == 0 && ex.error.node != UINT32_MAX);
+  l.ptrs[0] = (TVMBackendPackedCFunc)op_fail; /* a failing operator is named by its node alone */
+  CHECK_STATUS(INIT_LINKED(l), MLF_OK, &l.ex.error);
+  CHECK_STATUS(mlf_executor_run(&l.ex), MLF_ERR_OPERATOR, &l.ex.error);
+  CHECK(l.ex.error.subject_len == 0 && l.ex.error.node != UINT32_MAX);
 
-  ptrs[1] = NULL;
-  CHECK_STATUS(mlf_executor_init_linked(&ex, &g, state, state_size, arena, arena_size),
-               MLF_ERR_MISSING_FUNCTION, &ex.error);
-  CHECK(ex.error.subject_len == 0);
-  g.func_ptrs = NULL; /* neither addresses nor names: refused before anything else */
-  CHECK_STATUS(mlf_executor_init_linked(&ex, &g, state, state_size, arena, arena_size),
-               MLF_ERR_ARGUMENT, &ex.error);
-  g.func_ptrs = ptrs;
-  ptrs[1] = (TVMBackendPackedCFunc)op_split;
-  g.funcs = NULL;
-  CHECK_STATUS(mlf_executor_init_bound(&ex, &g, &g_test_lib, state, state_size, arena, arena_size),
-               MLF_OK, &ex.error);
-  free(state);
-  free(arena);
+  l.ptrs[1] = NULL;
+  CHECK_STATUS(INIT_LINKED(l), MLF_ERR_MISSING_FUNCTION, &l.ex.error);
+  CHECK(l.ex.error.subject_len == 0);
+  l.g.func_ptrs = NULL; /* neither addresses nor names: refused before anything else */
+  CHECK_STATUS(INIT_LINKED(l), MLF_ERR_ARGUMENT, &l.ex.error);
+  linked_graph_free(&l);
 }
 
 static void test_params_mismatch(void) {

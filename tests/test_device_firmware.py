@@ -159,6 +159,14 @@ def test_every_bad_request_gets_one_error_reply(
     assert device.request(T.HELLO, 0x43).type == T.HELLO | msg.REPLY  # still serving
 
 
+def test_runtime_failures_come_as_numbers_the_host_words(device: RawDevice) -> None:
+    raw = device.request(T.RUN, 0x42, struct.pack("<H", 2))  # the broken model
+    assert raw.payload[8:] == b"1 8 4294967295 tvmgen_default_fused_nn_conv2d"
+    assert _error(raw).message == (
+        "model init failed: function not in the system library 'tvmgen_default_fused_nn_conv2d'"
+    )
+
+
 def test_bad_crc_and_too_long_frames_are_answered(device: RawDevice) -> None:
     bad = bytearray(encode_frame(T.RUN, 0x51, b"\0\0"))
     bad[-2] ^= 0x08

@@ -155,6 +155,10 @@ def test_tables_project_does_not_compile_the_json_parser(
     cmake = (tmp_path / "p/CMakeLists.txt").read_text()
     assert "mlf_graph_json.c" not in cmake and "mlf_tvm_compat.c" not in cmake
     assert "mlf_device.c" in cmake and "mlf_standalone.c" not in cmake
+    # The generator checked the tables; the host checks them again at start-up too.
+    assert 'option(MLF_CHECK_TABLES "check the generator' in cmake and 'of code)" ON)' in cmake
+    text = (tmp_path / "p/src/model_mlp.c").read_text()
+    assert "mlf_executor_init_linked(" in text and "mlf_graph_mlp_funcs" not in text
 
 
 def test_cross_board_has_linker_script_and_toolchain(
@@ -166,6 +170,7 @@ def test_cross_board_has_linker_script_and_toolchain(
     assert (root / "board/cortex_m/startup.c").is_file() and (root / "board/mps2").is_dir()
     cmake = (root / "CMakeLists.txt").read_text()
     assert "-mcpu=cortex-m3" in cmake and "board/linker.ld" in cmake
+    assert 'of code)" OFF)' in cmake  # microcontrollers trust the generator's check
     assert info["firmware"] == "firmware.elf" and info["stack_bytes"] == 4096
     assert info["fit"]["ram"]["available"] == 4 << 20
 

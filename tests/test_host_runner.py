@@ -84,10 +84,17 @@ def test_device_errors_from_c(firmware: Path) -> None:
         with pytest.raises(DeviceError) as info:
             s.run([failing], model="echo")
         assert info.value.code == 9 and info.value.node == 3
-        assert "fused_add (node 3) returned -1" in str(info.value)
+        # The device sends numbers ("0 11 4294967295 <name>"); the host words them.
+        assert str(info.value).endswith(
+            "operator failed (code 9, graph node 3): operator returned an error "
+            "'tvmgen_default_fused_add'"
+        )
         with pytest.raises(DeviceError, match="failed to initialise") as info:
             s.run([X, Y], model="broken")
         assert info.value.code == 7
+        assert "function not in the system library 'tvmgen_default_fused_nn_conv2d'" in str(
+            info.value
+        )
 
 
 def test_killed_device_gives_a_closed_link_error_fast(firmware: Path) -> None:

@@ -466,6 +466,30 @@ def test_reason_codes_are_explained_from_the_runtime_catalogue() -> None:
 
 
 @pytest.mark.parametrize(
+    "message, text",
+    [
+        ("0 11 4294967295 f", "operator returned an error 'f'"),
+        ("1 8 4294967295 a b", "model init failed: function not in the system library 'a b'"),
+        ("1 0 4294967295", "model init failed"),
+        ("0 0 4294967295", ""),
+        ("0 2 17", "view outside its storage at byte 17"),
+        ("0 9999 4294967295", "reason #9999"),
+        ("operator failed: #11 'f'", "operator failed: operator returned an error 'f'"),
+        ("2 11 4294967295", "2 11 4294967295"),  # not the runtime's shape: as it came
+    ],
+)
+def test_runtime_failures_are_worded(message: str, text: str) -> None:
+    from project_api.transport.messages import DescribeReply, ErrorReply
+    from project_api.transport.reasons import runtime_text
+
+    assert runtime_text(message) == text
+    payload = struct.pack("<HBBI", 9, 0x04, 0, 5) + message.encode()
+    assert ErrorReply.decode(payload).message == text
+    describe = struct.pack("<HHHHHHH", 0, 7, 0, 0, 0, 0, 1) + b"m" + message.encode()
+    assert DescribeReply.decode(describe).error == text
+
+
+@pytest.mark.parametrize(
     "code, request_type, message, text",
     [
         (0x100, 0x04, "0", "CRC mismatch"),

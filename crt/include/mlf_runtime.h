@@ -266,7 +266,9 @@ mlf_status mlf_executor_init_bound(mlf_executor* ex, const mlf_graph* g, const T
 
 /* mlf_executor_init_bound() for tables that bind every function (mlf_graph.func_ptrs; else
  * MLF_ERR_ARGUMENT): no library, and firmware that calls only this never links the registry
- * that looks functions up by name. */
+ * that looks functions up by name. Meant for the generator's const tables, which the
+ * generator checks by mlf_graph_check()'s rules when it writes them: a runtime compiled with
+ * -DMLF_CHECK_LINKED_TABLES=0 does not check them again (nor link the check). */
 mlf_status mlf_executor_init_linked(mlf_executor* ex, const mlf_graph* g, void* state,
                                     size_t state_size, void* arena, size_t arena_size);
 

@@ -398,12 +398,28 @@ mlf_status mlf_executor_init(mlf_executor* ex, const mlf_graph* g, const TVMModu
   return MLF_OK;
 }
 
+/* mlf_graph_check, or NULL for tables checked when they were generated. A pointer, so that
+ * firmware that never checks does not link the check. */
+typedef mlf_status (*check_fn)(const mlf_graph* g, mlf_error* err);
+
+/* The generator checks its tables by the same rules when it writes them
+ * (project_api/generate/table_check.py); host builds check them again, microcontroller
+ * builds need not (MLF_CHECK_TABLES in the generated CMakeLists.txt). */
+#ifndef MLF_CHECK_LINKED_TABLES
+#define MLF_CHECK_LINKED_TABLES 1
+#endif
+#if MLF_CHECK_LINKED_TABLES
+#define LINKED_TABLES_CHECK mlf_graph_check
+#else
+#define LINKED_TABLES_CHECK NULL
+#endif
+
 static mlf_status init_without_blob(mlf_executor* ex, const mlf_graph* g, const TVMModule* lib,
-                                    lookup_fn find, void* state, size_t state_size, void* arena,
-                                    size_t arena_size) {
+                                    lookup_fn find, check_fn check, void* state, size_t state_size,
+                                    void* arena, size_t arena_size) {
   mlf_status status = init_arguments_ok(ex, g, lib, state, arena, arena_size);
   if (status != MLF_OK) return status;
-  if (mlf_graph_check(g, &ex->error) != MLF_OK) return ex->error.status;
+  if (check != NULL && check(g, &ex->error) != MLF_OK) return ex->error.status;
   status = init_core(ex, g, lib, find, NULL, NULL, 0, state, state_size, arena, arena_size);
   if (status != MLF_OK) return status;
   list_inputs(ex);
@@ -413,12 +429,14 @@ static mlf_status init_without_blob(mlf_executor* ex, const mlf_graph* g, const 
 
 mlf_status mlf_executor_init_bound(mlf_executor* ex, const mlf_graph* g, const TVMModule* lib,
                                    void* state, size_t state_size, void* arena, size_t arena_size) {
-  return init_without_blob(ex, g, lib, mlf_module_lookup, state, state_size, arena, arena_size);
+  return init_without_blob(ex, g, lib, mlf_module_lookup, mlf_graph_check, state, state_size, arena,
+                           arena_size);
 }
 
 mlf_status mlf_executor_init_linked(mlf_executor* ex, const mlf_graph* g, void* state,
                                     size_t state_size, void* arena, size_t arena_size) {
-  return init_without_blob(ex, g, NULL, NULL, state, state_size, arena, arena_size);
+  return init_without_blob(ex, g, NULL, NULL, LINKED_TABLES_CHECK, state, state_size, arena,
+                           arena_size);
 }
 
 mlf_status mlf_executor_load_params(mlf_executor* ex, const void* params, size_t params_len) {

@@ -18,6 +18,7 @@ from .project_types import check_owned_options, project_type_for
 from .registry import defined_functions
 from .samples import SampleSet
 from .sizes import FitReport, WorkspaceEstimate, fit_report
+from .table_check import check_tables
 from .table_sizes import json_parse_bytes, state_bytes, tables_bytes
 from .tables import GraphTables, compile_graph
 
@@ -226,6 +227,7 @@ def _plan_models(
             plan.graph_json = (the_model.root / the_model.graph_member).read_bytes()
             plan.parse_bytes = json_parse_bytes(graph, tables, ptr) + 64
         else:
+            check_tables(plan.device_tables, plan.params_layout, plan.name)
             plan.tables_flash_bytes = tables_bytes(
                 plan.device_tables,
                 ptr,

@@ -15,7 +15,7 @@ from typing import List, Optional, Tuple
 
 from ..errors import ProtocolError
 from .frames import Buffer
-from .reasons import explain, word
+from .reasons import runtime_text, word
 
 MAGIC = b"MLFP"
 PROTOCOL_VERSION = 1
@@ -221,7 +221,7 @@ class DescribeReply:
         model, status, num_inputs, num_outputs, first, count, name_len = r.take("<HHHHHHH")
         raw_name = r.bytes(name_len)
         if status != 0:
-            error = explain(payload[r.pos :].decode("utf-8", "replace"))
+            error = runtime_text(payload[r.pos :].decode("utf-8", "replace"))
             return cls(model, status, 0, 0, 0, raw_name, [], error)
         entries: List[TensorEntry] = []
         for _ in range(count):

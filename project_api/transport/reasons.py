@@ -1,12 +1,12 @@
-"""The runtime's reasons for a failure, and their text put back into a device's message;
-the wording of the protocol's own errors.
+"""The runtime's reasons for a failure and the protocol's own errors, worded on the host.
 
-Firmware built without the runtime's English descriptions (``host_driven`` projects compile
-it with ``-DMLF_ERROR_TEXT=0``: the catalogue is about 900 bytes of flash) writes a reason
-as ``: #<code>`` where the description would stand (docs/protocol.md §2.3). The codes are
-the ``mlf_why`` enumerators of ``crt/src/mlf_internal.h``, numbered as the C enum numbers
-them: ``MLF_WHY_LIST`` from 0, then ``MLF_WHY_JSON_LIST``. The host reads that catalogue
-from the runtime it installed, the one every generated project copies.
+``host_driven`` firmware carries no English for its errors (docs/protocol.md §2.3): a runtime
+failure (codes 1..0xFF, and a broken model's DESCRIBE) comes as ``<init> <why> <offset>``
+and the name it concerns; a protocol error (0x100 and up) as its numbers. ``why`` is an
+``mlf_why`` enumerator of ``crt/src/mlf_internal.h``, numbered as the C enum numbers them:
+``MLF_WHY_LIST`` from 0, then ``MLF_WHY_JSON_LIST``; the host reads that catalogue from the
+runtime it installed, the one every generated project copies. Messages of other shapes
+(older firmware wrote ``: #<why>`` inside a formatted text) are explained where they can be.
 """
 
 from __future__ import annotations
@@ -104,12 +104,39 @@ def _protocol_text(code: int, request: int, n: Sequence[int]) -> str:
     return " ".join(str(x) for x in n)
 
 
+# "<init> <why> <offset>" and, after one more space, the name the failure concerns.
+_RUNTIME = re.compile(r"([01]) ([0-9]{1,10}) ([0-9]{1,10})(?: (.*))?", re.DOTALL)
+_NO_OFFSET = 0xFFFFFFFF
+
+
+def runtime_text(message: str) -> str:
+    """A runtime failure's numbers worded: ``model init failed: <reason> '<name>' at byte
+    <offset>``, each part only when present (the status and node are the reply's own fields).
+    Other text is explained (:func:`explain`)."""
+    match = _RUNTIME.fullmatch(message)
+    if match is None:
+        return explain(message)
+    init, why, offset = (int(match.group(i)) for i in (1, 2, 3))
+    texts = reason_texts()
+    parts = []
+    if why:
+        parts.append(texts[why] if why < len(texts) and texts[why] else f"reason #{why}")
+    if match.group(4) is not None:
+        parts.append(f"'{match.group(4)}'")
+    if offset != _NO_OFFSET:
+        parts.append(f"at byte {offset}")
+    text = " ".join(parts)
+    return ("model init failed: " + text if text else "model init failed") if init else text
+
+
 def word(code: int, request: int, message: str) -> str:
     """The text of an ERROR reply's message: a protocol error's numbers worded, a runtime
-    error's ``: #<code>`` reasons explained (:func:`explain`); other text as it came."""
+    failure's too (:func:`runtime_text`); other text explained (:func:`explain`)."""
     if code >= 0x100 and _NUMBERS.fullmatch(message):
         return _protocol_text(code, request, [int(x) for x in message.split()])
+    if code < 0x100:
+        return runtime_text(message)
     return explain(message)
 
 
-__all__ = ["explain", "reason_texts", "word"]
+__all__ = ["explain", "reason_texts", "runtime_text", "word"]

@@ -26,19 +26,6 @@ static uint32_t get_u32(const uint8_t* p) {
   return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
-static void set_u16(uint8_t* p, uint16_t v) {
-  p[0] = (uint8_t)(v & 0xFFu);
-  p[1] = (uint8_t)(v >> 8);
-}
-
-static void set_u32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = (uint8_t)((v >> (8 * i)) & 0xFFu);
-}
-
-static void set_u64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = (uint8_t)((v >> (8 * i)) & 0xFFu);
-}
-
 /* ---- reply streaming ------------------------------------------------------------------ */
 
 static void tx_flush(mlf_device* dev) {
@@ -83,52 +70,47 @@ static void tx_end(mlf_device* dev) {
   tx_flush(dev);
 }
 
-static void tx_u8(mlf_device* dev, uint8_t v) { tx_bytes(dev, &v, 1); }
-
-static void tx_u16(mlf_device* dev, uint16_t v) {
-  uint8_t b[2];
-  set_u16(b, v);
-  tx_bytes(dev, b, sizeof(b));
-}
-
-static void tx_u32(mlf_device* dev, uint32_t v) {
-  uint8_t b[4];
-  set_u32(b, v);
-  tx_bytes(dev, b, sizeof(b));
-}
-
-static void tx_u64(mlf_device* dev, uint64_t v) {
+/* The low n bytes of v, little-endian: one function for every field width. */
+static void tx_le(mlf_device* dev, uint64_t v, size_t n) {
   uint8_t b[8];
-  set_u64(b, v);
-  tx_bytes(dev, b, sizeof(b));
+  for (size_t i = 0; i < n; ++i, v >>= 8) b[i] = (uint8_t)v;
+  tx_bytes(dev, b, n);
 }
+
+static void tx_u8(mlf_device* dev, uint8_t v) { tx_le(dev, v, 1); }
+static void tx_u16(mlf_device* dev, uint16_t v) { tx_le(dev, v, 2); }
+static void tx_u32(mlf_device* dev, uint32_t v) { tx_le(dev, v, 4); }
+static void tx_u64(mlf_device* dev, uint64_t v) { tx_le(dev, v, 8); }
 
 /* ---- error replies ------------------------------------------------------------------ */
 
 /* The message buffer as a tiny string builder (no printf: it may pull in malloc). */
-static void msg_reset(mlf_device* dev) { dev->message[0] = '\0'; }
+static size_t msg_len(const mlf_device* dev) {
+  return mlf_text_length(dev->message, sizeof(dev->message));
+}
 
-static void msg_str(mlf_device* dev, const char* s) {
-  size_t len = mlf_text_length(dev->message, sizeof(dev->message));
-  while (*s && len + 1 < sizeof(dev->message)) dev->message[len++] = *s++;
+/* Appends at most n bytes of s, up to a NUL; the buffer's end cuts it. */
+static void msg_put(mlf_device* dev, const char* s, size_t n) {
+  size_t len = msg_len(dev);
+  for (; n > 0 && *s != '\0' && len + 1 < sizeof(dev->message); --n) dev->message[len++] = *s++;
   dev->message[len] = '\0';
 }
 
-static void msg_u32(mlf_device* dev, uint32_t v) {
-  char digits[11];
-  size_t n = 0;
-  do {
-    digits[n++] = (char)('0' + v % 10u);
-    v /= 10u;
-  } while (v != 0);
-  char text[11];
-  for (size_t i = 0; i < n; ++i) text[i] = digits[n - 1 - i];
-  text[n] = '\0';
-  msg_str(dev, text);
-}
-
-static size_t msg_len(const mlf_device* dev) {
-  return mlf_text_length(dev->message, sizeof(dev->message));
+/* The message becomes `numbers` in decimal, separated by spaces. */
+static void msg_numbers(mlf_device* dev, const uint32_t* numbers, uint32_t count) {
+  dev->message[0] = '\0';
+  for (uint32_t i = 0; i < count; ++i) {
+    char text[12];
+    size_t at = sizeof(text) - 1;
+    uint32_t v = numbers[i];
+    text[at] = '\0';
+    do {
+      text[--at] = (char)('0' + v % 10u);
+      v /= 10u;
+    } while (v != 0);
+    if (i > 0) text[--at] = ' ';
+    msg_put(dev, text + at, sizeof(text));
+  }
 }
 
 static void reply_error(mlf_device* dev, uint8_t seq, uint8_t request, uint16_t code,
@@ -148,11 +130,7 @@ static void reply_error(mlf_device* dev, uint8_t seq, uint8_t request, uint16_t 
 static void fail_with(mlf_device* dev, uint8_t seq, uint8_t request, uint16_t code, uint32_t count,
                       uint32_t a, uint32_t b, uint32_t c) {
   const uint32_t numbers[3] = {a, b, c};
-  msg_reset(dev);
-  for (uint32_t i = 0; i < count; ++i) {
-    if (i > 0) msg_str(dev, " ");
-    msg_u32(dev, numbers[i]);
-  }
+  msg_numbers(dev, numbers, count);
   reply_error(dev, seq, request, code, MLF_DEVICE_NO_NODE);
 }
 
@@ -160,19 +138,28 @@ static void fail(mlf_device* dev, uint8_t seq, uint8_t request, uint16_t code) {
   fail_with(dev, seq, request, code, 0, 0, 0, 0);
 }
 
-static void fail_runtime(mlf_device* dev, uint8_t seq, uint8_t request, mlf_status status,
-                         const mlf_executor* ex, const char* prefix) {
+/* A runtime failure in numbers the host words (docs/protocol.md 2.3): "<init> <why> <offset>",
+ * then a space and the name it concerns, if any; the status is the ERROR code and the node
+ * its own field. The firmware thus carries neither the runtime's texts nor its formatter.
+ * Returns the node. */
+static uint32_t runtime_message(mlf_device* dev, mlf_status status, const mlf_executor* ex,
+                                uint32_t init) {
   const mlf_error* err = ex != NULL ? mlf_executor_error(ex) : NULL;
-  msg_reset(dev);
-  msg_str(dev, prefix);
-  uint32_t node = MLF_DEVICE_NO_NODE;
-  if (err != NULL && err->status == status) {
-    size_t used = msg_len(dev);
-    mlf_error_format(err, dev->message + used, sizeof(dev->message) - used);
-    node = err->node;
-  } else {
-    msg_str(dev, mlf_status_name(status));
+  if (err != NULL && err->status != status) err = NULL;
+  const uint32_t numbers[3] = {init, err != NULL ? err->why : 0,
+                               err != NULL ? err->offset : UINT32_MAX};
+  msg_numbers(dev, numbers, 3);
+  if (err != NULL && err->subject != NULL) {
+    msg_put(dev, " ", 1);
+    msg_put(dev, err->subject, err->subject_len);
   }
+  return err != NULL ? err->node : MLF_DEVICE_NO_NODE;
+}
+
+/* init: 1 when the model's initialisation failed (the host says so), 0 for a request's own. */
+static void fail_runtime(mlf_device* dev, uint8_t seq, uint8_t request, mlf_status status,
+                         const mlf_executor* ex, uint32_t init) {
+  uint32_t node = runtime_message(dev, status, ex, init);
   reply_error(dev, seq, request, (uint16_t)status, node);
 }
 
@@ -188,7 +175,7 @@ static const mlf_device_model* model_for(mlf_device* dev, uint8_t seq, uint8_t r
   const mlf_device_model* model = &dev->config->models[index];
   if (model->init_status != MLF_OK || model->executor == NULL) {
     mlf_status status = model->init_status != MLF_OK ? model->init_status : MLF_ERR_STATE;
-    fail_runtime(dev, seq, request, status, model->executor, "model init failed: ");
+    fail_runtime(dev, seq, request, status, model->executor, 1);
     return NULL;
   }
   return model;
@@ -253,17 +240,12 @@ static size_t entry_bytes(const mlf_tensor_info* info) {
   return 2 + (info->name != NULL ? info->name_len : 0) + 4 + 1 + 8 * (size_t)info->ndim + 4;
 }
 
-/* DESCRIBE of a model whose init failed: its name, status, and the error text. */
+/* DESCRIBE of a model whose init failed: its name, status, and why in numbers (as an ERROR's,
+ * init 0: the reply itself says the model is broken). */
 static void describe_broken(mlf_device* dev, uint8_t seq, const uint8_t* payload,
                             const mlf_device_model* model) {
   mlf_status status = model->init_status != MLF_OK ? model->init_status : MLF_ERR_STATE;
-  const mlf_error* err = model->executor != NULL ? mlf_executor_error(model->executor) : NULL;
-  msg_reset(dev);
-  if (err != NULL && err->status == status) {
-    mlf_error_format(err, dev->message, sizeof(dev->message));
-  } else {
-    msg_str(dev, mlf_status_name(status));
-  }
+  runtime_message(dev, status, model->executor, 0);
   size_t name_len = mlf_text_length(model->name, NAME_SCAN_LIMIT);
   if (name_len > 0xFFFFu - 64) name_len = 0xFFFFu - 64;
   size_t text_len = msg_len(dev);
@@ -317,7 +299,7 @@ static void on_describe(mlf_device* dev, uint8_t seq, const uint8_t* payload, si
   for (uint32_t i = first; i < total; ++i) {
     mlf_status status = tensor_info(ex, num_inputs, i, &info);
     if (status != MLF_OK) {
-      fail_runtime(dev, seq, request, status, ex, "");
+      fail_runtime(dev, seq, request, status, ex, 0);
       return;
     }
     if (!describable(&info)) {
@@ -376,7 +358,7 @@ static void on_set_input(mlf_device* dev, uint8_t seq, const uint8_t* payload, s
   mlf_status status = mlf_executor_input_info(model->executor, index, &info);
   uint8_t* tensor = (uint8_t*)mlf_executor_input_data(model->executor, index);
   if (status != MLF_OK || tensor == NULL) {
-    fail_runtime(dev, seq, request, status != MLF_OK ? status : MLF_ERR_STATE, model->executor, "");
+    fail_runtime(dev, seq, request, status != MLF_OK ? status : MLF_ERR_STATE, model->executor, 0);
     return;
   }
   if (offset > info.nbytes || count > info.nbytes - offset) {
@@ -414,7 +396,7 @@ static void on_run(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t 
 #endif
   if (model->workspace != NULL) mlf_workspace_bind(NULL);
   if (status != MLF_OK) {
-    fail_runtime(dev, seq, request, status, model->executor, "");
+    fail_runtime(dev, seq, request, status, model->executor, 0);
     return;
   }
   size_t high_water = model->workspace != NULL ? mlf_workspace_high_water(model->workspace) : 0;
@@ -447,7 +429,7 @@ static void on_get_output(mlf_device* dev, uint8_t seq, const uint8_t* payload, 
   mlf_status status = mlf_executor_output_info(model->executor, index, &info);
   const uint8_t* tensor = (const uint8_t*)mlf_executor_output_data(model->executor, index);
   if (status != MLF_OK || tensor == NULL) {
-    fail_runtime(dev, seq, request, status != MLF_OK ? status : MLF_ERR_STATE, model->executor, "");
+    fail_runtime(dev, seq, request, status != MLF_OK ? status : MLF_ERR_STATE, model->executor, 0);
     return;
   }
   if (offset > info.nbytes) {
@@ -542,26 +524,28 @@ static void dispatch(mlf_device* dev, const mlf_frame_event* ev) {
 
 /* ---- the loop ------------------------------------------------------------------------ */
 
+/* 1 when every model has a name. */
+static int models_named(const mlf_device_config* config) {
+  for (uint32_t i = 0; i < config->num_models; ++i) {
+    if (config->models[i].name == NULL) return 0;
+  }
+  return 1;
+}
+
 int mlf_device_init(mlf_device* dev, const mlf_device_config* config) {
   memset(dev, 0, sizeof(*dev));
   dev->config = config;
-  if (config == NULL || config->models == NULL || config->num_models == 0 ||
-      config->num_models > 0xFFFFu || config->max_payload < 16) {
-    mlf_platform_log("mlf_device: bad configuration (no models, or max_payload below 16)");
-    return -1;
-  }
   /* The length field has 16 bits; a board may well state 64 KiB. */
-  dev->max_payload =
-      config->max_payload < MLF_FRAME_MAX_PAYLOAD ? config->max_payload : MLF_FRAME_MAX_PAYLOAD;
-  for (uint32_t i = 0; i < config->num_models; ++i) {
-    if (config->models[i].name == NULL) {
-      mlf_platform_log("mlf_device: a model has no name");
-      return -1;
-    }
+  if (config != NULL) {
+    dev->max_payload =
+        config->max_payload < MLF_FRAME_MAX_PAYLOAD ? config->max_payload : MLF_FRAME_MAX_PAYLOAD;
   }
-  if (mlf_frame_decoder_init(&dev->rx, config->rx_buffer, config->rx_buffer_size,
+  /* One message for every rule (the header states them): text is flash on every firmware. */
+  if (config == NULL || config->models == NULL || config->num_models == 0 ||
+      config->num_models > 0xFFFFu || config->max_payload < 16 || !models_named(config) ||
+      mlf_frame_decoder_init(&dev->rx, config->rx_buffer, config->rx_buffer_size,
                              dev->max_payload) != 0) {
-    mlf_platform_log("mlf_device: rx_buffer smaller than MLF_FRAME_BUFFER_BYTES(max_payload)");
+    mlf_platform_log("mlf_device: bad configuration (the rules: mlf_device_config, mlf_device.h)");
     return -1;
   }
   /* In 32 bits (tick rates above 4 GHz are clamped): a 64-bit division would pull the C

@@ -69,7 +69,7 @@ extern "C" {
 #define MLF_DEVICE_EXIT_BAD_CONFIG 125
 
 typedef struct {
-  const char* name;         /* NUL-terminated; raw JSON string contents like every name */
+  const char* name;         /* not NULL, NUL-terminated; raw JSON string contents */
   mlf_executor* executor;   /* initialised (or not: see init_status) */
   mlf_workspace* workspace; /* bound around every RUN; NULL when the model needs none */
   mlf_status init_status;   /* what mlf_executor_init() returned */
@@ -105,7 +105,8 @@ typedef struct {
   char message[MLF_DEVICE_MESSAGE_BYTES];
 } mlf_device;
 
-/* Checks the configuration; 0 when usable, else -1 (reason via mlf_platform_log). */
+/* Checks the configuration against the rules of mlf_device_config's fields; 0 when usable,
+ * else -1 ("bad configuration" via mlf_platform_log). */
 int mlf_device_init(mlf_device* dev, const mlf_device_config* config);
 
 /* Sends the unsolicited HELLO reply (seq 0) that tells a listening host we booted. */

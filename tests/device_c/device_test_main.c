@@ -54,7 +54,9 @@ int main(int argc, char** argv) {
   fake_model_adder(&broken);
   broken.ex.ready = 0;
   broken.ex.error.status = MLF_ERR_MISSING_FUNCTION;
-  broken.ex.error.what = "tvmgen_default_fused_nn_conv2d is not in the system library";
+  broken.ex.error.why = 8; /* MLF_WHY_MISSING_FUNCTION: the host words it */
+  broken.ex.error.subject = "tvmgen_default_fused_nn_conv2d";
+  broken.ex.error.subject_len = 30;
   static mlf_workspace workspace;
   const mlf_device_model models[] = {
       {"adder", &adder.ex, NULL, MLF_OK},

@@ -141,6 +141,9 @@ mlf_status mlf_executor_run(mlf_executor* ex) {
   ex->error.status = MLF_OK;
   ex->error.node = UINT32_MAX;
   ex->error.what = NULL;
+  ex->error.why = 0;
+  ex->error.subject = NULL;
+  ex->error.subject_len = 0;
   if (bound_workspace != NULL && bound_workspace->high_water < 4096) {
     bound_workspace->high_water = 4096;
   }
@@ -156,7 +159,10 @@ mlf_status mlf_executor_run(mlf_executor* ex) {
   if (n > 0 && in[0] == 0xFF) {
     ex->error.status = MLF_ERR_OPERATOR;
     ex->error.node = 3;
-    ex->error.what = "operator tvmgen_default_fused_add (node 3) returned -1";
+    ex->error.what = "operator returned an error";
+    ex->error.why = 11; /* MLF_WHY_OPERATOR_FAILED */
+    ex->error.subject = "tvmgen_default_fused_add";
+    ex->error.subject_len = 24;
     return MLF_ERR_OPERATOR;
   }
   if (n > 0 && in[0] == 0xFE && m->traps) {

@@ -254,6 +254,11 @@ int LLVMFuzzerTestOneInput(const uint8_t* input, size_t input_size) {
   fake_model_adder(&broken);
   broken.ex.error.status = MLF_ERR_MISSING_FUNCTION;
   broken.ex.error.what = "missing";
+  broken.ex.error.why = 8;
+  broken.ex.error.subject =
+      "a name longer than the device's message buffer can hold: it is cut "
+      "where the buffer ends, and the message stays NUL-terminated";
+  broken.ex.error.subject_len = 126;
   memset(&workspace, 0, sizeof(workspace));
   const mlf_device_model models[] = {
       {"adder", &adder.ex, NULL, MLF_OK},

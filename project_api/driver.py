@@ -172,6 +172,10 @@ class Project:
                 run_timeout=run_timeout,
                 runner=runner,
             )
+            session.operator_names = {
+                index: {int(node): name for node, name in model.get("operators", {}).items()}
+                for index, model in enumerate(self.models)
+            }
             session.connect()
             session.timeout = float(timeout)
             factor = getattr(runner, "ticks_to_instructions", None)

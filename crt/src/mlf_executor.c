@@ -65,10 +65,11 @@ static int tables_present(const mlf_graph* g) {
   return 1;
 }
 
-/* A function's name for error reports: empty when the tables bind functions without names. */
+/* A function's name for error reports; none (NULL) when the tables bind functions without
+ * names: the report then names the node alone, and the host may know its function. */
 static mlf_name func_name(const mlf_graph* g, uint32_t func) {
-  mlf_name none = {"", 0};
-  return g->funcs != NULL ? g->funcs[func] : none;
+  mlf_name none = {NULL, 0};
+  return g->funcs != NULL && g->funcs[func].len != 0 ? g->funcs[func] : none;
 }
 
 static int view_ok(const mlf_graph* g, const mlf_view* v) {

@@ -20,7 +20,7 @@ from .samples import SampleSet
 from .sizes import FitReport, WorkspaceEstimate, fit_report
 from .table_check import check_tables
 from .table_sizes import json_parse_bytes, state_bytes, tables_bytes
-from .tables import GraphTables, compile_graph
+from .tables import MLF_FUNC_COPY, GraphTables, compile_graph
 
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Callable[[str], None]
@@ -132,7 +132,16 @@ class ModelPlan:
             "samples": None if self.samples is None else self.samples.describe(),
             "functions_outside_registry": list(self.library.linked_by_name),
             "renamed_symbols": dict(self.renames),
+            "operators": self.operator_names(),
         }
+
+    def operator_names(self) -> Dict[str, str]:
+        """Graph node → function it calls, for tables that bind functions by address and so
+        carry no names: the host names a failing operator from its node."""
+        if self.graph_format != "tables" or not self.library.func_ptrs:
+            return {}
+        t = self.device_tables
+        return {str(op.node): t.funcs[op.func] for op in t.ops if op.func != MLF_FUNC_COPY}
 
 
 # --- planning ----------------------------------------------------------------------------------

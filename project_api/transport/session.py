@@ -100,6 +100,8 @@ class Session:
             self.link.on_closed = self._why_closed
         self.last_stats: Optional[RunStats] = None
         self.exchange = Exchange(self.link, timeout=timeout, retries=retries)
+        # Per model index, graph node -> function: names for firmware whose tables carry none.
+        self.operator_names: Dict[int, Mapping[int, str]] = {}
         self._info: Optional[DeviceInfo] = None
 
     @property
@@ -248,9 +250,12 @@ class Session:
         """Runs the model on the inputs already sent; returns (and keeps) its timing."""
         info = self._usable(model)
         started = time.monotonic()
-        payload = self._request(
-            msg.MsgType.RUN, msg.run_request(info.index), timeout=self.run_timeout
-        )
+        try:
+            payload = self._request(
+                msg.MsgType.RUN, msg.run_request(info.index), timeout=self.run_timeout
+            )
+        except DeviceError as err:
+            raise self._operator_named(err, info.index) from None
         reply = msg.RunReply.decode(payload)
         self.last_stats = RunStats(
             ticks=reply.ticks,
@@ -307,6 +312,14 @@ class Session:
         if len(data) != spec.nbytes:
             raise ProtocolError(f"output{index}: got {len(data)} bytes, expected {spec.nbytes}")
         return tensor_from_bytes(spec, data)
+
+    def _operator_named(self, err: DeviceError, model: int) -> DeviceError:
+        """A failed operator's error with its function's name, when the device could not
+        give it (its tables bind functions by address) and the project knows it."""
+        name = self.operator_names.get(model, {}).get(err.node) if err.node is not None else None
+        if err.code != OPERATOR_FAILED or not name or f"'{name}'" in err.message:
+            return err
+        return DeviceError(f"{err.message} '{name}'", hint=err.hint, code=err.code, node=err.node)
 
     # ---- internals: inputs ---------------------------------------------------------------
 
@@ -414,6 +427,8 @@ class Session:
 
 
 # ---- helpers ------------------------------------------------------------------------------
+
+OPERATOR_FAILED = 9  # the runtime's MLF_ERR_OPERATOR
 
 
 def _describe_status(status: int) -> str:

@@ -55,6 +55,10 @@ class AotExecutor(ExecutorKind):
             return system_library(request)
         symbol = f"mlf_{request.c_name}_aot"
         text = adapter_c(entry, f"{symbol}_run", request.renames.get(entry.run_function))
+        if request.bound:  # const tables take the adapter's address: no registry, no lookup
+            array = f"{symbol}_func_ptrs"
+            ptrs = f"static const TVMBackendPackedCFunc {array}[] = {{{symbol}_run}};\n"
+            return LibraryCode(text + "\n" + ptrs, "NULL", func_ptrs=array)
         return LibraryCode(text + "\n" + _registry(symbol, entry.run_function), f"&{symbol}")
 
     def ram_items(self, model: Model) -> Dict[str, int]:

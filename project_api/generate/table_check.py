@@ -10,20 +10,14 @@ host run of a generated project.
 
 from __future__ import annotations
 
-import math
-from typing import List, Mapping
+from typing import List, Mapping, Set
 
 from ..errors import GenerateError
-from .tables import MLF_FUNC_COPY, STORAGE_ALIGN, GraphTables, View
+from .tables import MLF_FUNC_COPY, STORAGE_ALIGN, GraphTables
 
 # The runtime's limits: 16-bit indices (mlf_view.storage, op_args) and a 32-bit size_t.
 MAX_COUNT = 0xFFFF
 MAX_VIEW_BYTES = 0xFFFFFFFF
-
-
-def _view_bytes(view: View) -> int:
-    per_element = (view.dtype.bits * view.dtype.lanes + 7) // 8
-    return per_element * math.prod(view.shape)
 
 
 def _view_problem(t: GraphTables, index: int) -> str:
@@ -32,11 +26,11 @@ def _view_problem(t: GraphTables, index: int) -> str:
         return f"view {index} names pool {view.storage} of {len(t.storage_bytes)}"
     if view.dtype.bits == 0 or view.dtype.lanes == 0:
         return f"view {index} has an empty dtype"
-    if any(d < 0 for d in view.shape) or _view_bytes(view) > MAX_VIEW_BYTES:
+    if any(d < 0 for d in view.shape) or view.nbytes > MAX_VIEW_BYTES:
         return f"view {index} has a negative dimension or more than 4 GiB"
-    if _view_bytes(view) > t.storage_bytes[view.storage]:
+    if view.nbytes > t.storage_bytes[view.storage]:
         return (
-            f"view {index} takes {_view_bytes(view)} bytes of pool {view.storage}, "
+            f"view {index} takes {view.nbytes} bytes of pool {view.storage}, "
             f"which has {t.storage_bytes[view.storage]}"
         )
     return ""
@@ -54,17 +48,15 @@ def _op_problem(t: GraphTables, index: int) -> str:
     if op.func == MLF_FUNC_COPY and (
         len(op.args) != 2
         or op.num_outputs != 1
-        or _view_bytes(t.views[op.args[0]]) != _view_bytes(t.views[op.args[1]])
+        or t.views[op.args[0]].nbytes != t.views[op.args[1]].nbytes
     ):
         return f"{where} copies between different sizes"
     return ""
 
 
-def _bound_pool_problem(t: GraphTables, pool: int, offset: int) -> str:
+def _bound_pool_problem(t: GraphTables, pool: int, offset: int, written_pools: Set[int]) -> str:
     viewers = sum(1 for a in t.args if t.views[a.view].storage == pool)
-    written = any(
-        t.views[v].storage == pool for op in t.ops for v in op.args[len(op.args) - op.num_outputs :]
-    )
+    written = pool in written_pools
     if not 0 <= pool < len(t.storage_bytes):
         return f"params bound to pool {pool} of {len(t.storage_bytes)}"
     if viewers > 1 or written or offset % STORAGE_ALIGN:
@@ -98,7 +90,8 @@ def table_problems(tables: GraphTables, bound: Mapping[int, int]) -> List[str]:
     ]
     if problems:  # the pools' rules read every view through the args and operators
         return problems
-    return [p for p in (_bound_pool_problem(t, s, o) for s, o in bound.items()) if p]
+    written = t.written_storage()
+    return [p for p in (_bound_pool_problem(t, s, o, written) for s, o in bound.items()) if p]
 
 
 def check_tables(tables: GraphTables, bound: Mapping[int, int], model: str) -> None:

@@ -68,13 +68,17 @@ class GraphTables:
     def num_op_args(self) -> int:
         return sum(len(op.args) for op in self.ops)
 
-    def param_storage(self, param_names: Iterable[str]) -> Set[int]:
-        """Storage ids that parameters bound in place occupy (no operator writes them)."""
-        written = {
+    def written_storage(self) -> Set[int]:
+        """Storage ids some operator (a copy included) writes: never bound to params."""
+        return {
             self.views[v].storage
             for op in self.ops
             for v in op.args[len(op.args) - op.num_outputs :]
         }
+
+    def param_storage(self, param_names: Iterable[str]) -> Set[int]:
+        """Storage ids that parameters bound in place occupy (no operator writes them)."""
+        written = self.written_storage()
         names = set(param_names)
         return {
             self.views[a.view].storage
@@ -92,11 +96,7 @@ class GraphTables:
         """{storage id: param name} for the pools a param can be bound to in place: exactly
         one graph arg views the pool, no operator writes it, and the param named like that
         arg has the arg's shape and dtype and at least the pool's bytes."""
-        written = {
-            self.views[v].storage
-            for op in self.ops
-            for v in op.args[len(op.args) - op.num_outputs :]
-        }
+        written = self.written_storage()
         args_on: Dict[int, List[Arg]] = {}
         for arg in self.args:
             args_on.setdefault(self.views[arg.view].storage, []).append(arg)

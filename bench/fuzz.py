@@ -116,7 +116,8 @@ def _run(fuzzer: Path, kind: str, seeds: Path, work: Path, runs: int) -> Dict[st
     command += [f"-fork={FORK_WORKERS}"] if FORK_WORKERS > 0 else []
     done = subprocess.run(command + [str(corpus), str(seeds / kind)], capture_output=True)
     figures = log_figures(done.stderr.decode("utf-8", "replace"))
-    if "peak_rss_mb" not in figures:  # fork mode: the largest worker, run one target at a time
+    if "peak_rss_mb" not in figures:  # fork mode: the largest child waited for so far (the
+        # workers, when the fuzz part runs alone: targets run one at a time in fork mode)
         figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
     crashes = sorted(p.name for p in work.glob(f"{kind}-*"))
     return {

@@ -140,7 +140,7 @@ class ModelPlan:
         carry no names: the host names a failing operator from its node."""
         if self.graph_format != "tables" or not self.library.func_ptrs:
             return {}
-        t = self.device_tables
+        t = self.tables  # the device's tables leave out args, never operators
         return {str(op.node): t.funcs[op.func] for op in t.ops if op.func != MLF_FUNC_COPY}
 
 
@@ -236,9 +236,10 @@ def _plan_models(
             plan.graph_json = (the_model.root / the_model.graph_member).read_bytes()
             plan.parse_bytes = json_parse_bytes(graph, tables, ptr) + 64
         else:
-            check_tables(plan.device_tables, plan.params_layout, plan.name)
+            device_tables = plan.device_tables
+            check_tables(device_tables, plan.params_layout, plan.name)
             plan.tables_flash_bytes = tables_bytes(
-                plan.device_tables,
+                device_tables,
                 ptr,
                 func_names=not plan.library.func_ptrs,
                 storage_data=bool(plan.params_layout),

@@ -61,8 +61,8 @@ def explain(message: str) -> str:
 
 
 # Protocol errors (codes 0x100 and up) carry only their numbers, in decimal separated by
-# spaces (docs/protocol.md §2.3): the firmware keeps no English for them. Keyed by code,
-# then by request type (None: any request).
+# spaces (docs/protocol.md §2.3): the firmware keeps no English for them. BAD_PAYLOAD's
+# wording, keyed by request type.
 _BAD_PAYLOAD: Dict[int, str] = {
     0x02: "DESCRIBE takes u16 model, u16 first",
     0x03: "SET_INPUT takes u16 model, u16 input, u32 offset, data",

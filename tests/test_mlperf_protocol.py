@@ -86,18 +86,18 @@ HOSTILE = [
     ("\x01\x7f\xff", "Unknown command: ???"),
     ("NAME", "Unknown command: NAME"),
     ("db", "db: needs load N"),
-    ("db load", "db load: needs the number of bytes"),
-    ("db load 0", "db load: needs the number of bytes"),
-    ("db load -5", "db load: needs the number of bytes"),
-    ("db load 99999999999", "db load: needs the number of bytes"),
+    ("db load", "db load: needs N, 1 or more"),
+    ("db load 0", "db load: needs N, 1 or more"),
+    ("db load -5", "db load: needs N, 1 or more"),
+    ("db load 99999999999", "db load: needs N, 1 or more"),
     ("db load 12", "the model's input is 490 bytes, not 12"),
     ("db 0a", "db: no db load N before the data"),
-    ("infer 1 0", "infer: the input is not loaded"),
+    ("infer 1 0", "infer: input not loaded"),
     ("results", "results: no inference has run yet"),
     ("db print", "db print: nothing loaded"),
-    ("infer 0", "number of inferences must be a whole number"),
-    ("infer x", "number of inferences must be a whole number"),
-    ("infer 1 -1", "number of warm-up runs"),
+    ("infer 0", "N (runs) must be 1 or more"),
+    ("infer x", "N (runs) must be 1 or more"),
+    ("infer 1 -1", "W (warm-ups) must be 0 or more"),
     ("infer 1 2 3", "infer: usage"),
     ("mlf-ticks maybe", "mlf-ticks: on or off"),
     ("a b c d e f g h i j", "Too many words"),
@@ -292,17 +292,32 @@ def test_client_raises_on_errors_and_incomplete_answers() -> None:
 # --- the firmware's numbers, the Project API's options ---------------------------------------
 
 
-def test_floats_print_so_that_they_read_back_exactly(tmp_path: Any) -> None:
-    """mlf_text_number(): 9 significant digits, always a float, every float32 exact."""
-    import subprocess
-
+def _text_number_program(tmp_path: Any) -> Any:
     from device_c import cbuild
 
-    program = cbuild.build(
+    return cbuild.build(
         tmp_path,
         "text_number",
         [cbuild.DEVICE_C / "text_number_main.c", cbuild.FIRMWARE / "mlf_text.c"],
     )
+
+
+def _nine_digits(value: float) -> str:
+    """The 9 significant digits of ``value`` rounded half up, as the firmware rounds them
+    (Python's formatting rounds the exact value half to even; ties are all that differ)."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    exact = Decimal(value)
+    digits = exact.scaleb(-exact.adjusted() + 8).to_integral_value(rounding=ROUND_HALF_UP)
+    return str(int(digits)).rstrip("0") or "0"
+
+
+def test_floats_print_so_that_they_read_back_exactly(tmp_path: Any) -> None:
+    """mlf_text_number(): 9 significant digits, correctly rounded, always a float, every
+    float32 exact — with integer arithmetic only."""
+    import subprocess
+
+    program = _text_number_program(tmp_path)
     rng = np.random.default_rng(1)
     with np.errstate(over="ignore", invalid="ignore"):
         values = np.concatenate(
@@ -324,8 +339,46 @@ def test_floats_print_so_that_they_read_back_exactly(tmp_path: Any) -> None:
     for text, value in zip(lines, finite):
         assert re.fullmatch(r"-?\d+\.\d+|-?\d(\.\d+)?e[+-]\d\d+", text), text
         assert np.float32(float(text)) == value, (text, value)
+        if value != 0:
+            shown = text.lstrip("-").split("e")[0].replace(".", "").lstrip("0").rstrip("0")
+            assert shown == _nine_digits(float(abs(value))), (text, value)
     assert lines[:6] == ["0.0", "-0.0", "1.0", "-3.0", "0.5", "9.99999975e-06"]
     assert lines[6:8] == ["123456792.0", "1.23456794e+09"]  # float32 values
+    specials = np.array([np.inf, -np.inf, np.nan], np.float32).tobytes()
+    done = subprocess.run([str(program)], input=specials, capture_output=True, check=True)
+    assert done.stdout.decode().split() == ["inf", "-inf", "nan"]
+
+
+def test_dequantized_numbers_round_as_float32_does(tmp_path: Any) -> None:
+    """mlf_number_dequantized(): float32(q - zero_point) * scale, bit for bit as numpy's
+    float32 arithmetic (subnormal results and overflow to inf included)."""
+    import subprocess
+
+    program = _text_number_program(tmp_path)
+    rng = np.random.default_rng(2)
+    n = 3000
+    q = np.concatenate([rng.integers(-(2**31), 2**31, n - 6), [0, -128, 127, 2**31 - 1, 5, 1]])
+    zero_point = np.concatenate(
+        [rng.integers(-(2**31), 2**31, n - 6), [-128, -128, 3, -(2**31), 0, 0]]
+    )
+    scale = np.concatenate(
+        [
+            (rng.random(n - 6) * 10.0 ** rng.integers(-45, 30, n - 6)).astype(np.float32),
+            np.array([0.00390625, 0.00390625, 1e-45, 3e38, 1e-40, 1.0], np.float32),
+        ]
+    ).astype(np.float32)
+    records = np.zeros(n, dtype=[("q", "<i4"), ("zp", "<i4"), ("scale", "<f4")])
+    records["q"], records["zp"], records["scale"] = q, zero_point, scale
+    done = subprocess.run(
+        [str(program), "dequantize"], input=records.tobytes(), capture_output=True, check=True
+    )
+    lines = done.stdout.decode().split("\n")[:-1]
+    with np.errstate(over="ignore"):
+        want = (q.astype(np.int64) - zero_point).astype(np.float32) * scale
+    assert len(lines) == n
+    for text, value in zip(lines, want):
+        assert np.float32(float(text)) == value, (text, value)
+    assert lines[-6:-4] == ["0.5", "0.0"] and lines[-1] == "1.0"
 
 
 def test_project_api_options_of_mlperftiny() -> None:

@@ -21,6 +21,7 @@ from typing import Any, List, Optional, Tuple, Union
 
 from ..errors import DeviceError, ProtocolError
 from .link import Link
+from .reasons import explain
 
 READY = "m-ready"
 TERMINATOR = "%"
@@ -86,8 +87,9 @@ def parse_results(line: str) -> List[Number]:
 
 
 def errors_in(lines: List[str]) -> List[str]:
-    """The texts of the ``e-[...]`` lines."""
-    return [m.group(1) for m in map(_ERROR.match, lines) if m is not None] + [
+    """The texts of the ``e-[...]`` lines, the runtime's reasons worded (the firmware sends
+    ``: #<why>``, :func:`~project_api.transport.reasons.explain`)."""
+    return [explain(m.group(1)) for m in map(_ERROR.match, lines) if m is not None] + [
         line for line in lines if line.startswith("e-") and _ERROR.match(line) is None
     ]
 

@@ -15,7 +15,7 @@ from typing import List, Optional, Tuple
 
 from ..errors import ProtocolError
 from .frames import Buffer
-from .reasons import runtime_text, word
+from .reasons import STATUS_NAMES, runtime_text, word
 
 MAGIC = b"MLFP"
 PROTOCOL_VERSION = 1
@@ -46,22 +46,6 @@ class ErrorCode(enum.IntEnum):
     OUT_OF_RANGE = 0x106
     UNSUPPORTED = 0x107
 
-
-# mlf_status (crt/include/mlf_runtime.h) by value.
-STATUS_NAMES = {
-    0: "ok",
-    1: "bad argument",
-    2: "no memory",
-    3: "bad JSON",
-    4: "bad graph",
-    5: "bad params",
-    6: "mismatch",
-    7: "missing function",
-    8: "not found",
-    9: "operator failed",
-    10: "unsupported",
-    11: "bad state",
-}
 
 _PROTOCOL_NAMES = {
     ErrorCode.BAD_CRC: "bad CRC",

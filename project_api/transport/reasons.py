@@ -17,8 +17,26 @@ from typing import Dict, Sequence, Tuple
 
 from ..resources import crt_dir
 
+# mlf_status (crt/include/mlf_runtime.h) by value.
+STATUS_NAMES = {
+    0: "ok",
+    1: "bad argument",
+    2: "no memory",
+    3: "bad JSON",
+    4: "bad graph",
+    5: "bad params",
+    6: "mismatch",
+    7: "missing function",
+    8: "not found",
+    9: "operator failed",
+    10: "unsupported",
+    11: "bad state",
+}
+
 _ENTRY = re.compile(r'X\(\s*\w+\s*,\s*"((?:[^"\\\n]|\\.)*)"\s*\)')
 _CODE = re.compile(r": #(\d{1,4})(?=\D|$)")
+# mlf_text_error()'s "error <status>", where a message starts or after "<what>: ".
+_STATUS = re.compile(r"(?:(?<=^)|(?<=: ))error (\d{1,3})(?=: #| '| at |$)")
 
 
 def _list_body(header: str, macro: str) -> str:
@@ -49,14 +67,19 @@ def reason_texts() -> Tuple[str, ...]:
 
 
 def explain(message: str) -> str:
-    """``message`` with each ``: #<code>`` replaced by ``: <description>`` (codes without a
-    description are left as they are)."""
+    """``message`` with each ``: #<code>`` replaced by ``: <description>`` and a leading
+    ``error <status>`` (the firmware's mlf_text_error()) by the status's name; codes without
+    a description are left as they are."""
     texts = reason_texts()
 
     def text(match: re.Match[str]) -> str:
         code = int(match.group(1))
         return f": {texts[code]}" if 0 < code < len(texts) and texts[code] else match.group(0)
 
+    def status(match: re.Match[str]) -> str:
+        return STATUS_NAMES.get(int(match.group(1)), match.group(0))
+
+    message = _STATUS.sub(status, message) if "error " in message else message
     return _CODE.sub(text, message) if "#" in message else message
 
 
@@ -139,4 +162,4 @@ def word(code: int, request: int, message: str) -> str:
     return explain(message)
 
 
-__all__ = ["explain", "reason_texts", "runtime_text", "word"]
+__all__ = ["STATUS_NAMES", "explain", "reason_texts", "runtime_text", "word"]

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import ProtocolError
 from ..read.dtypes import UnknownDTypeError, parse_dtype
+from .reasons import explain
 
 # Fields whose value runs to the end of the line (it may contain spaces).
 _TAIL_FIELDS = ("name", "message")
@@ -169,7 +170,7 @@ def parse_standalone(text: str) -> StandaloneReport:
                         int(f["sample"]) if "sample" in f else None,
                         int(f["code"]),
                         int(f["node"]) if "node" in f else None,
-                        f.get("message", ""),
+                        explain(f.get("message", "")),
                     )
                 )
             elif record == "result":

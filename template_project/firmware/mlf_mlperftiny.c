@@ -11,9 +11,12 @@
 
 #include "mlf_platform.h"
 
-#define MAX_WORDS 8u     /* words in one command (db with several hex words) */
+#define MAX_WORDS 8      /* words in one command (db with several hex words) */
 #define QUOTE_MAX 40u    /* characters of a bad word quoted back */
 #define BYTES_PER_LINE 8 /* db print */
+
+#define TEXT_OF_(x) #x
+#define TEXT_OF(x) TEXT_OF_(x) /* a number macro as its digits, for messages */
 
 typedef struct {
   const char* text;
@@ -69,22 +72,23 @@ static void error_number(mlf_mlperftiny* dev, const char* what, uint64_t number,
   error_end(dev);
 }
 
-/* The runtime's text for a status of the model. */
+/* The runtime's failure, as numbers the host words. */
 static void status_text(mlf_mlperftiny* dev, mlf_status status) {
-  char text[96];
   const mlf_executor* ex = dev->config->executor;
-  const mlf_error* err = ex != NULL ? mlf_executor_error(ex) : NULL;
-  if (err != NULL && err->status == status) {
-    mlf_error_format(err, text, sizeof(text));
-    quoted_str(dev, text);
-  } else {
-    quoted_str(dev, mlf_status_name(status));
-  }
+  mlf_text_error(&dev->out, status, ex != NULL ? mlf_executor_error(ex) : NULL);
 }
 
-/* "e-[<what>: <the runtime's text>]" */
-static void model_error(mlf_mlperftiny* dev, const char* what, mlf_status status) {
+static const char kInitFailed[] = "the model failed to initialise";
+static const char kInputMismatch[] = "the input buffer does not match the model's inputs";
+
+/* "e-[<what>[: <context>]: <the runtime's failure>]" */
+static void model_error(mlf_mlperftiny* dev, const char* what, const char* context,
+                        mlf_status status) {
   error_start(dev, what);
+  if (context != NULL) {
+    quoted_str(dev, ": ");
+    quoted_str(dev, context);
+  }
   quoted_str(dev, ": ");
   status_text(dev, status);
   error_end(dev);
@@ -100,15 +104,14 @@ static int word_is(const word* w, const char* s) {
 
 /* A count written in decimal digits only, at most 4294967295. */
 static int parse_count(const word* w, uint32_t* value) {
-  if (w->len == 0 || w->len > 10) return 0;
-  uint64_t v = 0;
+  if (w->len == 0) return 0;
+  uint32_t v = 0;
   for (size_t i = 0; i < w->len; ++i) {
-    char c = w->text[i];
-    if (c < '0' || c > '9') return 0;
-    v = v * 10u + (uint64_t)(c - '0');
+    const uint32_t digit = (uint32_t)(w->text[i] - '0');
+    if (digit > 9u || v > (0xFFFFFFFFu - digit) / 10u) return 0;
+    v = v * 10u + digit;
   }
-  if (v > 0xFFFFFFFFu) return 0;
-  *value = (uint32_t)v;
+  *value = v;
   return 1;
 }
 
@@ -137,15 +140,13 @@ static int inputs_match(const mlf_mlperftiny_config* c) {
 static int model_ready(mlf_mlperftiny* dev, const char* what) {
   const mlf_mlperftiny_config* c = dev->config;
   if (c->init_status != MLF_OK || c->executor == NULL) {
-    error_start(dev, what);
-    quoted_str(dev, ": the model failed to initialise: ");
-    status_text(dev, c->init_status != MLF_OK ? c->init_status : MLF_ERR_STATE);
-    error_end(dev);
+    model_error(dev, what, kInitFailed, c->init_status != MLF_OK ? c->init_status : MLF_ERR_STATE);
     return 0;
   }
   if (!dev->input_ok) {
     error_start(dev, what);
-    quoted_str(dev, ": the input buffer does not match the model's inputs");
+    quoted_str(dev, ": ");
+    quoted_str(dev, kInputMismatch);
     error_end(dev);
     return 0;
   }
@@ -181,8 +182,14 @@ static mlf_status run_once(const mlf_mlperftiny_config* c) {
 /* ---- timestamps --------------------------------------------------------------------------- */
 
 static void lap(mlf_mlperftiny* dev, uint64_t ticks) {
+  /* Tick rates fit 32 bits (4 GHz); a rate beyond is shown as 0 µs rather than wrong. */
   uint64_t hz = mlf_platform_tick_hz();
-  uint64_t us = hz == 0 ? 0 : ticks / hz * 1000000u + ticks % hz * 1000000u / hz;
+  uint64_t us = 0;
+  uint32_t rest;
+  if (hz != 0 && hz >> 32 == 0) {
+    us = mlf_text_divide(ticks, (uint32_t)hz, &rest) * 1000000u;
+    us += mlf_text_divide((uint64_t)rest * 1000000u, (uint32_t)hz, &rest);
+  }
   mlf_text_str(&dev->out, "m-lap-us-");
   mlf_text_u64(&dev->out, us);
   end_line(dev);
@@ -199,54 +206,29 @@ static void pulse(mlf_mlperftiny* dev) {
 
 /* ---- results ------------------------------------------------------------------------------ */
 
-static int is_integer(DLDataType t) { return t.code == kDLInt || t.code == kDLUInt; }
-
-/* Output o's data and element count, when its dtype can be printed. */
-static int output_elements(const mlf_executor* ex, uint32_t o, const uint8_t** data, size_t* count,
-                           DLDataType* dtype) {
-  mlf_tensor_info info;
-  const uint8_t* memory = (const uint8_t*)mlf_executor_output_data(ex, o);
-  if (memory == NULL || mlf_executor_output_info(ex, o, &info) != MLF_OK) return 0;
-  size_t width = (info.dtype.bits + 7u) / 8u;
-  double probe;
-  *data = memory;
-  *count = width == 0 ? 0 : info.nbytes / width;
-  *dtype = info.dtype;
-  return width != 0 && (*count == 0 || mlf_text_element(*data, info.dtype, 0, &probe));
-}
-
+/* Every output's elements, one list. The generator refuses outputs whose dtype has no
+ * reading as numbers; an element without one (a broken executor) shows as nan. */
 static void print_results(mlf_mlperftiny* dev) {
   const mlf_mlperftiny_config* c = dev->config;
   uint32_t outputs = mlf_executor_num_outputs(c->executor);
-  const uint8_t* data;
-  size_t count;
-  DLDataType dtype;
-  for (uint32_t o = 0; o < outputs; ++o) {
-    if (!output_elements(c->executor, o, &data, &count, &dtype)) {
-      error_number(dev, "results: output ", o, " has a dtype that cannot be printed");
-      return;
-    }
-  }
   mlf_text* out = &dev->out;
   mlf_text_str(out, "m-results-[");
-  int first = 1;
+  const char* separator = "";
   for (uint32_t o = 0; o < outputs; ++o) {
-    output_elements(c->executor, o, &data, &count, &dtype);
-    for (size_t i = 0; i < count; ++i) {
-      double v = 0;
-      mlf_text_element(data, dtype, i, &v);
-      if (!first) mlf_text_char(out, ',');
-      first = 0;
-      if (!is_integer(dtype)) {
-        mlf_text_number(out, v);
-      } else if (c->dequantize) {
-        float q = (float)((int64_t)v - (int64_t)c->output_zero_point);
-        mlf_text_number(out, (double)(q * c->output_scale));
-      } else if (v < 0) {
-        mlf_text_i64(out, (int64_t)v);
-      } else {
-        mlf_text_u64(out, (uint64_t)v);
+    mlf_tensor_info info;
+    const uint8_t* data = (const uint8_t*)mlf_executor_output_data(c->executor, o);
+    if (data == NULL || mlf_executor_output_info(c->executor, o, &info) != MLF_OK) continue;
+    const size_t width = (info.dtype.bits + 7u) / 8u;
+    for (size_t i = 0; width != 0 && i < info.nbytes / width; ++i) {
+      mlf_number v;
+      if (!mlf_text_element(data, info.dtype, i, &v)) {
+        v.kind = MLF_NUMBER_NAN;
+      } else if (v.kind == MLF_NUMBER_INTEGER && c->dequantize) {
+        v = mlf_number_dequantized(&v, c->output_zero_point, c->output_scale);
       }
+      mlf_text_str(out, separator);
+      separator = ",";
+      mlf_text_number(out, &v);
     }
   }
   mlf_text_char(out, ']');
@@ -287,7 +269,7 @@ static void cmd_timestamp(mlf_mlperftiny* dev, const word* args, size_t nargs) {
 static void db_load(mlf_mlperftiny* dev, const word* args, size_t nargs) {
   uint32_t n = 0;
   if (nargs != 2 || !parse_count(&args[1], &n) || n == 0) {
-    fail(dev, "db load: needs the number of bytes (1 or more)");
+    fail(dev, "db load: needs N, 1 or more");
     return;
   }
   if (!model_ready(dev, "db load")) return;
@@ -309,7 +291,7 @@ static void db_load(mlf_mlperftiny* dev, const word* args, size_t nargs) {
 
 static void db_print(mlf_mlperftiny* dev) {
   if (dev->expected == 0) {
-    fail(dev, "db print: nothing loaded (db load N first)");
+    fail(dev, "db print: nothing loaded");
     return;
   }
   for (size_t i = 0; i < dev->loaded; ++i) {
@@ -319,7 +301,8 @@ static void db_print(mlf_mlperftiny* dev) {
   }
 }
 
-/* Hex words: all checked before any byte is stored, so a bad command changes nothing. */
+/* Hex words, decoded where they belong but counted as loaded only when all of them are good:
+ * a bad command changes nothing loaded. */
 static void db_data(mlf_mlperftiny* dev, const word* args, size_t nargs) {
   if (dev->expected == 0) {
     fail(dev, "db: no db load N before the data");
@@ -330,15 +313,6 @@ static void db_data(mlf_mlperftiny* dev, const word* args, size_t nargs) {
     if (args[a].len % 2u != 0) {
       fail(dev, "db: odd number of hex digits");
       return;
-    }
-    for (size_t i = 0; i < args[a].len; ++i) {
-      if (hex_value(args[a].text[i]) < 0) {
-        error_start(dev, "db: bad hex digit '");
-        quoted(dev, &args[a].text[i], 1);
-        quoted_str(dev, "'");
-        error_end(dev);
-        return;
-      }
     }
     total += args[a].len / 2u;
   }
@@ -355,8 +329,17 @@ static void db_data(mlf_mlperftiny* dev, const word* args, size_t nargs) {
   }
   uint8_t* at = dev->config->buffer + dev->loaded;
   for (size_t a = 0; a < nargs; ++a) {
-    for (size_t i = 0; i + 1 < args[a].len; i += 2) {
-      *at++ = (uint8_t)(hex_value(args[a].text[i]) * 16 + hex_value(args[a].text[i + 1]));
+    for (size_t i = 0; i < args[a].len; ++i) {
+      int digit = hex_value(args[a].text[i]);
+      if (digit < 0) {
+        error_start(dev, "db: bad hex digit '");
+        quoted(dev, &args[a].text[i], 1);
+        quoted_str(dev, "'");
+        error_end(dev);
+        return;
+      }
+      *at = (uint8_t)(i % 2u == 0 ? digit << 4 : *at | digit);
+      at += i % 2u;
     }
   }
   dev->loaded += total;
@@ -383,23 +366,22 @@ static void cmd_infer(mlf_mlperftiny* dev, const word* args, size_t nargs) {
     return;
   }
   if (nargs >= 1 && (!parse_count(&args[0], &n) || n == 0)) {
-    fail(dev, "infer: the number of inferences must be a whole number, 1 or more");
+    fail(dev, "infer: N (runs) must be 1 or more");
     return;
   }
   if (nargs == 2 && !parse_count(&args[1], &warmups)) {
-    fail(dev, "infer: the number of warm-up runs must be a whole number, 0 or more");
+    fail(dev, "infer: W (warm-ups) must be 0 or more");
     return;
   }
   if (!model_ready(dev, "infer")) return;
   if (dev->expected == 0 || dev->loaded != dev->expected) {
-    error_number(dev, "infer: the input is not loaded (", dev->loaded,
-                 " bytes so far; db load N, then db with the bytes)");
+    error_number(dev, "infer: input not loaded (", dev->loaded, " bytes so far)");
     return;
   }
   dev->have_results = 0;
   mlf_status status = load_inputs(dev);
   if (status != MLF_OK) {
-    model_error(dev, "infer", status);
+    model_error(dev, "infer", NULL, status);
     return;
   }
   mlf_text_str(&dev->out, "m-warmup-start-");
@@ -407,7 +389,7 @@ static void cmd_infer(mlf_mlperftiny* dev, const word* args, size_t nargs) {
   end_line(dev);
   for (uint32_t i = 0; i < warmups && status == MLF_OK; ++i) status = run_once(c);
   if (status != MLF_OK) {
-    model_error(dev, "infer", status);
+    model_error(dev, "infer", NULL, status);
     return;
   }
   message(dev, "m-warmup-done");
@@ -422,7 +404,7 @@ static void cmd_infer(mlf_mlperftiny* dev, const word* args, size_t nargs) {
   uint64_t end = mlf_platform_ticks();
   if (c->energy_mode) pulse(dev);
   if (status != MLF_OK) {
-    model_error(dev, "infer", status);
+    model_error(dev, "infer", NULL, status);
     return;
   }
   if (!c->energy_mode) {
@@ -445,10 +427,7 @@ static void cmd_results(mlf_mlperftiny* dev, const word* args, size_t nargs) {
 
 static void cmd_help(mlf_mlperftiny* dev, const word* args, size_t nargs) {
   (void)args, (void)nargs;
-  message(dev, "m-help-[name | profile | timestamp | help]");
-  message(dev, "m-help-[db load N | db HH.. (hex bytes, until N) | db print]");
-  message(dev, "m-help-[infer N W (N runs after W warm-ups) | results]");
-  message(dev, "m-help-[mlf-ticks on|off (m-lap-ticks- lines after m-lap-us-)]");
+  message(dev, "m-help-[name profile timestamp db infer results mlf-ticks]");
 }
 
 static void cmd_ticks(mlf_mlperftiny* dev, const word* args, size_t nargs) {
@@ -491,9 +470,9 @@ static void execute(mlf_mlperftiny* dev) {
     ++count;
   }
   if (dev->overlong) {
-    error_number(dev, "Command too long: more than ", MLF_MLPERFTINY_LINE_MAX, " characters");
+    fail(dev, "Command too long: more than " TEXT_OF(MLF_MLPERFTINY_LINE_MAX) " characters");
   } else if (count > MAX_WORDS) {
-    error_number(dev, "Too many words in one command: more than ", MAX_WORDS, "");
+    fail(dev, "Too many words: more than " TEXT_OF(MAX_WORDS));
   } else if (count > 0) {
     size_t c = 0;
     while (c < sizeof(kCommands) / sizeof(kCommands[0]) && !word_is(&words[0], kCommands[c].name)) {
@@ -520,10 +499,10 @@ void mlf_mlperftiny_start(mlf_mlperftiny* dev, const mlf_mlperftiny_config* conf
   dev->input_ok = inputs_match(config);
   message(dev, config->energy_mode ? "m-timestamp-mode-energy" : "m-timestamp-mode-performance");
   if (config->init_status != MLF_OK || config->executor == NULL) {
-    model_error(dev, "the model failed to initialise",
+    model_error(dev, kInitFailed, NULL,
                 config->init_status != MLF_OK ? config->init_status : MLF_ERR_STATE);
   } else if (!dev->input_ok) {
-    fail(dev, "the input buffer does not match the model's inputs");
+    fail(dev, kInputMismatch);
   }
   message(dev, "m-init-done");
   message(dev, "m-ready");

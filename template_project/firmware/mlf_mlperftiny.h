@@ -43,7 +43,7 @@
 extern "C" {
 #endif
 
-#define MLF_MLPERFTINY_LINE_MAX 80u /* characters of one command, '%' excluded */
+#define MLF_MLPERFTINY_LINE_MAX 80 /* characters of one command, '%' excluded */
 #define MLF_MLPERFTINY_TERMINATOR '%'
 
 typedef struct {

@@ -48,23 +48,39 @@ static int is_float(DLDataType t) {
                           (t.code == kDLBfloat && t.bits == 16));
 }
 
+static double as_double(const mlf_number* v) {
+  if (v->kind == MLF_NUMBER_NAN) return 0.0 / 0.0;
+  double d = v->kind == MLF_NUMBER_INF ? 1.0 / 0.0 : (double)v->mantissa;
+  for (int32_t e = v->exponent; e > 0; --e) d *= 2.0;
+  for (int32_t e = v->exponent; e < 0; ++e) d *= 0.5;
+  return v->negative ? -d : d;
+}
+
 static double magnitude(double v) { return v < 0 ? -v : v; }
+
+int mlf_standalone_floats_close(const uint8_t* got, const uint8_t* want,
+                                const mlf_tensor_info* info, float rtol, float atol) {
+  size_t count = info->nbytes / ((info->dtype.bits + 7u) / 8u);
+  for (size_t i = 0; i < count; ++i) {
+    mlf_number g, w;
+    mlf_text_element(got, info->dtype, i, &g);
+    mlf_text_element(want, info->dtype, i, &w);
+    if (g.kind == MLF_NUMBER_NAN || w.kind == MLF_NUMBER_NAN) {
+      if (g.kind != w.kind) return 0;
+      continue;
+    }
+    double gd = as_double(&g), wd = as_double(&w);
+    if (magnitude(gd - wd) > (double)atol + (double)rtol * magnitude(wd)) return 0;
+  }
+  return 1;
+}
 
 static int outputs_match(const uint8_t* got, const uint8_t* want, const mlf_tensor_info* info,
                          const mlf_standalone_config* cfg) {
-  if (!is_float(info->dtype)) return mlf_bytes_equal(got, want, info->nbytes);
-  size_t count = info->nbytes / ((info->dtype.bits + 7u) / 8u);
-  for (size_t i = 0; i < count; ++i) {
-    double g, w;
-    mlf_text_element(got, info->dtype, i, &g);
-    mlf_text_element(want, info->dtype, i, &w);
-    if (g != g || w != w) {
-      if ((g != g) != (w != w)) return 0;
-      continue;
-    }
-    if (magnitude(g - w) > (double)cfg->atol + (double)cfg->rtol * magnitude(w)) return 0;
+  if (!is_float(info->dtype) || cfg->float_match == NULL) {
+    return mlf_bytes_equal(got, want, info->nbytes);
   }
-  return 1;
+  return cfg->float_match(got, want, info, cfg->rtol, cfg->atol);
 }
 
 /* Index of the largest element, or -1 when the dtype cannot be read. */
@@ -72,12 +88,12 @@ static int64_t argmax(const uint8_t* data, const mlf_tensor_info* info) {
   size_t width = (info->dtype.bits + 7u) / 8u;
   if (info->dtype.lanes != 1 || width == 0 || info->nbytes == 0) return -1;
   size_t count = info->nbytes / width;
-  double best = 0;
+  mlf_number best = {0, 0, 0, MLF_NUMBER_INTEGER};
   int64_t best_index = -1;
   for (size_t i = 0; i < count; ++i) {
-    double v;
+    mlf_number v;
     if (!mlf_text_element(data, info->dtype, i, &v)) return -1;
-    if (v == v && (best_index < 0 || v > best)) {
+    if (v.kind != MLF_NUMBER_NAN && (best_index < 0 || mlf_number_compare(&v, &best) > 0)) {
       best = v;
       best_index = (int64_t)i;
     }
@@ -93,19 +109,11 @@ typedef struct {
   uint32_t runs;
   uint32_t mismatches;
   uint32_t errors;
-  char message[128];
 } standalone;
 
 static void report_error(standalone* st, uint32_t model, int64_t sample, mlf_status status,
                          const mlf_executor* ex) {
   const mlf_error* err = ex != NULL ? mlf_executor_error(ex) : NULL;
-  if (err != NULL && err->status == status) {
-    mlf_error_format(err, st->message, sizeof(st->message));
-  } else {
-    size_t n = mlf_text_length(mlf_status_name(status), sizeof(st->message) - 1);
-    memcpy(st->message, mlf_status_name(status), n);
-    st->message[n] = '\0';
-  }
   mlf_text* out = &st->out;
   mlf_text_str(out, "error");
   out_field_u64(out, "model", model);
@@ -115,7 +123,7 @@ static void report_error(standalone* st, uint32_t model, int64_t sample, mlf_sta
     out_field_u64(out, "node", err->node);
   }
   mlf_text_str(out, " message=");
-  mlf_text_safe(out, st->message);
+  mlf_text_error(out, status, err);
   out_end_line(out);
   st->errors++;
 }

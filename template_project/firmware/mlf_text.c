@@ -43,12 +43,30 @@ void mlf_text_safe(mlf_text* out, const char* s) {
   for (; *s; ++s) mlf_text_char(out, (unsigned char)*s < 0x20 ? '?' : *s);
 }
 
+uint64_t mlf_text_divide(uint64_t n, uint32_t d, uint32_t* rem) {
+  uint64_t quotient = 0, r = 0;
+  if (n >> 32 == 0) { /* the common case: one hardware divide */
+    *rem = (uint32_t)n % d;
+    return (uint32_t)n / d;
+  }
+  for (int bit = 63; bit >= 0; --bit) {
+    r = r << 1 | (n >> bit & 1u);
+    if (r >= d) {
+      r -= d;
+      quotient |= (uint64_t)1 << bit;
+    }
+  }
+  *rem = (uint32_t)r;
+  return quotient;
+}
+
 void mlf_text_u64(mlf_text* out, uint64_t v) {
   char digits[20];
   size_t n = 0;
+  uint32_t digit;
   do {
-    digits[n++] = (char)('0' + v % 10u);
-    v /= 10u;
+    v = mlf_text_divide(v, 10u, &digit);
+    digits[n++] = (char)('0' + digit);
   } while (v != 0);
   while (n > 0) mlf_text_char(out, digits[--n]);
 }
@@ -68,66 +86,96 @@ void mlf_text_hex_byte(mlf_text* out, uint8_t b) {
   mlf_text_char(out, kHex[b & 15u]);
 }
 
-/* 10^k for 0 <= k <= 308 (exact up to 10^22; a few ulps off beyond, far below the 9 digits
- * printed). */
-static double power_of_ten(int k) {
-  double p = 1.0;
-  while (k-- > 0) p *= 10.0;
-  return p;
+static void text_field(mlf_text* out, const char* label, uint32_t value) {
+  mlf_text_str(out, label);
+  mlf_text_u64(out, value);
 }
 
-#define SIGNIFICANT 9
-#define LARGEST_DOUBLE 1.7976931348623157e308
+void mlf_text_error(mlf_text* out, mlf_status status, const mlf_error* err) {
+  text_field(out, "error ", (uint32_t)status);
+  if (err == NULL || err->status != status) return;
+  if (err->why != 0) text_field(out, ": #", err->why);
+  if (err->subject != NULL) {
+    mlf_text_str(out, " '");
+    /* printable ASCII, and no brackets: the line stays one field of either loop's output */
+    for (uint32_t i = 0; i < err->subject_len; ++i) {
+      const unsigned char c = (unsigned char)err->subject[i];
+      mlf_text_char(out, c < 0x20 || c > 0x7E ? '?' : c == '[' ? '(' : c == ']' ? ')' : (char)c);
+    }
+    mlf_text_char(out, '\'');
+  }
+  if (err->node != UINT32_MAX) text_field(out, " at node ", err->node);
+  if (err->offset != UINT32_MAX) text_field(out, " at byte ", err->offset);
+}
 
-void mlf_text_number(mlf_text* out, double v) {
-  if (v != v) {
+/* ---- numbers ------------------------------------------------------------------------- */
+
+#define SIGNIFICANT 9
+#define POW10_9 1000000000u
+
+/* The 9 significant digits of mantissa * 2^exponent (mantissa > 0), correctly rounded up to
+ * the bits lost bringing the value to a decimal exponent; *decimal gets the power of ten of
+ * the first digit. Integer arithmetic: the value is kept as x * 2^b * 10^d. */
+static uint32_t significant_digits(uint64_t x, int32_t b, int32_t* decimal) {
+  int32_t d = 0;
+  uint32_t digit;
+  while (b > 0) {
+    if (x >> 63) {
+      x = mlf_text_divide(x, 10u, &digit);
+      ++d;
+    } else {
+      x <<= 1;
+      --b;
+    }
+  }
+  while (b < 0) {
+    if (x <= UINT64_MAX / 10u) {
+      x *= 10u;
+      --d;
+    } else {
+      x >>= 1;
+      ++b;
+    }
+  }
+  /* Ten digits, then rounded to nine (half up: the tenth digit is exact). */
+  while (x >= (uint64_t)POW10_9 * 10u) {
+    x = mlf_text_divide(x, 10u, &digit);
+    ++d;
+  }
+  while (x < POW10_9) {
+    x *= 10u;
+    --d;
+  }
+  uint32_t digits = (uint32_t)mlf_text_divide(x + 5u, 10u, &digit); /* below 2^32 */
+  ++d;
+  if (digits == POW10_9) {
+    digits /= 10u;
+    ++d;
+  }
+  *decimal = d + SIGNIFICANT - 1;
+  return digits;
+}
+
+void mlf_text_number(mlf_text* out, const mlf_number* v) {
+  if (v->kind == MLF_NUMBER_NAN) {
     mlf_text_str(out, "nan");
     return;
   }
-  uint64_t bits;
-  memcpy(&bits, &v, sizeof(bits));
-  if (bits >> 63) { /* negative, -0.0 included */
-    mlf_text_char(out, '-');
-    v = -v;
+  if (v->negative) mlf_text_char(out, '-');
+  if (v->kind == MLF_NUMBER_INTEGER) {
+    mlf_text_u64(out, v->mantissa);
+    return;
   }
-  if (v > LARGEST_DOUBLE) {
+  if (v->kind == MLF_NUMBER_INF) {
     mlf_text_str(out, "inf");
     return;
   }
-  if (v == 0) {
+  if (v->mantissa == 0) {
     mlf_text_str(out, "0.0");
     return;
   }
-  /* v = scaled * 10^exponent with 1 <= scaled < 10 (up to rounding). */
-  int exponent = 0;
-  if (v < 1e-290) { /* subnormal doubles: bring them into range first */
-    v *= 1e100;
-    exponent = -100;
-  }
-  double scaled;
-  if (v >= 1.0) {
-    int e = 0;
-    double p = 1.0;
-    while (e < 308 && v >= p * 10.0) {
-      p *= 10.0;
-      ++e;
-    }
-    scaled = v / p;
-    exponent += e;
-  } else {
-    int e = 0;
-    while (e < 308 && v * power_of_ten(e) < 1.0) ++e;
-    scaled = v * power_of_ten(e);
-    exponent -= e;
-  }
-  uint64_t digits = (uint64_t)(scaled * 1e8 + 0.5);
-  if (digits >= 1000000000u) {
-    digits = (digits + 5u) / 10u;
-    ++exponent;
-  } else if (digits < 100000000u) {
-    digits = (uint64_t)(scaled * 1e9 + 0.5);
-    --exponent;
-  }
+  int32_t exponent;
+  uint32_t digits = significant_digits(v->mantissa, v->exponent, &exponent);
   char text[SIGNIFICANT];
   for (int i = SIGNIFICANT - 1; i >= 0; --i) {
     text[i] = (char)('0' + digits % 10u);
@@ -135,86 +183,114 @@ void mlf_text_number(mlf_text* out, double v) {
   }
   int count = SIGNIFICANT;
   while (count > 1 && text[count - 1] == '0') --count;
-  if (exponent >= -5 && exponent < SIGNIFICANT) {
-    if (exponent < 0) {
-      mlf_text_str(out, "0.");
-      for (int i = -1; i > exponent; --i) mlf_text_char(out, '0');
-      for (int i = 0; i < count; ++i) mlf_text_char(out, text[i]);
-      return;
-    }
-    for (int i = 0; i <= exponent; ++i) mlf_text_char(out, i < count ? text[i] : '0');
-    mlf_text_char(out, '.');
-    if (count > exponent + 1) {
-      for (int i = exponent + 1; i < count; ++i) mlf_text_char(out, text[i]);
-    } else {
-      mlf_text_char(out, '0'); /* 3.0: a float, whole or not */
-    }
-    return;
+  /* Digits before the point: all of the integer part in plain notation, one with an
+   * exponent; none, after "0." and zeros, below 1. */
+  const int plain = exponent >= -5 && exponent < SIGNIFICANT;
+  int point = plain ? exponent + 1 : 1;
+  if (point <= 0) {
+    mlf_text_str(out, "0.");
+    for (; point < 0; ++point) mlf_text_char(out, '0');
+    point = -1;
   }
-  mlf_text_char(out, text[0]);
-  if (count > 1) {
-    mlf_text_char(out, '.');
-    for (int i = 1; i < count; ++i) mlf_text_char(out, text[i]);
+  for (int i = 0; i < count || i < point; ++i) {
+    if (i == point) mlf_text_char(out, '.');
+    mlf_text_char(out, i < count ? text[i] : '0');
   }
-  mlf_text_char(out, 'e');
-  mlf_text_char(out, exponent < 0 ? '-' : '+');
-  if (exponent > -10 && exponent < 10) mlf_text_char(out, '0');
-  mlf_text_i64(out, exponent < 0 ? -(int64_t)exponent : (int64_t)exponent);
+  if (count <= point) mlf_text_str(out, ".0"); /* 3.0: a float, whole or not */
+  if (!plain) {
+    mlf_text_char(out, 'e');
+    mlf_text_char(out, exponent < 0 ? '-' : '+');
+    if (exponent > -10 && exponent < 10) mlf_text_char(out, '0');
+    mlf_text_u64(out, (uint64_t)(exponent < 0 ? -exponent : exponent));
+  }
 }
 
 /* ---- tensor elements ----------------------------------------------------------------- */
 
-static double half_to_double(uint16_t h) {
-  int exponent = (h >> 10) & 0x1F;
-  double mantissa = (double)(h & 0x3FF);
-  double value;
-  if (exponent == 0) {
-    value = mantissa / 1024.0 / 16384.0; /* subnormal: m * 2^-24 */
-  } else if (exponent == 31) {
-    value = mantissa != 0 ? 0.0 / 0.0 : 1.0 / 0.0;
-  } else {
-    value = 1.0 + mantissa / 1024.0;
-    for (int e = exponent - 15; e > 0; --e) value *= 2.0;
-    for (int e = exponent - 15; e < 0; ++e) value *= 0.5;
-  }
-  return (h & 0x8000u) ? -value : value;
+/* An IEEE 754 binary number of `bits` with `fraction` bits of fraction. */
+static void decode_float(uint64_t raw, unsigned bits, unsigned fraction, mlf_number* v) {
+  const unsigned exponent_bits = bits - 1u - fraction;
+  const uint32_t all_ones = (1u << exponent_bits) - 1u;
+  const uint32_t top = (uint32_t)(raw >> fraction); /* sign and biased exponent */
+  const uint32_t biased = top & all_ones;
+  v->mantissa = raw ^ (uint64_t)top << fraction;
+  v->negative = (uint8_t)(top >> exponent_bits);
+  v->kind = biased != all_ones ? MLF_NUMBER_FLOAT
+            : v->mantissa != 0 ? MLF_NUMBER_NAN
+                               : MLF_NUMBER_INF;
+  if (biased != 0) v->mantissa += (uint64_t)1 << fraction;
+  /* the bias is all_ones / 2; subnormals share the smallest normal exponent */
+  v->exponent = (int32_t)(biased != 0 ? biased : 1u) - (int32_t)(all_ones >> 1) - (int32_t)fraction;
 }
 
-int mlf_text_element(const uint8_t* data, DLDataType t, size_t i, double* value) {
+int mlf_text_element(const uint8_t* data, DLDataType t, size_t i, mlf_number* value) {
   const size_t width = (t.bits + 7u) / 8u;
   if (t.lanes != 1 || (width != 1 && width != 2 && width != 4 && width != 8)) return 0;
-  union {
-    uint8_t u8;
-    int8_t i8;
-    uint16_t u16;
-    int16_t i16;
-    uint32_t u32;
-    int32_t i32;
-    uint64_t u64;
-    int64_t i64;
-    float f32;
-    double f64;
-  } v;
-  memcpy(&v, data + i * width, width); /* the device's own byte order */
+  uint64_t raw = 0;
+  /* Little-endian words, as every supported target stores them. */
+  for (size_t b = width; b > 0; --b) raw = raw << 8 | data[i * width + b - 1];
   const int whole = t.bits == 8 * width;
+  value->exponent = 0;
+  value->negative = 0;
+  value->kind = MLF_NUMBER_INTEGER;
   if (t.code == kDLInt && whole) {
-    *value = width == 1 ? v.i8 : width == 2 ? v.i16 : width == 4 ? v.i32 : (double)v.i64;
+    const uint64_t sign = (uint64_t)1 << (t.bits - 1u);
+    if (raw & sign) {
+      value->negative = 1;
+      raw = (sign << 1) - raw; /* the magnitude (2^64 - raw when 64 bits wide) */
+    }
+    value->mantissa = raw;
     return 1;
   }
   if (t.code == kDLUInt && (whole || t.bits == 1)) {
-    *value = width == 1 ? v.u8 : width == 2 ? v.u16 : width == 4 ? v.u32 : (double)v.u64;
+    value->mantissa = raw;
     return 1;
   }
   if (t.code == kDLFloat && whole && width >= 2) {
-    *value = width == 2 ? half_to_double(v.u16) : width == 4 ? v.f32 : v.f64;
+    decode_float(raw, t.bits, width == 2 ? 10u : width == 4 ? 23u : 52u, value);
     return 1;
   }
   if (t.code == kDLBfloat && t.bits == 16) {
-    uint32_t bits = (uint32_t)v.u16 << 16;
-    float f;
-    memcpy(&f, &bits, sizeof(f));
-    *value = f;
+    decode_float(raw, 16u, 7u, value);
     return 1;
   }
   return 0;
+}
+
+/* The magnitude's place: 1 + the power of two of its top bit (0 for zero). */
+static int32_t magnitude_order(const mlf_number* v, uint64_t* top) {
+  uint64_t m = v->mantissa;
+  int32_t e = v->kind == MLF_NUMBER_INTEGER ? 0 : v->exponent;
+  if (v->kind == MLF_NUMBER_INF) return INT32_MAX;
+  if (m == 0) return INT32_MIN;
+  while (!(m >> 63)) {
+    m <<= 1;
+    --e;
+  }
+  *top = m;
+  return e;
+}
+
+int mlf_number_compare(const mlf_number* a, const mlf_number* b) {
+  uint64_t ta = 0, tb = 0;
+  int32_t ea = magnitude_order(a, &ta), eb = magnitude_order(b, &tb);
+  int sa = ea == INT32_MIN ? 0 : a->negative ? -1 : 1;
+  int sb = eb == INT32_MIN ? 0 : b->negative ? -1 : 1;
+  if (sa != sb || sa == 0) return sa - sb;
+  int larger = ea != eb ? (ea > eb ? 1 : -1) : ta != tb ? (ta > tb ? 1 : -1) : 0;
+  return sa * larger;
+}
+
+mlf_number mlf_number_dequantized(const mlf_number* q, int32_t zero_point, float scale) {
+  /* float32 arithmetic, as the reference computes it: its soft-float routines are about the
+   * size of an integer emulation, and a model with float code (a softmax) links them anyway.
+   * q - zero_point is exact for every integer below 2^63 in magnitude. */
+  const int64_t shifted =
+      (q->negative ? -(int64_t)q->mantissa : (int64_t)q->mantissa) - (int64_t)zero_point;
+  const float value = (float)shifted * scale;
+  uint32_t bits;
+  mlf_number v;
+  memcpy(&bits, &value, sizeof(bits));
+  decode_float(bits, 32u, 23u, &v);
+  return v;
 }

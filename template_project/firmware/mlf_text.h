@@ -34,13 +34,39 @@ void mlf_text_safe(mlf_text* out, const char* s);
 void mlf_text_u64(mlf_text* out, uint64_t v);
 void mlf_text_i64(mlf_text* out, int64_t v);
 void mlf_text_hex_byte(mlf_text* out, uint8_t b);
-/* A number with up to 9 significant digits (enough to read a float32 back exactly), always
- * written as a float: 0.25, -3.0, 0.0, 1.17549435e-38; nan, inf and -inf as such. */
-void mlf_text_number(mlf_text* out, double v);
+/* A runtime failure as numbers the host words (transport/reasons.py explain()), so that no
+ * status names or reason texts are linked: "error <status>[: #<why>][ '<subject>'][ at node
+ * <n>][ at byte <offset>]", the details when `err` records that status. */
+void mlf_text_error(mlf_text* out, mlf_status status, const mlf_error* err);
 
-/* Element i of a tensor's data as a double; 0 when the dtype has no such reading (vector
- * lanes, widths other than 1, 2, 4 or 8 bytes). */
-int mlf_text_element(const uint8_t* data, DLDataType t, size_t i, double* value);
+/* n / d, the remainder in *rem: 64-bit division without libgcc's (700 bytes) on targets
+ * with no 64-bit divide instruction. */
+uint64_t mlf_text_divide(uint64_t n, uint32_t d, uint32_t* rem);
+
+/* A number read exactly from a tensor element, with integer arithmetic only (no floating
+ * point is linked for it): an integer, magnitude `mantissa`; or a binary float,
+ * mantissa * 2^exponent; or an infinity or NaN. */
+enum { MLF_NUMBER_INTEGER, MLF_NUMBER_FLOAT, MLF_NUMBER_INF, MLF_NUMBER_NAN };
+typedef struct {
+  uint64_t mantissa;
+  int32_t exponent; /* floats only */
+  uint8_t negative;
+  uint8_t kind; /* MLF_NUMBER_* */
+} mlf_number;
+
+/* Element i of a tensor's data; 0 when the dtype has no such reading (vector lanes, widths
+ * other than 1, 2, 4 or 8 bytes). */
+int mlf_text_element(const uint8_t* data, DLDataType t, size_t i, mlf_number* value);
+/* < 0, 0 or > 0 as a is below, equal to or above b (neither a NaN). */
+int mlf_number_compare(const mlf_number* a, const mlf_number* b);
+/* float32(q - zero_point) * scale, in float32 arithmetic (the one place this file uses
+ * floating point); |q| below 2^63. */
+mlf_number mlf_number_dequantized(const mlf_number* q, int32_t zero_point, float scale);
+
+/* An integer as such; a float with up to 9 significant digits (enough to read a float32 back
+ * exactly), always written as a float: 0.25, -3.0, 0.0, 1.17549435e-38; nan, inf and -inf
+ * as such. */
+void mlf_text_number(mlf_text* out, const mlf_number* v);
 
 #ifdef __cplusplus
 }

@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
   fake_model_echo(&echo, echo_in, echo_out, sizeof(echo_in));
   fake_model_adder(&broken);
   broken.ex.error.status = MLF_ERR_MISSING_FUNCTION;
-  broken.ex.error.what = "tvmgen_default_fused_add is not in the system library";
+  broken.ex.error.subject = "tvmgen_default_fused_add";
+  broken.ex.error.subject_len = 24;
 
   static const float x0[6] = {0, 1, 2, 3, 4, 5};
   static const int8_t y0[4] = {1, 2, 3, -4};
@@ -52,6 +53,14 @@ int main(int argc, char** argv) {
       {"echo", &echo.ex, &workspace, MLF_OK, echo_samples, 1},
       {"broken", &broken.ex, NULL, MLF_ERR_MISSING_FUNCTION, NULL, 0},
   };
-  const mlf_standalone_config config = {models, broken_model ? 3u : 2u, "host", 1e-5f, 1e-6f, 64};
+  const mlf_standalone_config config = {
+      .models = models,
+      .num_models = broken_model ? 3u : 2u,
+      .board = "host",
+      .rtol = 1e-5f,
+      .atol = 1e-6f,
+      .max_print_bytes = 64,
+      .float_match = mlf_standalone_floats_close,
+  };
   mlf_platform_exit(mlf_standalone_run(&config));
 }

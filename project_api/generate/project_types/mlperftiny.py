@@ -91,6 +91,8 @@ def settings(model: Model, opts: Mapping[str, Any]) -> Dict[str, Any]:
 class MlperfTiny(ProjectType):
     name = "mlperftiny"
     firmware_sources = ("mlf_mlperftiny.c", "mlf_text.c")
+    # The firmware says "<status>: #<why>"; the host words the reason (transport/reasons.py).
+    definitions = ("MLF_ERROR_TEXT=0",)
     owned_options = (
         "mlperftiny_model",
         "mlperftiny_name",

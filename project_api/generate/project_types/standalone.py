@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Dict, Mapping, Sequence
 
 from ...boards import Board
 from ...read import Archive
+from ...read.dtypes import CODE_BFLOAT, CODE_FLOAT, parse_dtype
 from .. import samples as samples_mod
 from .base import ProjectType
 
@@ -17,6 +18,8 @@ if TYPE_CHECKING:  # pragma: no cover
 class Standalone(ProjectType):
     name = "standalone"
     firmware_sources = ("mlf_standalone.c", "mlf_frame.c", "mlf_text.c")
+    # The firmware says "<status>: #<why>"; the host words the reason (transport/reasons.py).
+    definitions = ("MLF_ERROR_TEXT=0",)
     owned_options = ("sample_inputs",)
     owned_hint = "the samples are embedded in standalone firmware only"
     driven_by = "run_standalone()"
@@ -30,7 +33,11 @@ class Standalone(ProjectType):
         self, plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any]
     ) -> Dict[str, Any]:
         print_bytes = 1 << 20 if board.is_host else 16384
+        outputs = [spec for plan in plans for spec in plan.model.outputs]
+        floats = any(parse_dtype(spec.dtype).code in (CODE_FLOAT, CODE_BFLOAT) for spec in outputs)
         return {
+            # without float outputs, nothing links floating-point arithmetic (docs/protocol.md §5)
+            "standalone": {"float_match": "mlf_standalone_floats_close" if floats else "NULL"},
             "header_includes": ["mlf_standalone.h"],
             "model_fields": [
                 "const mlf_standalone_sample* samples; /* the embedded inputs and expected "

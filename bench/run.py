@@ -35,6 +35,7 @@ from bench import (  # noqa: E402
     hostile,
     matrix,
     params,
+    project_types,
     ram,
     soak,
     streaming,
@@ -58,6 +59,11 @@ PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
     ),
     ("matrix", "11. matrix over the corpus on three QEMU boards: --jobs 2 vs --jobs 1", matrix.run),
     ("bare", "12. the KWS firmware against a bare direct-call program: flash and RAM", bare.run),
+    (
+        "types",
+        "13. every kind of KWS firmware (graph, AOT) against 68 KB / 111 KB",
+        project_types.run,
+    ),
 ]
 DEFAULT_JSON = REPO_ROOT / "bench" / "results" / "latest.json"
 
@@ -88,6 +94,8 @@ COLUMNS: Dict[str, List[str]] = {
              "firmware_fds_after", "firmware_rss_kb_before", "firmware_rss_kb_after"],
     "matrix": ["jobs", "cells", "passed", "seconds"],
     "bare": ["program", "flash_bytes", "ram_bytes"],
+    "types": ["archive", "project_type", "flash_bytes", "ram_bytes", "model_code_bytes",
+              "flash_margin", "ram_margin"],
 }  # fmt: skip
 
 
@@ -166,6 +174,16 @@ _SUMMARY_TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], str], str]] = 
             f"+{b['flash_delta_bytes']:,} / +{b['ram_delta_bytes']:,} B (flash: limit "
             f"{_yes(b['flash_within_limit'])}, margin {_yes(b['flash_within_margin'])}; RAM: "
             f"limit {_yes(b['ram_within_limit'])}, margin {_yes(b['ram_within_margin'])})"
+        ),
+        "target_met",
+    ),
+    (
+        "types",
+        "every KWS firmware (host_driven, standalone, mlperftiny; graph, AOT) <= 68 KB / 111 KB",
+        lambda t: (
+            f"{t['firmwares']} firmwares, largest {t['largest_flash_bytes']:,} B flash / "
+            f"{t['largest_ram_bytes']:,} B RAM; over a limit: "
+            f"{', '.join(t['over_limit']) or 'none'}"
         ),
         "target_met",
     ),

@@ -1,0 +1,68 @@
+"""Part 13: every kind of KWS firmware against issue 14's limits (≤ 68 KB flash, ≤ 111 KB RAM).
+
+Part 12 holds the ``host_driven`` firmware of the graph archive to the bare program; this
+part links the others on qemu-mps2-an385 as ``mlf-project build`` builds them (default
+options): ``host_driven``, ``standalone`` and ``mlperftiny`` projects of ``kws_int8``
+(graph, const tables) and of the AOT archives ``kws_int8_aot`` and ``kws_int8_aot_usmp``
+(``--smoke``: ``mlp_default``, graph only). Flash and RAM come from the linker map
+(``footprint``'s split). The USMP archive's own generated code is about 1.5 KB larger than
+the plain AOT archive's; ``model_code_bytes`` shows it beside each total.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List
+
+from .bare import FLASH_TARGET, RAM_TARGET
+from .common import QEMU_BOARD, Context, PartResult, Skip, corpus_dir, generate, require_arm
+
+CASES = ("kws_int8", "aot/kws_int8_aot", "aot/kws_int8_aot_usmp")
+SMOKE_CASES = ("mlp_default",)
+TYPES = ("host_driven", "standalone", "mlperftiny")
+
+
+def _linked(project: Any) -> Dict[str, int]:
+    from project_api.footprint import linked_sizes
+
+    sizes = linked_sizes(Path(project.build_dir), Path(project.firmware))
+    model = sizes.category_bytes("model", (".text", ".rodata"))
+    return {"flash_bytes": sizes.flash_bytes, "ram_bytes": sizes.ram_bytes, "model_code": model}
+
+
+def run(ctx: Context, result: PartResult) -> None:
+    require_arm()
+    rows: List[Dict[str, Any]] = []
+    for case in SMOKE_CASES if ctx.smoke else CASES:
+        archive = corpus_dir() / f"{case}.tar"
+        if not archive.is_file():
+            raise Skip(f"{archive.name} is not in the corpus")
+        for project_type in TYPES:
+            name = f"{Path(case).name}_{project_type}"
+            project = generate(
+                archive, ctx.scratch(f"types_{name}"), board=QEMU_BOARD, project_type=project_type
+            )
+            project.build()
+            sizes = _linked(project)
+            rows.append(
+                {
+                    "archive": Path(case).name,
+                    "project_type": project_type,
+                    "flash_bytes": sizes["flash_bytes"],
+                    "ram_bytes": sizes["ram_bytes"],
+                    "model_code_bytes": sizes["model_code"],
+                    "flash_margin": FLASH_TARGET - sizes["flash_bytes"],
+                    "ram_margin": RAM_TARGET - sizes["ram_bytes"],
+                }
+            )
+            ctx.log(f"  {name}: {sizes['flash_bytes']:,} / {sizes['ram_bytes']:,} B")
+    result.rows = rows
+    over = [r for r in rows if r["flash_margin"] < 0 or r["ram_margin"] < 0]
+    result.summary = {
+        "board": QEMU_BOARD,
+        "firmwares": len(rows),
+        "largest_flash_bytes": max(r["flash_bytes"] for r in rows),
+        "largest_ram_bytes": max(r["ram_bytes"] for r in rows),
+        "over_limit": [f"{r['archive']} {r['project_type']}" for r in over],
+        "target_met": not over,
+    }

@@ -131,6 +131,12 @@ _SUMMARY_TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], str], str]] = 
         "target_met_libc",
     ),
     (
+        "codesize",
+        "device protocol loop (mlf_device + mlf_frame) <= 2 KB of code on Cortex-M3 -Os",
+        lambda c: f"{c['loop_text']:,} B (tables firmware, plain -Os objects)",
+        "target_met_loop",
+    ),
+    (
         "hostile",
         "every hostile archive <= 10 MB answered in <= 2 s and <= 256 MB RSS",
         lambda h: (

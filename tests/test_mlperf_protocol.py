@@ -95,9 +95,9 @@ HOSTILE = [
     ("infer 1 0", "infer: input not loaded"),
     ("results", "results: no inference has run yet"),
     ("db print", "db print: nothing loaded"),
-    ("infer 0", "N (runs) must be 1 or more"),
-    ("infer x", "N (runs) must be 1 or more"),
-    ("infer 1 -1", "W (warm-ups) must be 0 or more"),
+    ("infer 0", "infer: usage: infer N (W), N >= 1 runs, W >= 0 warm-ups"),
+    ("infer x", "infer: usage"),
+    ("infer 1 -1", "infer: usage"),
     ("infer 1 2 3", "infer: usage"),
     ("mlf-ticks maybe", "mlf-ticks: on or off"),
     ("a b c d e f g h i j", "Too many words"),
@@ -176,6 +176,10 @@ def test_names_and_dequantized_results_from_options() -> None:
     want = expected_results([reference("aot")[1]], scale, zero_point)
     assert got == want and all(isinstance(v, float) for v in got)
     assert want[9] == 0.5 and want[0] == 0.0
+    # Dequantized results are floats: the firmware links float printing only then.
+    assert "MLF_TEXT_FLOATS=0" not in (project.dir / "CMakeLists.txt").read_text()
+    plain = (mlperftiny_project("aot").dir / "CMakeLists.txt").read_text()
+    assert '"MLF_TEXT_FLOATS=0"' in plain
 
 
 def test_energy_mode_without_a_timestamp_pin() -> None:
@@ -292,13 +296,14 @@ def test_client_raises_on_errors_and_incomplete_answers() -> None:
 # --- the firmware's numbers, the Project API's options ---------------------------------------
 
 
-def _text_number_program(tmp_path: Any) -> Any:
+def _text_number_program(tmp_path: Any, *flags: str) -> Any:
     from device_c import cbuild
 
     return cbuild.build(
         tmp_path,
         "text_number",
         [cbuild.DEVICE_C / "text_number_main.c", cbuild.FIRMWARE / "mlf_text.c"],
+        flags=("-std=c11", "-O2", *flags),
     )
 
 
@@ -379,6 +384,20 @@ def test_dequantized_numbers_round_as_float32_does(tmp_path: Any) -> None:
     for text, value in zip(lines, want):
         assert np.float32(float(text)) == value, (text, value)
     assert lines[-6:-4] == ["0.5", "0.0"] and lines[-1] == "1.0"
+
+
+def test_without_floats_integers_still_print(tmp_path: Any) -> None:
+    """MLF_TEXT_FLOATS=0 (integer outputs printed as such): integers as before, and a float
+    element has no reading instead of a wrong one."""
+    import subprocess
+
+    program = _text_number_program(tmp_path, "-DMLF_TEXT_FLOATS=0")
+    words = np.array([0, -128, 127, 2**31 - 1, -(2**31)], np.int32).tobytes()
+    done = subprocess.run([str(program), "int32"], input=words, capture_output=True, check=True)
+    assert done.stdout.decode().split() == ["0", "-128", "127", "2147483647", "-2147483648"]
+    floats = np.array([1.0, 0.5], np.float32).tobytes()
+    done = subprocess.run([str(program)], input=floats, capture_output=True, check=True)
+    assert done.stdout.decode().split() == ["none", "none"]
 
 
 def test_project_api_options_of_mlperftiny() -> None:

@@ -456,8 +456,10 @@ def test_describe_exit_names_every_outcome():
     assert describe_exit(None) == "still running"
     assert describe_exit(0) == "exited normally (status 0)"
     assert describe_exit(3) == "exited with status 3"
-    fault = "mlf: fault: HardFault exception=0x00000003 pc=0x00000100\n"
+    fault = "mlf: fault: exception=0x00000003 pc=0x00000100\n"
     assert describe_exit(EXIT_FAULT, fault).endswith("HardFault exception=0x00000003 pc=0x00000100")
+    irq = "mlf: fault: exception=0x00000020 pc=0x00000100\n"
+    assert describe_exit(EXIT_FAULT, irq).endswith("): IRQ exception=0x00000020 pc=0x00000100")
     assert "no report" in describe_exit(EXIT_ABORT, "")
     lockup = "qemu: fatal: Lockup: can't escalate 3 to HardFault\nR00=0\n"
     assert describe_exit(-6, lockup).startswith("CPU lockup")

@@ -108,7 +108,7 @@ def _write_project(
     own = list(opts["compile_definitions"] or [])
     definitions = [f"{name}={value}" for name, value in board.compile_definitions().items()]
     given = {_macro(o) for o in own}
-    definitions += [d for d in ptype.definitions if _macro(d) not in given]
+    definitions += [d for d in ptype.compile_definitions(plans, opts) if _macro(d) not in given]
     definitions += own
     if opts["profile"]:
         definitions.append("MLF_PROFILE=1")

@@ -279,7 +279,7 @@ def describe_exit(status: Optional[int], log: str = "") -> str:
     if status == EXIT_FAULT:
         line = _last_line_with(log, "mlf: fault:")
         detail = line.split("mlf: fault:", 1)[1].strip() if line else "no report"
-        return f"firmware fault (status {status}): {detail}"
+        return f"firmware fault (status {status}): {_named_fault(detail)}"
     if status == EXIT_ABORT:
         line = _last_line_with(log, "mlf: abort:")
         detail = line.split("mlf: abort:", 1)[1].strip() if line else "no report"
@@ -294,6 +294,31 @@ def describe_exit(status: Optional[int], log: str = "") -> str:
             )
         return f"QEMU died of {name}: {_tail(log) or 'no output'}"
     return f"exited with status {status}"
+
+
+# Cortex-M exception numbers (the IPSR value) by name; the firmware reports only the number.
+_EXCEPTIONS = {
+    2: "NMI",
+    3: "HardFault",
+    4: "MemManage",
+    5: "BusFault",
+    6: "UsageFault",
+    7: "SecureFault",
+    11: "SVCall",
+    12: "DebugMonitor",
+    14: "PendSV",
+    15: "SysTick",
+}
+
+
+def _named_fault(detail: str) -> str:
+    """``exception=0x00000003 pc=...`` as ``HardFault exception=0x00000003 pc=...``."""
+    found = re.search(r"\bexception=0x([0-9a-fA-F]+)", detail)
+    if found is None:
+        return detail
+    number = int(found.group(1), 16)
+    name = _EXCEPTIONS.get(number, "IRQ" if number >= 16 else "exception")
+    return f"{name} {detail}"
 
 
 def _last_line_with(log: str, needle: str) -> str:

@@ -240,28 +240,6 @@ static size_t entry_bytes(const mlf_tensor_info* info) {
   return 2 + (info->name != NULL ? info->name_len : 0) + 4 + 1 + 8 * (size_t)info->ndim + 4;
 }
 
-/* DESCRIBE of a model whose init failed: its name, status, and why in numbers (as an ERROR's,
- * init 0: the reply itself says the model is broken). */
-static void describe_broken(mlf_device* dev, uint8_t seq, const uint8_t* payload,
-                            const mlf_device_model* model) {
-  mlf_status status = model->init_status != MLF_OK ? model->init_status : MLF_ERR_STATE;
-  runtime_message(dev, status, model->executor, 0);
-  size_t name_len = mlf_text_length(model->name, NAME_SCAN_LIMIT);
-  if (name_len > 0xFFFFu - 64) name_len = 0xFFFFu - 64;
-  size_t text_len = msg_len(dev);
-  tx_begin(dev, MLF_MSG_DESCRIBE | MLF_MSG_REPLY, seq, 14 + name_len + text_len);
-  tx_bytes(dev, payload, 2);
-  tx_u16(dev, (uint16_t)status);
-  tx_u16(dev, 0);
-  tx_u16(dev, 0);
-  tx_u16(dev, 0);
-  tx_u16(dev, 0);
-  tx_u16(dev, (uint16_t)name_len);
-  tx_bytes(dev, model->name, name_len);
-  tx_bytes(dev, dev->message, text_len);
-  tx_end(dev);
-}
-
 static void on_describe(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t length) {
   const uint8_t request = MLF_MSG_DESCRIBE;
   if (length != 4) {
@@ -269,54 +247,62 @@ static void on_describe(mlf_device* dev, uint8_t seq, const uint8_t* payload, si
     return;
   }
   uint16_t model_index = get_u16(payload);
-  if (model_index < dev->config->num_models) {
-    const mlf_device_model* model = &dev->config->models[model_index];
-    if (model->init_status != MLF_OK || model->executor == NULL) {
-      describe_broken(dev, seq, payload, model);
-      return;
-    }
+  if (model_index >= dev->config->num_models) {
+    model_for(dev, seq, request, payload); /* answers BAD_MODEL */
+    return;
   }
-  const mlf_device_model* model = model_for(dev, seq, request, payload);
-  if (model == NULL) return;
+  const mlf_device_model* model = &dev->config->models[model_index];
   const mlf_executor* ex = model->executor;
-  uint32_t num_inputs = mlf_executor_num_inputs(ex);
-  uint32_t num_outputs = mlf_executor_num_outputs(ex);
-  uint32_t first = get_u16(payload + 2);
   size_t name_len = mlf_text_length(model->name, NAME_SCAN_LIMIT);
-  if (num_inputs > 0xFFFFu || num_outputs > 0xFFFFu || name_len > 0xFFFFu - 64) {
-    fail_with(dev, seq, request, MLF_DEVICE_ERR_UNSUPPORTED, 1, TOO_MANY_TENSORS, 0, 0);
-    return;
-  }
-  uint32_t total = num_inputs + num_outputs;
-  if (first > total) {
-    fail_with(dev, seq, request, MLF_DEVICE_ERR_OUT_OF_RANGE, 2, first, total, 0);
-    return;
-  }
-  /* First pass: how many entries fit into one reply. */
-  size_t size = 14 + name_len;
-  uint32_t count = 0;
+  mlf_status status = model->init_status != MLF_OK ? model->init_status
+                      : ex == NULL                 ? MLF_ERR_STATE
+                                                   : MLF_OK;
+  uint32_t num_inputs = 0, num_outputs = 0, first = 0, count = 0;
+  size_t size;
   mlf_tensor_info info;
-  for (uint32_t i = first; i < total; ++i) {
-    mlf_status status = tensor_info(ex, num_inputs, i, &info);
-    if (status != MLF_OK) {
-      fail_runtime(dev, seq, request, status, ex, 0);
+  if (status != MLF_OK) {
+    /* A model whose init failed: its name, status, and why in numbers (as an ERROR's, init
+     * 0: the reply itself says the model is broken) where the entries would be. */
+    runtime_message(dev, status, ex, 0);
+    if (name_len > 0xFFFFu - 64) name_len = 0xFFFFu - 64;
+    size = 14 + name_len + msg_len(dev);
+  } else {
+    num_inputs = mlf_executor_num_inputs(ex);
+    num_outputs = mlf_executor_num_outputs(ex);
+    first = get_u16(payload + 2);
+    if (num_inputs > 0xFFFFu || num_outputs > 0xFFFFu || name_len > 0xFFFFu - 64) {
+      fail_with(dev, seq, request, MLF_DEVICE_ERR_UNSUPPORTED, 1, TOO_MANY_TENSORS, 0, 0);
       return;
     }
-    if (!describable(&info)) {
-      fail_with(dev, seq, request, MLF_DEVICE_ERR_UNSUPPORTED, 1, NOT_DESCRIBABLE, 0, 0);
+    uint32_t total = num_inputs + num_outputs;
+    if (first > total) {
+      fail_with(dev, seq, request, MLF_DEVICE_ERR_OUT_OF_RANGE, 2, first, total, 0);
       return;
     }
-    if (size + entry_bytes(&info) > MLF_FRAME_MAX_PAYLOAD) break;
-    size += entry_bytes(&info);
-    ++count;
-  }
-  if (count == 0 && first < total) {
-    fail_with(dev, seq, request, MLF_DEVICE_ERR_UNSUPPORTED, 1, DESCRIPTION_TOO_LONG, 0, 0);
-    return;
+    /* First pass: how many entries fit into one reply. */
+    size = 14 + name_len;
+    for (uint32_t i = first; i < total; ++i) {
+      mlf_status found = tensor_info(ex, num_inputs, i, &info);
+      if (found != MLF_OK) {
+        fail_runtime(dev, seq, request, found, ex, 0);
+        return;
+      }
+      if (!describable(&info)) {
+        fail_with(dev, seq, request, MLF_DEVICE_ERR_UNSUPPORTED, 1, NOT_DESCRIBABLE, 0, 0);
+        return;
+      }
+      if (size + entry_bytes(&info) > MLF_FRAME_MAX_PAYLOAD) break;
+      size += entry_bytes(&info);
+      ++count;
+    }
+    if (count == 0 && first < total) {
+      fail_with(dev, seq, request, MLF_DEVICE_ERR_UNSUPPORTED, 1, DESCRIPTION_TOO_LONG, 0, 0);
+      return;
+    }
   }
   tx_begin(dev, MLF_MSG_DESCRIBE | MLF_MSG_REPLY, seq, size);
   tx_bytes(dev, payload, 2);
-  tx_u16(dev, MLF_OK);
+  tx_u16(dev, (uint16_t)status);
   tx_u16(dev, (uint16_t)num_inputs);
   tx_u16(dev, (uint16_t)num_outputs);
   tx_u16(dev, (uint16_t)first);
@@ -335,7 +321,34 @@ static void on_describe(mlf_device* dev, uint8_t seq, const uint8_t* payload, si
     for (int32_t d = 0; d < info.ndim; ++d) tx_u64(dev, (uint64_t)info.shape[d]);
     tx_u32(dev, (uint32_t)info.nbytes);
   }
+  if (status != MLF_OK) tx_bytes(dev, dev->message, msg_len(dev));
   tx_end(dev);
+}
+
+/* The input (`output` 0) or output a request's u16 model, u16 index names: its data, its size
+ * in *nbytes; NULL once an ERROR answered. Outputs are only read through the pointer. */
+static uint8_t* tensor_for(mlf_device* dev, uint8_t seq, uint8_t request, const uint8_t* payload,
+                           int output, size_t* nbytes) {
+  const mlf_device_model* model = model_for(dev, seq, request, payload);
+  if (model == NULL) return NULL;
+  mlf_executor* ex = model->executor;
+  uint32_t index = get_u16(payload + 2);
+  uint32_t count = output ? mlf_executor_num_outputs(ex) : mlf_executor_num_inputs(ex);
+  if (index >= count) {
+    fail_index(dev, seq, request, index, count);
+    return NULL;
+  }
+  mlf_tensor_info info;
+  mlf_status status = output ? mlf_executor_output_info(ex, index, &info)
+                             : mlf_executor_input_info(ex, index, &info);
+  uint8_t* data = output ? (uint8_t*)(uintptr_t)mlf_executor_output_data(ex, index)
+                         : (uint8_t*)mlf_executor_input_data(ex, index);
+  if (status != MLF_OK || data == NULL) {
+    fail_runtime(dev, seq, request, status != MLF_OK ? status : MLF_ERR_STATE, ex, 0);
+    return NULL;
+  }
+  *nbytes = info.nbytes;
+  return data;
 }
 
 static void on_set_input(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t length) {
@@ -344,25 +357,13 @@ static void on_set_input(mlf_device* dev, uint8_t seq, const uint8_t* payload, s
     fail(dev, seq, request, MLF_DEVICE_ERR_BAD_PAYLOAD);
     return;
   }
-  const mlf_device_model* model = model_for(dev, seq, request, payload);
-  if (model == NULL) return;
-  uint32_t index = get_u16(payload + 2);
+  size_t nbytes;
+  uint8_t* tensor = tensor_for(dev, seq, request, payload, 0, &nbytes);
+  if (tensor == NULL) return;
   uint32_t offset = get_u32(payload + 4);
   uint32_t count = (uint32_t)(length - 8);
-  uint32_t num_inputs = mlf_executor_num_inputs(model->executor);
-  if (index >= num_inputs) {
-    fail_index(dev, seq, request, index, num_inputs);
-    return;
-  }
-  mlf_tensor_info info;
-  mlf_status status = mlf_executor_input_info(model->executor, index, &info);
-  uint8_t* tensor = (uint8_t*)mlf_executor_input_data(model->executor, index);
-  if (status != MLF_OK || tensor == NULL) {
-    fail_runtime(dev, seq, request, status != MLF_OK ? status : MLF_ERR_STATE, model->executor, 0);
-    return;
-  }
-  if (offset > info.nbytes || count > info.nbytes - offset) {
-    fail_range(dev, seq, request, offset, count, info.nbytes);
+  if (offset > nbytes || count > nbytes - offset) {
+    fail_range(dev, seq, request, offset, count, nbytes);
     return;
   }
   if (count > 0) {
@@ -415,28 +416,16 @@ static void on_get_output(mlf_device* dev, uint8_t seq, const uint8_t* payload, 
     fail(dev, seq, request, MLF_DEVICE_ERR_BAD_PAYLOAD);
     return;
   }
-  const mlf_device_model* model = model_for(dev, seq, request, payload);
-  if (model == NULL) return;
-  uint32_t index = get_u16(payload + 2);
+  size_t nbytes;
+  const uint8_t* tensor = tensor_for(dev, seq, request, payload, 1, &nbytes);
+  if (tensor == NULL) return;
   uint32_t offset = get_u32(payload + 4);
   uint32_t max_length = get_u32(payload + 8);
-  uint32_t num_outputs = mlf_executor_num_outputs(model->executor);
-  if (index >= num_outputs) {
-    fail_index(dev, seq, request, index, num_outputs);
+  if (offset > nbytes) {
+    fail_range(dev, seq, request, offset, 0, nbytes);
     return;
   }
-  mlf_tensor_info info;
-  mlf_status status = mlf_executor_output_info(model->executor, index, &info);
-  const uint8_t* tensor = (const uint8_t*)mlf_executor_output_data(model->executor, index);
-  if (status != MLF_OK || tensor == NULL) {
-    fail_runtime(dev, seq, request, status != MLF_OK ? status : MLF_ERR_STATE, model->executor, 0);
-    return;
-  }
-  if (offset > info.nbytes) {
-    fail_range(dev, seq, request, offset, 0, info.nbytes);
-    return;
-  }
-  size_t count = info.nbytes - offset;
+  size_t count = nbytes - offset;
   if (count > max_length) count = max_length;
   if (count > MLF_FRAME_MAX_PAYLOAD) count = MLF_FRAME_MAX_PAYLOAD;
   tx_begin(dev, MLF_MSG_GET_OUTPUT | MLF_MSG_REPLY, seq, count);

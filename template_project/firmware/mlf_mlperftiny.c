@@ -223,7 +223,7 @@ static void print_results(mlf_mlperftiny* dev) {
       mlf_number v;
       if (!mlf_text_element(data, info.dtype, i, &v)) {
         v.kind = MLF_NUMBER_NAN;
-      } else if (v.kind == MLF_NUMBER_INTEGER && c->dequantize) {
+      } else if (MLF_TEXT_FLOATS && v.kind == MLF_NUMBER_INTEGER && c->dequantize) {
         v = mlf_number_dequantized(&v, c->output_zero_point, c->output_scale);
       }
       mlf_text_str(out, separator);
@@ -361,16 +361,9 @@ static void cmd_db(mlf_mlperftiny* dev, const word* args, size_t nargs) {
 static void cmd_infer(mlf_mlperftiny* dev, const word* args, size_t nargs) {
   const mlf_mlperftiny_config* c = dev->config;
   uint32_t n = 1, warmups = 10;
-  if (nargs > 2) {
-    fail(dev, "infer: usage: infer N [W]");
-    return;
-  }
-  if (nargs >= 1 && (!parse_count(&args[0], &n) || n == 0)) {
-    fail(dev, "infer: N (runs) must be 1 or more");
-    return;
-  }
-  if (nargs == 2 && !parse_count(&args[1], &warmups)) {
-    fail(dev, "infer: W (warm-ups) must be 0 or more");
+  if (nargs > 2 || (nargs >= 1 && (!parse_count(&args[0], &n) || n == 0)) ||
+      (nargs == 2 && !parse_count(&args[1], &warmups))) {
+    fail(dev, "infer: usage: infer N (W), N >= 1 runs, W >= 0 warm-ups");
     return;
   }
   if (!model_ready(dev, "infer")) return;

@@ -119,33 +119,27 @@ void mlf_text_error(mlf_text* out, mlf_status status, const mlf_error* err) {
 static uint32_t significant_digits(uint64_t x, int32_t b, int32_t* decimal) {
   int32_t d = 0;
   uint32_t digit;
-  while (b > 0) {
-    if (x >> 63) {
+  /* One step at a time until b is 0 and x has ten digits: a decimal digit out when x would
+   * overflow, or is too long; a binary one in or out otherwise (exact but for the bits
+   * dropped, which only the rounding below can see). */
+  for (;;) {
+    if (b > 0 ? x >> 63 != 0 : b == 0 && x >= (uint64_t)POW10_9 * 10u) {
       x = mlf_text_divide(x, 10u, &digit);
       ++d;
-    } else {
+    } else if (b > 0) {
       x <<= 1;
       --b;
-    }
-  }
-  while (b < 0) {
-    if (x <= UINT64_MAX / 10u) {
+    } else if (x <= UINT64_MAX / 10u && (b < 0 || x < POW10_9)) {
       x *= 10u;
       --d;
-    } else {
+    } else if (b < 0) {
       x >>= 1;
       ++b;
+    } else {
+      break;
     }
   }
   /* Ten digits, then rounded to nine (half up: the tenth digit is exact). */
-  while (x >= (uint64_t)POW10_9 * 10u) {
-    x = mlf_text_divide(x, 10u, &digit);
-    ++d;
-  }
-  while (x < POW10_9) {
-    x *= 10u;
-    --d;
-  }
   uint32_t digits = (uint32_t)mlf_text_divide(x + 5u, 10u, &digit); /* below 2^32 */
   ++d;
   if (digits == POW10_9) {
@@ -166,8 +160,8 @@ void mlf_text_number(mlf_text* out, const mlf_number* v) {
     mlf_text_u64(out, v->mantissa);
     return;
   }
-  if (v->kind == MLF_NUMBER_INF) {
-    mlf_text_str(out, "inf");
+  if (v->kind == MLF_NUMBER_INF || !MLF_TEXT_FLOATS) {
+    mlf_text_str(out, "inf"); /* without floats, no float reaches here */
     return;
   }
   if (v->mantissa == 0) {
@@ -184,17 +178,12 @@ void mlf_text_number(mlf_text* out, const mlf_number* v) {
   int count = SIGNIFICANT;
   while (count > 1 && text[count - 1] == '0') --count;
   /* Digits before the point: all of the integer part in plain notation, one with an
-   * exponent; none, after "0." and zeros, below 1. */
+   * exponent. Below 1, the places from the units on are zeros up to the first digit. */
   const int plain = exponent >= -5 && exponent < SIGNIFICANT;
-  int point = plain ? exponent + 1 : 1;
-  if (point <= 0) {
-    mlf_text_str(out, "0.");
-    for (; point < 0; ++point) mlf_text_char(out, '0');
-    point = -1;
-  }
-  for (int i = 0; i < count || i < point; ++i) {
+  const int point = plain ? exponent + 1 : 1;
+  for (int i = point > 0 ? 0 : point - 1; i < count || i < point; ++i) {
     if (i == point) mlf_text_char(out, '.');
-    mlf_text_char(out, i < count ? text[i] : '0');
+    mlf_text_char(out, i >= 0 && i < count ? text[i] : '0');
   }
   if (count <= point) mlf_text_str(out, ".0"); /* 3.0: a float, whole or not */
   if (!plain) {
@@ -246,6 +235,7 @@ int mlf_text_element(const uint8_t* data, DLDataType t, size_t i, mlf_number* va
     value->mantissa = raw;
     return 1;
   }
+  if (!MLF_TEXT_FLOATS) return 0;
   if (t.code == kDLFloat && whole && width >= 2) {
     decode_float(raw, t.bits, width == 2 ? 10u : width == 4 ? 23u : 52u, value);
     return 1;

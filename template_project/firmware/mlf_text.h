@@ -43,6 +43,13 @@ void mlf_text_error(mlf_text* out, mlf_status status, const mlf_error* err);
  * with no 64-bit divide instruction. */
 uint64_t mlf_text_divide(uint64_t n, uint32_t d, uint32_t* rem);
 
+/* Whether floats are read and printed. The generator sets 0 for a firmware whose outputs are
+ * all integers and are printed as such: the float decoding and formatting (about 700 bytes
+ * on Cortex-M) are then left out, and a float element has no reading (mlf_text_element 0). */
+#ifndef MLF_TEXT_FLOATS
+#define MLF_TEXT_FLOATS 1
+#endif
+
 /* A number read exactly from a tensor element, with integer arithmetic only (no floating
  * point is linked for it): an integer, magnitude `mantissa`; or a binary float,
  * mantissa * 2^exponent; or an infinity or NaN. */
@@ -55,7 +62,7 @@ typedef struct {
 } mlf_number;
 
 /* Element i of a tensor's data; 0 when the dtype has no such reading (vector lanes, widths
- * other than 1, 2, 4 or 8 bytes). */
+ * other than 1, 2, 4 or 8 bytes, floats when MLF_TEXT_FLOATS is 0). */
 int mlf_text_element(const uint8_t* data, DLDataType t, size_t i, mlf_number* value);
 /* < 0, 0 or > 0 as a is below, equal to or above b (neither a NaN). */
 int mlf_number_compare(const mlf_number* a, const mlf_number* b);

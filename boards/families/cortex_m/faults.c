@@ -1,6 +1,6 @@
 /*
  * faults.c — every unexpected exception ends the program with MLF_EXIT_FAULT after one
- * diagnostic line, so a crashing firmware is reported by the runner within its time-out
+ * diagnostic line of numbers, so a crashing firmware is reported by the runner within its time-out
  * instead of spinning forever in a default handler.
  */
 #include <stddef.h>
@@ -24,72 +24,29 @@ __attribute__((naked)) void mlf_fault_entry(void) {
       "b mlf_fault_report\n\t");
 }
 
-static const char* exception_name(uint32_t number) {
-  switch (number) {
-    case 2:
-      return "NMI";
-    case 3:
-      return "HardFault";
-    case 4:
-      return "MemManage";
-    case 5:
-      return "BusFault";
-    case 6:
-      return "UsageFault";
-    case 7:
-      return "SecureFault";
-    case 11:
-      return "SVCall";
-    case 12:
-      return "DebugMonitor";
-    case 14:
-      return "PendSV";
-    default:
-      return number >= 16 ? "IRQ" : "exception";
-  }
-}
-
-typedef struct {
-  char text[192];
-  size_t length;
-} line_buffer;
-
-static void append_text(line_buffer* line, const char* text) {
-  while (*text != '\0' && line->length + 1 < sizeof line->text) {
-    line->text[line->length++] = *text++;
-  }
-  line->text[line->length] = '\0';
-}
-
-static void append_hex(line_buffer* line, const char* label, uint32_t value) {
-  static const char kDigits[] = "0123456789abcdef";
-  char digits[12] = {' ', '\0'};
-  append_text(line, " ");
-  append_text(line, label);
-  append_text(line, "=0x");
-  for (int i = 0; i < 8; ++i) {
-    digits[i] = kDigits[(value >> (28 - 4 * i)) & 0xFu];
-  }
-  digits[8] = '\0';
-  append_text(line, digits);
-}
+/* The report: each run of 8 dots becomes the next value in hex. The exception goes as its
+ * number: the host names it (run/qemu.py). */
+static const char kReport[] =
+    "mlf: fault: exception=0x........ pc=0x........ lr=0x........ xpsr=0x........ "
+    "cfsr=0x........ hfsr=0x........ bfar=0x........ exc_return=0x........";
 
 void mlf_fault_report(const uint32_t* frame, uint32_t exc_return) {
   uint32_t ipsr;
   __asm__ volatile("mrs %0, ipsr" : "=r"(ipsr));
-  uint32_t number = ipsr & 0x1FFu;
-
-  line_buffer line = {{0}, 0};
-  append_text(&line, "mlf: fault: ");
-  append_text(&line, exception_name(number));
-  append_hex(&line, "exception", number);
-  append_hex(&line, "pc", frame[6]);
-  append_hex(&line, "lr", frame[5]);
-  append_hex(&line, "xpsr", frame[7]);
-  append_hex(&line, "cfsr", MLF_SCB_CFSR);
-  append_hex(&line, "hfsr", MLF_SCB_HFSR);
-  append_hex(&line, "bfar", MLF_SCB_BFAR);
-  append_hex(&line, "exc_return", exc_return);
-  mlf_platform_log(line.text);
+  const uint32_t values[] = {ipsr & 0x1FFu, frame[6],     frame[5],     frame[7],
+                             MLF_SCB_CFSR,  MLF_SCB_HFSR, MLF_SCB_BFAR, exc_return};
+  char line[sizeof kReport];
+  const uint32_t* value = values;
+  unsigned nibble = 0;
+  for (size_t i = 0; i < sizeof kReport; ++i) {
+    char c = kReport[i];
+    if (c == '.') {
+      c = "0123456789abcdef"[(*value >> (28u - 4u * nibble)) & 0xFu];
+      nibble = (nibble + 1u) & 7u;
+      value += nibble == 0;
+    }
+    line[i] = c;
+  }
+  mlf_platform_log(line);
   mlf_platform_exit(MLF_EXIT_FAULT);
 }

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 
 from ...boards import Board
 from ...read import Archive, Model
+from ...read.dtypes import CODE_BFLOAT, CODE_FLOAT, parse_dtype
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..plan import ModelPlan
@@ -35,6 +36,12 @@ class ProjectType:
         """The template of src/main.c (it extends main.c.j2)."""
         return f"main_{self.name}.c.j2"
 
+    def compile_definitions(
+        self, plans: Sequence[ModelPlan], opts: Mapping[str, Any]
+    ) -> Tuple[str, ...]:
+        """``definitions``, and what this type decides from the models."""
+        return self.definitions
+
     def check(self, models: Sequence[Model], opts: Mapping[str, Any]) -> None:
         """Refuses, before anything is planned, what this type cannot build."""
 
@@ -56,6 +63,19 @@ class ProjectType:
     def describe(self, plans: Sequence[ModelPlan], opts: Mapping[str, Any]) -> Dict[str, Any]:
         """What project.json records about the type (beyond its name)."""
         return {}
+
+
+def float_outputs(models: Sequence[Model]) -> bool:
+    """Whether any output of these models holds floats (float or bfloat16)."""
+    return any(
+        parse_dtype(spec.dtype).code in (CODE_FLOAT, CODE_BFLOAT)
+        for model in models
+        for spec in model.outputs
+    )
+
+
+# Firmware that prints numbers (mlf_text.c) but never a float leaves float reading out.
+NO_TEXT_FLOATS = "MLF_TEXT_FLOATS=0"
 
 
 def input_bytes(models: Sequence[Model]) -> List[int]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -17,7 +17,7 @@ from ...errors import GenerateError, UnsupportedModelError
 from ...read import Model
 from ...read.dtypes import parse_dtype
 from ..tables import c_string
-from .base import ProjectType, input_bytes
+from .base import NO_TEXT_FLOATS, ProjectType, float_outputs, input_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..plan import ModelPlan
@@ -105,6 +105,14 @@ class MlperfTiny(ProjectType):
     link_buffer_item = "input buffer"
     driven_by = "benchmark()"
     cli_command = "mlf-project mlperf, or mlf-project attach and the MLPerf Tiny runner"
+
+    def compile_definitions(
+        self, plans: Sequence[ModelPlan], opts: Mapping[str, Any]
+    ) -> Tuple[str, ...]:
+        model = plans[0].model
+        dequantized = settings(model, opts)["output_scale"] is not None
+        floats = dequantized or float_outputs([model])
+        return self.definitions + (() if floats else (NO_TEXT_FLOATS,))
 
     def check(self, models: Sequence[Model], opts: Mapping[str, Any]) -> None:
         if len(models) != 1:

@@ -3,13 +3,12 @@ and exits with a status (docs/protocol.md, section 5)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Sequence, Tuple
 
 from ...boards import Board
 from ...read import Archive
-from ...read.dtypes import CODE_BFLOAT, CODE_FLOAT, parse_dtype
 from .. import samples as samples_mod
-from .base import ProjectType
+from .base import NO_TEXT_FLOATS, ProjectType, float_outputs
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..plan import ModelPlan
@@ -25,6 +24,12 @@ class Standalone(ProjectType):
     driven_by = "run_standalone()"
     cli_command = "mlf-project run"
 
+    def compile_definitions(
+        self, plans: Sequence[ModelPlan], opts: Mapping[str, Any]
+    ) -> Tuple[str, ...]:
+        floats = float_outputs([plan.model for plan in plans])
+        return self.definitions + (() if floats else (NO_TEXT_FLOATS,))
+
     def plan(self, plan: ModelPlan, archive: Archive, opts: Mapping[str, Any]) -> None:
         plan.samples = samples_mod.choose_samples(plan.model, opts["sample_inputs"], archive)
         plan.samples_blob = plan.samples.to_blob()
@@ -33,8 +38,7 @@ class Standalone(ProjectType):
         self, plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any]
     ) -> Dict[str, Any]:
         print_bytes = 1 << 20 if board.is_host else 16384
-        outputs = [spec for plan in plans for spec in plan.model.outputs]
-        floats = any(parse_dtype(spec.dtype).code in (CODE_FLOAT, CODE_BFLOAT) for spec in outputs)
+        floats = float_outputs([plan.model for plan in plans])
         return {
             # without float outputs, nothing links floating-point arithmetic (docs/protocol.md §5)
             "standalone": {"float_match": "mlf_standalone_floats_close" if floats else "NULL"},

@@ -26,7 +26,7 @@ from conftest import REPO_ROOT, child_processes, requires_arm
 from project_api.boards import Board, list_boards, load_board
 from project_api.errors import FlashError
 from project_api.resources import crt_dir
-from project_api.run.base import live_children
+from project_api.run.base import live_children, reap
 from project_api.run.qemu import EXIT_ABORT, EXIT_FAULT, QemuRunner, describe_exit
 
 QEMU_BOARDS = [board.name for board in list_boards() if board.is_qemu]
@@ -93,8 +93,7 @@ def no_children_left():
     yield
     leftovers = live_children()
     for proc in leftovers:
-        proc.kill()
-        proc.wait()
+        reap(proc)  # killed and forgotten, so one leak fails one test, not every later one
     assert not leftovers, f"children left running: {[p.args for p in leftovers]}"
     assert our_qemu_processes() == []
 
@@ -162,9 +161,15 @@ def report_measurements():
 
 
 def start(board: Board, firmware: Path, **kwargs) -> Tuple[QemuRunner, object]:
+    """QEMU running the seam firmware, which has answered its greeting."""
     runner = QemuRunner(board, firmware, **kwargs)
     port = runner.start(TIMEOUT)
-    assert read_exactly(port, len(GREETING)) == GREETING
+    try:
+        port.write(b"g")  # asked, not awaited from boot: the pty drops bytes before it is open
+        assert read_exactly(port, len(GREETING)) == GREETING
+    except BaseException:
+        runner.stop()
+        raise
     return runner, port
 
 

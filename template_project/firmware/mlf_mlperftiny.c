@@ -35,18 +35,10 @@ static void message(mlf_mlperftiny* dev, const char* text) {
   end_line(dev);
 }
 
-/* Text inside [...]: printable ASCII only, and brackets shown as parentheses so that a line's
- * own brackets stay unambiguous for the host's parser. */
-static void quoted(mlf_mlperftiny* dev, const char* s, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char c = (unsigned char)s[i];
-    char shown = (c < 0x20 || c > 0x7E) ? '?' : c == '[' ? '(' : c == ']' ? ')' : (char)c;
-    mlf_text_char(&dev->out, shown);
-  }
-}
-
+/* Text inside [...], as mlf_text_field() shows it: a line's own brackets stay unambiguous
+ * for the host's parser. */
 static void quoted_str(mlf_mlperftiny* dev, const char* s) {
-  quoted(dev, s, mlf_text_length(s, sizeof(dev->out.line)));
+  mlf_text_field(&dev->out, s, mlf_text_length(s, sizeof(dev->out.line)));
 }
 
 static void error_start(mlf_mlperftiny* dev, const char* what) {
@@ -333,7 +325,7 @@ static void db_data(mlf_mlperftiny* dev, const word* args, size_t nargs) {
       int digit = hex_value(args[a].text[i]);
       if (digit < 0) {
         error_start(dev, "db: bad hex digit '");
-        quoted(dev, &args[a].text[i], 1);
+        mlf_text_field(&dev->out, &args[a].text[i], 1);
         quoted_str(dev, "'");
         error_end(dev);
         return;
@@ -475,7 +467,7 @@ static void execute(mlf_mlperftiny* dev) {
       kCommands[c].run(dev, words + 1, count - 1);
     } else {
       error_start(dev, "Unknown command: ");
-      quoted(dev, words[0].text, words[0].len < QUOTE_MAX ? words[0].len : QUOTE_MAX);
+      mlf_text_field(&dev->out, words[0].text, words[0].len < QUOTE_MAX ? words[0].len : QUOTE_MAX);
       error_end(dev);
     }
   }

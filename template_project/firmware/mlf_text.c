@@ -91,17 +91,20 @@ static void text_field(mlf_text* out, const char* label, uint32_t value) {
   mlf_text_u64(out, value);
 }
 
+void mlf_text_field(mlf_text* out, const char* s, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char c = (unsigned char)s[i];
+    mlf_text_char(out, c < 0x20 || c > 0x7E ? '?' : c == '[' ? '(' : c == ']' ? ')' : (char)c);
+  }
+}
+
 void mlf_text_error(mlf_text* out, mlf_status status, const mlf_error* err) {
   text_field(out, "error ", (uint32_t)status);
   if (err == NULL || err->status != status) return;
   if (err->why != 0) text_field(out, ": #", err->why);
   if (err->subject != NULL) {
     mlf_text_str(out, " '");
-    /* printable ASCII, and no brackets: the line stays one field of either loop's output */
-    for (uint32_t i = 0; i < err->subject_len; ++i) {
-      const unsigned char c = (unsigned char)err->subject[i];
-      mlf_text_char(out, c < 0x20 || c > 0x7E ? '?' : c == '[' ? '(' : c == ']' ? ')' : (char)c);
-    }
+    mlf_text_field(out, err->subject, err->subject_len);
     mlf_text_char(out, '\'');
   }
   if (err->node != UINT32_MAX) text_field(out, " at node ", err->node);

@@ -34,6 +34,9 @@ void mlf_text_safe(mlf_text* out, const char* s);
 void mlf_text_u64(mlf_text* out, uint64_t v);
 void mlf_text_i64(mlf_text* out, int64_t v);
 void mlf_text_hex_byte(mlf_text* out, uint8_t b);
+/* n bytes of s as one field of a line that brackets its fields (mlperftiny's e-[...], the
+ * failures both loops print): printable ASCII only, '[' and ']' shown as '(' and ')'. */
+void mlf_text_field(mlf_text* out, const char* s, size_t n);
 /* A runtime failure as numbers the host words (transport/reasons.py explain()), so that no
  * status names or reason texts are linked: "error <status>[: #<why>][ '<subject>'][ at node
  * <n>][ at byte <offset>]", the details when `err` records that status. */

@@ -58,8 +58,9 @@ static double as_double(const mlf_number* v) {
 
 static double magnitude(double v) { return v < 0 ? -v : v; }
 
-int mlf_standalone_floats_close(const uint8_t* got, const uint8_t* want,
-                                const mlf_tensor_info* info, float rtol, float atol) {
+/* |got - want| <= atol + rtol * |want| for every element (NaN matches NaN), in double. */
+static int floats_close(const uint8_t* got, const uint8_t* want, const mlf_tensor_info* info,
+                        float rtol, float atol) {
   size_t count = info->nbytes / ((info->dtype.bits + 7u) / 8u);
   for (size_t i = 0; i < count; ++i) {
     mlf_number g, w;
@@ -75,12 +76,13 @@ int mlf_standalone_floats_close(const uint8_t* got, const uint8_t* want,
   return 1;
 }
 
+/* Without float outputs the generator compiles MLF_TEXT_FLOATS=0, and the image then links
+ * no floating-point arithmetic (about 2.5 KB of soft-float routines on a Cortex-M without an
+ * FPU); a float output there must match bit for bit. */
 static int outputs_match(const uint8_t* got, const uint8_t* want, const mlf_tensor_info* info,
                          const mlf_standalone_config* cfg) {
-  if (!is_float(info->dtype) || cfg->float_match == NULL) {
-    return mlf_bytes_equal(got, want, info->nbytes);
-  }
-  return cfg->float_match(got, want, info, cfg->rtol, cfg->atol);
+  if (!MLF_TEXT_FLOATS || !is_float(info->dtype)) return mlf_bytes_equal(got, want, info->nbytes);
+  return floats_close(got, want, info, cfg->rtol, cfg->atol);
 }
 
 /* Index of the largest element, or -1 when the dtype cannot be read. */

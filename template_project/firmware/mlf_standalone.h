@@ -10,8 +10,7 @@
  *   static const mlf_standalone_sample samples[] = {{sample0_inputs, sample0_expected}};
  *   const mlf_standalone_model models[] = {{"default", &executor, &workspace, init_status,
  *                                           samples, 1}};
- *   const mlf_standalone_config config = {models, 1, "host", 1e-5f, 1e-6f, 4096,
- *                                         mlf_standalone_floats_close};
+ *   const mlf_standalone_config config = {models, 1, "host", 1e-5f, 1e-6f, 4096};
  *   mlf_platform_init(); ... mlf_executor_init() ...
  *   mlf_platform_exit(mlf_standalone_run(&config));
  *
@@ -62,14 +61,6 @@ typedef struct {
   uint32_t num_samples;
 } mlf_standalone_model;
 
-/* Whether the float elements of `got` match those of `want` (dtype and size in `info`). */
-typedef int (*mlf_standalone_float_match)(const uint8_t* got, const uint8_t* want,
-                                          const mlf_tensor_info* info, float rtol, float atol);
-
-/* |got - want| <= atol + rtol * |want| for every element (NaN matches NaN), in double. */
-int mlf_standalone_floats_close(const uint8_t* got, const uint8_t* want,
-                                const mlf_tensor_info* info, float rtol, float atol);
-
 typedef struct {
   const mlf_standalone_model* models;
   uint32_t num_models;
@@ -77,10 +68,6 @@ typedef struct {
   float rtol; /* floats match when |got - want| <= atol + rtol * |want| (NaN matches NaN) */
   float atol;
   uint32_t max_print_bytes; /* outputs up to this size are printed in full as hex */
-  /* mlf_standalone_floats_close, or NULL when no output is a float: then float outputs must
-   * match bit for bit, and the image links no floating-point arithmetic (about 2.5 KB of
-   * soft-float routines on a Cortex-M without an FPU). */
-  mlf_standalone_float_match float_match;
 } mlf_standalone_config;
 
 /* Runs every sample of every model; returns an MLF_STANDALONE_* status. */

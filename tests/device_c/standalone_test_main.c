@@ -60,7 +60,6 @@ int main(int argc, char** argv) {
       .rtol = 1e-5f,
       .atol = 1e-6f,
       .max_print_bytes = 64,
-      .float_match = mlf_standalone_floats_close,
   };
   mlf_platform_exit(mlf_standalone_run(&config));
 }

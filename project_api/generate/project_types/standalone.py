@@ -27,6 +27,7 @@ class Standalone(ProjectType):
     def compile_definitions(
         self, plans: Sequence[ModelPlan], opts: Mapping[str, Any]
     ) -> Tuple[str, ...]:
+        # without float outputs, nothing links floating-point arithmetic (docs/protocol.md §5)
         floats = float_outputs([plan.model for plan in plans])
         return self.definitions + (() if floats else (NO_TEXT_FLOATS,))
 
@@ -38,10 +39,7 @@ class Standalone(ProjectType):
         self, plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any]
     ) -> Dict[str, Any]:
         print_bytes = 1 << 20 if board.is_host else 16384
-        floats = float_outputs([plan.model for plan in plans])
         return {
-            # without float outputs, nothing links floating-point arithmetic (docs/protocol.md §5)
-            "standalone": {"float_match": "mlf_standalone_floats_close" if floats else "NULL"},
             "header_includes": ["mlf_standalone.h"],
             "model_fields": [
                 "const mlf_standalone_sample* samples; /* the embedded inputs and expected "

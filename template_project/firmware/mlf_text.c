@@ -86,7 +86,7 @@ void mlf_text_hex_byte(mlf_text* out, uint8_t b) {
   mlf_text_char(out, kHex[b & 15u]);
 }
 
-static void text_field(mlf_text* out, const char* label, uint32_t value) {
+static void labelled_number(mlf_text* out, const char* label, uint32_t value) {
   mlf_text_str(out, label);
   mlf_text_u64(out, value);
 }
@@ -99,16 +99,16 @@ void mlf_text_field(mlf_text* out, const char* s, size_t n) {
 }
 
 void mlf_text_error(mlf_text* out, mlf_status status, const mlf_error* err) {
-  text_field(out, "error ", (uint32_t)status);
+  labelled_number(out, "error ", (uint32_t)status);
   if (err == NULL || err->status != status) return;
-  if (err->why != 0) text_field(out, ": #", err->why);
+  if (err->why != 0) labelled_number(out, ": #", err->why);
   if (err->subject != NULL) {
     mlf_text_str(out, " '");
     mlf_text_field(out, err->subject, err->subject_len);
     mlf_text_char(out, '\'');
   }
-  if (err->node != UINT32_MAX) text_field(out, " at node ", err->node);
-  if (err->offset != UINT32_MAX) text_field(out, " at byte ", err->offset);
+  if (err->node != UINT32_MAX) labelled_number(out, " at node ", err->node);
+  if (err->offset != UINT32_MAX) labelled_number(out, " at byte ", err->offset);
 }
 
 /* ---- numbers ------------------------------------------------------------------------- */

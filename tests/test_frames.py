@@ -486,6 +486,21 @@ def test_c_and_python_agree_on_a_flood_of_fake_headers(frame_tool: Path) -> None
         assert _c_events(frame_tool, stream, max_payload, chunk, [len(stream) - 10]) == expected
 
 
+def test_c_and_python_agree_on_the_limit_of_every_type(frame_tool: Path) -> None:
+    """Each type's limit, probed at the limit and one byte past it (a receiver of 65535 bytes
+    cannot be sent 65536: those types are probed at the limit only)."""
+    stream = b""
+    for type_ in range(256):
+        limit = payload_limit(type_)
+        stream += encode_frame(type_, 1, bytes(limit))
+        if limit < MAX_PAYLOAD:
+            stream += bytes([0xA5, 0x5A, type_, 2]) + struct.pack("<H", limit + 1)
+    expected = _python_events(stream, MAX_PAYLOAD, 4096)
+    # every frame whole, every over-long header refused, then the DISCARDED line
+    assert len(expected) == 256 + sum(payload_limit(t) < MAX_PAYLOAD for t in range(256)) + 1
+    assert _c_events(frame_tool, stream, MAX_PAYLOAD, 4096) == expected
+
+
 def test_the_documented_example_exchange_is_made_of_valid_frames() -> None:
     doc = (Path(__file__).resolve().parent.parent / "docs" / "protocol.md").read_text("utf-8")
     lines = [line[2:] for line in doc.splitlines() if line.startswith(("→ A5", "← A5"))]

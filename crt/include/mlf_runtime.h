@@ -25,7 +25,8 @@
  *
  * Process-wide state, kept to what TVM's ABI forces (its functions take no context):
  * the workspace that TVMBackendAllocWorkspace() draws from (mlf_workspace_bind()) and the
- * message of TVMAPISetLastError() (TVMGetLastError()). Nothing else is global.
+ * message of TVMAPISetLastError() (TVMGetLastError()), and in TVM's timer hooks
+ * (TVMPlatformTimerStart/Stop) the start tick. Nothing else is global.
  */
 #ifndef MLF_RUNTIME_H_
 #define MLF_RUNTIME_H_

@@ -37,14 +37,14 @@ _PAYLOAD_LIMITS = {
     0x04: 2,  # RUN
     0x05: 12,  # GET_OUTPUT
     0x06: 4,  # EXIT
-    0x07: 4,  # PROFILE (a device's decoder keeps the small default: the same 4 bytes)
+    0x07: 4,  # PROFILE
     0x81: 1024,  # HELLO reply: 532 bytes at most today; later versions may append
     0x82: MAX_PAYLOAD,  # DESCRIBE reply
     0x83: 0,  # SET_INPUT reply
     0x84: 28,  # RUN reply
     0x85: MAX_PAYLOAD,  # GET_OUTPUT reply
     0x86: 0,  # EXIT reply
-    0x87: MAX_PAYLOAD,  # PROFILE reply (only the host receives it)
+    0x87: MAX_PAYLOAD,  # PROFILE reply
     0xFF: 135,  # ERROR: 8 bytes + a message of at most 127
 }
 

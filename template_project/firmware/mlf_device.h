@@ -14,10 +14,12 @@
  *   mlf_platform_exit(mlf_device_serve(&config));
  *
  * A model whose init failed is still listed: every request about it is answered with an
- * ERROR carrying init_status and the executor's error text, so the host learns why.
+ * ERROR carrying init_status and the executor's failure in numbers (docs/protocol.md 2.3),
+ * so the host learns why.
  *
- * The loop uses only mlf_platform_read/write/ticks/tick_hz from the platform, keeps all its
- * state in an mlf_device (on the stack of mlf_device_serve()), and never allocates.
+ * The loop uses only mlf_platform_read/write/ticks/tick_hz/log from the platform (and
+ * mlf_platform_stack_used, which a platform may leave out), keeps all its state in an
+ * mlf_device (on the stack of mlf_device_serve()), and never allocates.
  */
 #ifndef MLF_DEVICE_H_
 #define MLF_DEVICE_H_
@@ -48,8 +50,8 @@ extern "C" {
 #define MLF_MSG_ERROR 0xFFu
 
 /* ERROR codes: 1..0xFF are mlf_status values (runtime failures); protocol errors: */
-#define MLF_DEVICE_ERR_BAD_CRC 0x100u      /* a request's CRC did not match */
-#define MLF_DEVICE_ERR_TOO_LONG 0x101u     /* payload longer than the device's max_payload */
+#define MLF_DEVICE_ERR_BAD_CRC 0x100u      /* a request's CRC did not match, or it was cut short */
+#define MLF_DEVICE_ERR_TOO_LONG 0x101u     /* payload over its type's limit or max_payload */
 #define MLF_DEVICE_ERR_UNKNOWN_TYPE 0x102u /* no such request type */
 #define MLF_DEVICE_ERR_BAD_PAYLOAD 0x103u  /* payload size wrong for the request type */
 #define MLF_DEVICE_ERR_BAD_MODEL 0x104u    /* no model with that index */

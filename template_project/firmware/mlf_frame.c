@@ -89,10 +89,12 @@ size_t mlf_frame_payload_limit(uint8_t type) {
   switch (type) {
     case 0x02u: /* DESCRIBE: u16 model, u16 first */
     case 0x06u: /* EXIT: i32 status */
+    case 0x07u: /* PROFILE: u32 first */
       return 4;
     case 0x03u: /* SET_INPUT: header + tensor data */
     case 0x82u: /* DESCRIBE reply: pages up to 64 KiB */
     case 0x85u: /* GET_OUTPUT reply: tensor data */
+    case 0x87u: /* PROFILE reply: call records */
       return MLF_FRAME_MAX_PAYLOAD;
     case 0x04u: /* RUN: u16 model */
       return 2;

@@ -25,7 +25,7 @@
  *   output model=0 sample=0 index=0 dtype=float32 shape=1x10 nbytes=40 crc32=8d1f03aa
  *     argmax=7 check=pass                                     (one line on the wire)
  *   data model=0 sample=0 index=0 offset=0 hex=0000803f...     (outputs <= max_print_bytes)
- *   error model=0 sample=0 code=9 node=3 message=operator ... failed
+ *   error model=0 sample=0 code=9 node=3 message=error 9: #7 at node 3
  *   result status=pass runs=1 mismatches=0 errors=0
  */
 #ifndef MLF_STANDALONE_H_

@@ -212,3 +212,18 @@ def test_project_type_of_a_project_cannot_change(
 ) -> None:
     status, _, err = cli(capsys, "run", scalar_built[1], "--project-type", "standalone")
     assert status == 2 and "is a host_driven project, not standalone" in err
+
+
+@pytest.mark.parametrize("dtype", ["int4", "handle", "float32x4"])
+def test_an_input_numpy_cannot_hold_is_refused_with_its_name(tmp_path: Path, dtype: str) -> None:
+    """TVM can give a graph input a dtype numpy has no match for; run says so instead of a
+    traceback, with or without --input."""
+    from project_api.cli.run import load_inputs
+    from project_api.errors import InputError
+
+    model = {"name": "default", "inputs": [{"name": "x", "shape": [1, 16], "dtype": dtype}]}
+    given = tmp_path / "in.npz"
+    np.savez(given, x=np.zeros((1, 16), "int8"))
+    for path in (None, str(given)):
+        with pytest.raises(InputError, match=f"input 'x': .*{dtype}.* numpy arrays"):
+            load_inputs(path, model)

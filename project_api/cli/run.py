@@ -293,8 +293,7 @@ def load_inputs(
     """Inputs for ``model`` (project.json's description) from an .npz/.npy, checked against
     its names, shapes and dtypes; deterministic random inputs without a path. With
     ``only_known``, keys naming no input of the model are ignored (a file for several)."""
-    from ..generate.samples import random_inputs
-    from ..read.dtypes import parse_dtype
+    from ..generate.samples import input_numpy_dtype, random_inputs
 
     specs = list(model["inputs"])
     if path is None:
@@ -339,7 +338,7 @@ def load_inputs(
     inputs: Dict[str, np.ndarray] = {}
     for spec in specs:
         array = given[spec["name"]]
-        want_dtype = parse_dtype(spec["dtype"]).to_numpy()
+        want_dtype = input_numpy_dtype(spec["name"], spec["dtype"])
         if tuple(array.shape) != tuple(spec["shape"]) or array.dtype != want_dtype:
             raise InputError(
                 f"{file}: input {spec['name']!r} is {array.dtype} {list(array.shape)}; model "

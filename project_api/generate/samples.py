@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import GenerateError, InputError
-from ..read.dtypes import parse_dtype
+from ..read.dtypes import UnknownDTypeError, parse_dtype
 
 ALIGN = 64
 MAX_BUNDLED_SAMPLES = 16
@@ -87,8 +87,20 @@ def load_npz(path: Any) -> Dict[str, np.ndarray]:
         raise GenerateError(f"sample inputs {path}: not a readable .npz file ({err})") from None
 
 
+def input_numpy_dtype(name: str, dtype: str) -> np.dtype:
+    """The numpy dtype of input `name`; InputError for dtypes numpy has no match for (int4,
+    handle, vector lanes): the host makes and hands over inputs as numpy arrays."""
+    try:
+        return parse_dtype(dtype).to_numpy()
+    except UnknownDTypeError as err:
+        raise InputError(
+            f"input {name!r}: {err}, and the host passes inputs as numpy arrays: it can "
+            "neither make nor send this one"
+        ) from None
+
+
 def _spec_shape_dtype(spec: Any) -> Tuple[Tuple[int, ...], np.dtype]:
-    return tuple(spec.shape), parse_dtype(spec.dtype).to_numpy()
+    return tuple(spec.shape), input_numpy_dtype(spec.name, spec.dtype)
 
 
 def _split_samples(

@@ -227,3 +227,39 @@ def test_an_input_numpy_cannot_hold_is_refused_with_its_name(tmp_path: Path, dty
     for path in (None, str(given)):
         with pytest.raises(InputError, match=f"input 'x': .*{dtype}.* numpy arrays"):
             load_inputs(path, model)
+
+
+def test_bad_run_arguments_are_refused_before_anything_is_generated(
+    scalar_built: Tuple[Path, Path], capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    archive = scalar_built[0]
+    cases = [
+        (("--output", tmp_path / "absent" / "o.npz"), "no such directory"),
+        (("--output", tmp_path), "is a directory"),
+        (("--board", "nosuch"), "unknown board 'nosuch'"),
+        (("--board", "host", "--icount"), "--icount only applies to QEMU boards, not host"),
+    ]
+    for extra, message in cases:
+        status, out, err = cli(capsys, "run", archive, *extra)
+        assert status == 2 and message in err, (extra, err)
+        assert "generating" not in err and "Traceback" not in err
+    for bad in ("-1", "0", "nan", "soon"):
+        with pytest.raises(SystemExit) as exited:
+            main(["run", str(archive), "--timeout", bad])
+        assert exited.value.code == 2
+        assert "--timeout" in capsys.readouterr().err
+
+
+def test_a_standalone_mismatch_is_said_in_the_text_report(
+    capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    model = catalog()["scalar"]()
+    archive = model.write(tmp_path / "scalar.tar")
+    inputs = model.sample_inputs()
+    wrong = {k: np.asarray(v) + 1 for k, v in model.reference(inputs).items()}
+    np.savez(tmp_path / "samples.npz", **inputs, **wrong)
+    status, out, err = cli(
+        capsys, "run", archive, "--project-type", "standalone", "-o",
+        f"sample_inputs={tmp_path / 'samples.npz'}",
+    )  # fmt: skip
+    assert status == 1 and "standalone check: mismatch" in out, (out, err)

@@ -245,6 +245,18 @@ def test_demo(capsys: pytest.CaptureFixture) -> None:
     assert live_children() == []
 
 
+def test_demo_replaces_only_its_own_project(capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    Project.generate(catalog()["mlp"]().write(tmp_path / "mlp.tar"), other, board="host")
+    status, out, err = run_cli(capsys, "demo", "--project-dir", other)
+    assert status == 2 and "not the demo's" in err and "--force" in err
+    assert Project.open(other).info["archive"] == "mlp.tar"  # left as it was
+    for extra in (["--force"], []):  # replaced when forced; then its own, replaced freely
+        status, out, err = run_cli(capsys, "demo", "--project-dir", other, *extra)
+        assert status == 0, out + err
+        assert Project.open(other).info["archive"] == "digits.tar"
+
+
 # --- failures end in clear errors, never hangs, with everything cleaned up -----------------------
 
 

@@ -355,6 +355,7 @@ def test_does_not_fit(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert document["ram_total_bytes"] > document["ram_available_bytes"] == 64 * 1024
     assert "DOES NOT FIT" in document["verdict"]
     assert any("refuses" in note for note in document["notes"])
+    assert any("not estimated" in note for note in document["notes"])  # why code shows "-"
 
 
 def test_archive_needs_a_board(mlp_archive: Path, capsys: pytest.CaptureFixture) -> None:
@@ -388,6 +389,7 @@ def test_build_flag_on_an_archive(mlp_archive: Path) -> None:
     assert report.linked is not None
     assert not Path(report.project_dir).exists()  # the scratch project is gone
     assert report.to_json()["stage"] == "linked"
+    assert report.to_json()["project_dir"] is None  # not a path that no longer exists
 
 
 # --- AOT ------------------------------------------------------------------------------------

@@ -42,6 +42,21 @@ def example_files() -> Dict[str, Path]:
     return files
 
 
+def _check_replaceable(project_dir: Path, archive_name: str, force: bool) -> None:
+    """--project-dir may hold an earlier demo's project; another project only with --force."""
+    from ..driver import Project
+    from ..generate import is_generated_project
+
+    if force or not is_generated_project(project_dir):
+        return  # new, empty, or not a project: generate decides
+    archive = Project.open(project_dir).info.get("archive")
+    if archive != archive_name:
+        raise GenerateError(
+            f"{project_dir} holds a project generated from {archive}, not the demo's",
+            hint="choose another --project-dir, or pass --force to replace it",
+        )
+
+
 class DemoCommand(Command):
     name = "demo"
     help = "generate, build and run the bundled example model (digits) end to end"
@@ -55,6 +70,12 @@ class DemoCommand(Command):
         parser.add_argument("--board", default="host", help="board to run on (default: host)")
         parser.add_argument(
             "--project-dir", help="keep the generated project here (default: a temporary one)"
+        )
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="replace a project of another archive in --project-dir (an earlier demo's "
+            "is replaced without it)",
         )
 
     def do_run(self, args: argparse.Namespace) -> int:
@@ -70,6 +91,7 @@ class DemoCommand(Command):
         scratch = None
         if args.project_dir:
             project_dir = Path(args.project_dir)
+            _check_replaceable(project_dir, files["archive"].name, args.force)
         else:
             scratch = Path(tempfile.mkdtemp(prefix="mlf-demo-"))
             project_dir = scratch / "digits"

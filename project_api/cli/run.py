@@ -64,7 +64,7 @@ class RunCommand(Command):
             "matches); default: a temporary directory",
         )
         parser.add_argument("--icount", action="store_true", help=self.icount_help)
-        parser.add_argument("--timeout", type=float, help=self.timeout_help)
+        parser.add_argument("--timeout", type=positive_seconds, help=self.timeout_help)
         add_labgrid_arguments(parser)
 
     def add_own_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -91,12 +91,14 @@ class RunCommand(Command):
         if args.icount:
             options["qemu_icount"] = "true"
         options.update(self.forced_options(args))
+        _check_output_path(getattr(args, "output", None))
         progress = ProgressPrinter(prefix="")
         with contextlib.ExitStack() as stack:
             if target.is_dir() and is_generated_project(target):
                 project = Project.open(target)
                 _check_same(project, args, options)
             else:
+                _check_board_first(args)
                 project = _project_for_archive(target, args, options, progress, stack)
             if project.project_type not in self.project_types:
                 from ..generate.project_types import project_type_for
@@ -151,6 +153,41 @@ class RunCommand(Command):
             result = _run_host_driven(project, planned, timeout, run_timeout)
         _report(project, result, args)
         return int(result.get("status", EXIT_OK))
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type of --timeout: a number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be above 0 seconds and finite, not {text}")
+    return value
+
+
+def _check_output_path(path: Optional[str]) -> None:
+    """--output's directory must exist before anything is built: the run's outputs would be
+    lost at the end otherwise."""
+    if not path:
+        return
+    parent = Path(path).resolve().parent
+    if not parent.is_dir():
+        raise InputError(f"--output {path}: no such directory {parent}")
+    if Path(path).is_dir():
+        raise InputError(f"--output {path} is a directory; name an .npz file")
+
+
+def _check_board_first(args: argparse.Namespace) -> None:
+    """The board an archive would be generated for exists, and suits --icount: said before any
+    generating is announced."""
+    from ..boards import load_board
+
+    if not args.board:
+        return
+    board = load_board(args.board)
+    if args.icount and not board.is_qemu:
+        raise GenerateError(f"--icount only applies to QEMU boards, not {board.name}")
 
 
 # --- project ---------------------------------------------------------------------------------
@@ -406,7 +443,10 @@ def _report(project: Any, result: Dict[str, Any], args: argparse.Namespace) -> N
         for run in runs:
             for key, value in run["outputs"].items():
                 arrays[f"{run['model']}.{key}" if many else key] = value
-        np.savez(args.output, **arrays)  # type: ignore[arg-type]
+        try:
+            np.savez(args.output, **arrays)  # type: ignore[arg-type]
+        except OSError as err:
+            raise InputError(f"--output {args.output}: cannot write ({err.strerror})") from None
     documents = [_json_of(project, run) for run in runs]
     if args.json:
         document: Dict[str, Any] = documents[0] if not many else {"models": documents}
@@ -422,6 +462,8 @@ def _report(project: Any, result: Dict[str, Any], args: argparse.Namespace) -> N
         if doc["instructions"] is not None:
             line += f", {doc['instructions']} instructions"
         print(line)
+    if "standalone" in result:
+        print(f"standalone check: {result['standalone']}")
     if args.output:
         print(f"outputs written to {args.output}")
 

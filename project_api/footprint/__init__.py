@@ -198,7 +198,10 @@ def refused_footprint(
         params_ram_bytes=params_ram,
         params_in_place=in_place,
         params_total=total,
-        notes=["the generator refuses this model for this board: " + "; ".join(fit.problems())],
+        notes=[
+            "the generator refuses this model for this board: " + "; ".join(fit.problems()),
+            "model code and runtime not estimated: nothing is compiled for a refused model",
+        ],
     )
 
 
@@ -284,6 +287,7 @@ def footprint(
             project.build(progress=progress)
         result = project_footprint(project, estimate=estimate, progress=progress)
         result.notes.append("generated in a scratch directory (deleted afterwards)")
+        result.temporary = True
         return result
 
 

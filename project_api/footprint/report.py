@@ -32,6 +32,7 @@ class Footprint:
 
     notes: List[str] = field(default_factory=list)
     linked: Optional[LinkedSizes] = None
+    temporary: bool = False  # project_dir was a scratch directory, deleted since
 
     # --- headline figures ------------------------------------------------------------
 
@@ -144,7 +145,8 @@ class Footprint:
 
     def to_json(self) -> Dict[str, Any]:
         return {
-            "project_dir": str(self.project_dir),
+            # a scratch project is gone once the report is made
+            "project_dir": None if self.temporary else str(self.project_dir),
             "board": self.board.name,
             "project_type": self.info.get("project_type"),
             "models": [m["name"] for m in self.models],

@@ -110,7 +110,7 @@ def _check_destination(destination: Path, force: bool) -> None:
     if not force:
         raise GenerateError(
             f"{destination} already holds a generated project",
-            hint="pass --force (force=True) to replace it",
+            hint="pass --force (from Python: force=True) to replace it",
         )
 
 

@@ -4,8 +4,11 @@ The cmake used is, in order: the ``cmake`` option / ``$MLF_CMAKE``; a system cma
 (``/usr/bin``, ``/usr/local/bin``, then PATH); the cmake of the PyPI ``cmake`` package (its
 binary directly, not the Python wrapper). Ninja is used when it is installed (parallel
 builds), else Makefiles with ``-j``. Output is quiet: progress lines go to a callback
-(``configuring``, ``compiling 3/12``, ``linking``), the whole log into :class:`BuildError` on
-failure (its tail in the message). A linker's ``region ... overflowed`` becomes a FitError.
+(``configuring``, ``compiling 3/12``, ``linking``). The whole output of the last configure and
+build is written to ``<build dir>/build.log`` (:data:`LOG_NAME`) and kept in
+:class:`BuildError`'s ``log`` on failure; the message gives the lines that say why (see
+:mod:`.summary`) and the hint names the log file. A linker's ``region ... overflowed`` becomes
+a FitError.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import BuildError, FitError
 from ..generate.sizes import linker_overflow
+from .summary import summarise
 
 Progress = Callable[[str], None]
 
@@ -31,6 +35,7 @@ MIN_CMAKE = (3, 20)
 CMAKE_ENV = "MLF_CMAKE"
 CONFIGURE_TIMEOUT = 300.0
 BUILD_TIMEOUT = 1800.0
+LOG_NAME = "build.log"
 _VERSION_RE = re.compile(r"cmake version (\d+)\.(\d+)(?:\.(\d+))?")
 _NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]\s+(.*)$")
 _MAKE_STEP = re.compile(r"^\[\s*(\d+)%\]\s+(.*)$")
@@ -155,23 +160,6 @@ def _jobs() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
-
-
-def _tail(log: str, lines: int = 25) -> str:
-    kept = [line for line in log.strip().splitlines() if line.strip()]
-    return "\n".join(kept[-lines:])
-
-
-def _errors_of(log: str, limit: int = 8) -> str:
-    """The compiler's error lines, else the tail of the log."""
-    errors = [
-        line.strip()
-        for line in log.splitlines()
-        if re.search(r"\berror\b|undefined reference|CMake Error", line)
-    ]
-    if errors:
-        return "\n".join(errors[:limit])
-    return _tail(log, 10)
 
 
 class _Runner:
@@ -309,12 +297,41 @@ def build(
     cache_entries: Optional[Mapping[str, str]] = None,
 ) -> BuildResult:
     """Configures (when needed) and builds; returns the firmware path and the log.
-    ``cache_entries`` are ``-D`` settings for the first configure (e.g. ``MLF_LTO=OFF``)."""
+    ``cache_entries`` are ``-D`` settings for the first configure (e.g. ``MLF_LTO=OFF``).
+    The whole output goes to ``<build_dir>/build.log``, which a BuildError's hint names."""
     project_dir = Path(project_dir).resolve()
     build_dir = Path(build_dir)
     if not build_dir.is_absolute():
         build_dir = project_dir / build_dir
     tool = find_cmake(cmake)
+    runner = _Runner(progress, verbose)
+    try:
+        result = _build(runner, tool, project_dir, build_dir, firmware_name, board_name,
+                        cache_entries)  # fmt: skip
+    except BuildError as err:
+        saved = _save_log(build_dir, runner.text)
+        if saved is not None and err.hint is None:
+            err.hint = f"full log: {saved}"
+        raise
+    except FitError:
+        _save_log(build_dir, runner.text)
+        raise
+    _save_log(build_dir, result.log)
+    if progress:
+        progress(f"built {result.firmware}")
+    return result
+
+
+def _build(
+    runner: _Runner,
+    tool: CMakeTool,
+    project_dir: Path,
+    build_dir: Path,
+    firmware_name: str,
+    board_name: str,
+    cache_entries: Optional[Mapping[str, str]],
+) -> BuildResult:
+    progress = runner.progress
     ninja = find_ninja()
     generator = "Ninja" if ninja else "Unix Makefiles"
     # A build directory from another place (the project was moved) or generator: start over.
@@ -323,7 +340,6 @@ def build(
         _resolved(old_source) != project_dir or _cache_generator(build_dir) != generator
     ):
         shutil.rmtree(build_dir, ignore_errors=True)
-    runner = _Runner(progress, verbose)
     started = time.monotonic()
     configure_seconds = 0.0
     if not (build_dir / "CMakeCache.txt").is_file():
@@ -341,7 +357,7 @@ def build(
             _remove(build_dir / "CMakeCache.txt")
             raise BuildError(
                 f"configuring {project_dir} with {tool} failed (status {status}):\n"
-                + _errors_of(log),
+                + summarise(log, project_dir),
                 log=log,
             )
     argv = [tool.path, "--build", str(build_dir)]
@@ -357,13 +373,12 @@ def build(
                 hint="choose a board with more memory, or a smaller model",
             )
         raise BuildError(
-            f"building {project_dir} failed (status {status}):\n" + _errors_of(log), log=log
+            f"building {project_dir} failed (status {status}):\n" + summarise(log, project_dir),
+            log=log,
         )
     firmware = build_dir / firmware_name
     if not firmware.is_file():
         raise BuildError(f"the build succeeded but {firmware} is missing", log=log)
-    if progress:
-        progress(f"built {firmware}")
     return BuildResult(
         firmware=firmware,
         seconds=time.monotonic() - started,
@@ -371,6 +386,17 @@ def build(
         log=log,
         memory=parse_memory_usage(log),
     )
+
+
+def _save_log(build_dir: Path, log: str) -> Optional[Path]:
+    """Writes the whole output to ``<build_dir>/build.log``; None when it cannot."""
+    path = build_dir / LOG_NAME
+    try:
+        build_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(log, encoding="utf-8")
+    except OSError:
+        return None
+    return path
 
 
 def _resolved(path: Path) -> Path:

@@ -46,7 +46,9 @@ class BuildCommand(Command):
     help = "build a generated project (CMake; host compiler or the board's cross toolchain)"
     description = (
         "Configure (first time) and build a project made by `mlf-project generate`. Prints "
-        "progress; on failure, the compiler's errors (the whole log with --verbose)."
+        "progress; on failure, the lines that say why (compiler and linker errors, CMake "
+        "errors with their reasons) and where the whole log is (BUILD_DIR/build.log; shown "
+        "as it runs with --verbose)."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 import pytest
@@ -76,3 +76,22 @@ def test_bad_targets_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture) 
     assert main(["matrix", str(tmp_path / "missing.tar"), "--board", "host"]) == 2
     err = capsys.readouterr().err
     assert "no targets" in err and "want PLACE=BOARD" in err and "no such archive" in err
+
+
+def test_cmsis_nn_cells_run_with_the_dependency_given_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture, cmsis_nn_checkout: Optional[Path]
+) -> None:
+    """--cmsis-path (like -o and --dependency) applies to every cell: the CMSIS-NN archive
+    runs against its references, the plain one beside it is unaffected."""
+    from conftest import CMSIS_NN_SKIP, corpus_archive
+
+    cmsis, plain = corpus_archive("kws_int8_cmsisnn"), corpus_archive("mlp_default")
+    if cmsis is None or plain is None:
+        pytest.skip("needs the real-TVM corpus (kws_int8_cmsisnn, mlp_default)")
+    if cmsis_nn_checkout is None:
+        pytest.skip(CMSIS_NN_SKIP)
+    argv = ["matrix", str(cmsis), str(plain), "--board", "host", "--json"]
+    status = main(argv + ["--cmsis-path", str(cmsis_nn_checkout)])
+    out, err = capsys.readouterr()
+    assert status == 0, out + err
+    assert [cell["status"] for cell in json.loads(out)] == ["pass", "pass"]

@@ -11,6 +11,7 @@ from typing import List
 
 from ..errors import InputError
 from .command import EXIT_FAILURE, EXIT_OK, Command
+from .generate import add_option_argument, dependency_options
 
 
 class MatrixCommand(Command):
@@ -41,8 +42,22 @@ class MatrixCommand(Command):
         parser.add_argument("--work", help="where the projects go (default: a temporary dir)")
         parser.add_argument("--json", action="store_true", help="print the cells as JSON")
         parser.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+        add_option_argument(
+            parser, help="a project option for every cell (e.g. cmsis_path=DIR); repeatable"
+        )
+        parser.add_argument(
+            "--dependency",
+            action="append",
+            default=[],
+            metavar="SPEC",
+            help="a dependency for every archive, as `generate --dependency`; repeatable",
+        )
+        parser.add_argument(
+            "--cmsis-path", metavar="DIR", help="a CMSIS-NN checkout, as `generate --cmsis-path`"
+        )
 
     def do_run(self, args: argparse.Namespace) -> int:
+        from ..generate import parse_option_assignments
         from ..report.matrix import (
             Cell,
             MatrixOptions,
@@ -73,6 +88,7 @@ class MatrixCommand(Command):
                 jobs=args.jobs,
                 icount=args.icount,
                 coordinator=args.labgrid_coordinator,
+                options=dependency_options(args, parse_option_assignments(args.option)),
             )
             total = len(archives) * len(targets)
             done: List[int] = []

@@ -216,6 +216,22 @@ def test_coordinator_unreachable(built, capsys: pytest.CaptureFixture) -> None:
     assert f"the labgrid coordinator at 127.0.0.1:{port} is unreachable" in err
 
 
+def test_a_lab_that_is_not_there_is_found_before_building(
+    board: Board, built, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    archive = built[1].parent / "scalar.tar"
+    port = free_port()
+    for place, coordinator, message in (
+        ("nowhere", f"127.0.0.1:{port}", f"127.0.0.1:{port} is unreachable"),
+        ("no-such-place", board.coordinator, "labgrid place 'no-such-place'"),
+    ):
+        argv = ["run", str(archive), "--labgrid", place, "--labgrid-coordinator", coordinator]
+        assert main(argv + ["--project-dir", str(tmp_path / place)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "generating" not in err, err
+        assert not (tmp_path / place).exists()
+
+
 def test_exporter_gone_mid_run(board: Board, built) -> None:
     project = built[0]
     project.run_overrides.update(labgrid_place=board.place, labgrid_coordinator=board.coordinator)

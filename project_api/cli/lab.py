@@ -30,6 +30,21 @@ def add_labgrid_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def check_labgrid(args: argparse.Namespace) -> None:
+    """The coordinator answers and knows the place: asked before anything is generated or
+    built, so a lab that is not there costs a second, not a build."""
+    place = getattr(args, "labgrid", None)
+    if not place:
+        return
+    from ..run.labgrid import LabgridClient, LabgridError
+
+    client = LabgridClient(place, args.labgrid_coordinator)
+    status, text = client.call("show")  # raises when the coordinator is unreachable
+    if status != 0:
+        last = text.strip().splitlines()[-1] if text.strip() else f"status {status}"
+        raise LabgridError(f"labgrid place {place!r} at {client.coordinator}: {last}")
+
+
 def apply_labgrid(project: Any, args: argparse.Namespace) -> None:
     """Points ``project``'s runner at the labgrid place the arguments name (if any)."""
     place = getattr(args, "labgrid", None)

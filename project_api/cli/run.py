@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import GenerateError, InputError
 from .command import EXIT_FAILURE, EXIT_OK, Command
 from .generate import add_generate_arguments, dependency_options
-from .lab import add_labgrid_arguments, apply_labgrid
+from .lab import add_labgrid_arguments, apply_labgrid, check_labgrid
 
 DEFAULT_TIMEOUTS = {"host": 10.0, "qemu": 60.0, "real": 30.0}
 # Without --timeout, a run (one inference, or a whole standalone firmware) gets at least this.
@@ -92,6 +92,7 @@ class RunCommand(Command):
             options["qemu_icount"] = "true"
         options.update(self.forced_options(args))
         _check_output_path(getattr(args, "output", None))
+        check_labgrid(args)
         progress = ProgressPrinter(prefix="")
         with contextlib.ExitStack() as stack:
             if target.is_dir() and is_generated_project(target):

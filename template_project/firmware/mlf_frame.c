@@ -85,34 +85,30 @@ size_t mlf_frame_encode(uint8_t* out, size_t cap, uint8_t type, uint8_t seq, con
 }
 
 size_t mlf_frame_payload_limit(uint8_t type) {
-  /* Message types of docs/protocol.md section 2 (mlf_device.h names them). */
-  switch (type) {
-    case 0x02u: /* DESCRIBE: u16 model, u16 first */
-    case 0x06u: /* EXIT: i32 status */
-    case 0x07u: /* PROFILE: u32 first */
-      return 4;
-    case 0x03u: /* SET_INPUT: header + tensor data */
-    case 0x82u: /* DESCRIBE reply: pages up to 64 KiB */
-    case 0x85u: /* GET_OUTPUT reply: tensor data */
-    case 0x87u: /* PROFILE reply: call records */
-      return MLF_FRAME_MAX_PAYLOAD;
-    case 0x04u: /* RUN: u16 model */
-      return 2;
-    case 0x05u: /* GET_OUTPUT: u16 model, u16 output, u32 offset, u32 max length */
-      return 12;
-    case 0x81u: /* HELLO reply: 20 bytes + two names of up to 255 bytes; later versions may
-                   append fields */
-      return 1024;
-    case 0x83u: /* SET_INPUT reply */
-    case 0x86u: /* EXIT reply */
-      return 0;
-    case 0x84u: /* RUN reply: status, ticks, tick_hz, workspace bytes, stack bytes used */
-      return 28;
-    case 0xFFu: /* ERROR: 8 bytes + a message of at most 127 */
-      return 135;
-    default: /* HELLO (payload ignored) and types this version does not know */
-      return MLF_FRAME_SMALL_PAYLOAD;
-  }
+  /* Requests 0x00-0x07, then replies 0x80-0x87: the message types of docs/protocol.md section
+   * 2 (mlf_device.h names them); 0x00 and 0x80 are no message. A table: smaller than a switch. */
+  static const uint16_t kLimits[16] = {
+      MLF_FRAME_SMALL_PAYLOAD, /* 0x00 */
+      MLF_FRAME_SMALL_PAYLOAD, /* HELLO: payload ignored */
+      4,                       /* DESCRIBE: u16 model, u16 first */
+      MLF_FRAME_MAX_PAYLOAD,   /* SET_INPUT: header + tensor data */
+      2,                       /* RUN: u16 model */
+      12,                      /* GET_OUTPUT: u16 model, u16 output, u32 offset, u32 max length */
+      4,                       /* EXIT: i32 status */
+      4,                       /* PROFILE: u32 first */
+      MLF_FRAME_SMALL_PAYLOAD, /* 0x80 */
+      1024,                    /* HELLO reply: 20 bytes + two names of up to 255; room to append */
+      MLF_FRAME_MAX_PAYLOAD,   /* DESCRIBE reply: pages up to 64 KiB */
+      0,                       /* SET_INPUT reply */
+      28,                      /* RUN reply: status, ticks, tick_hz, workspace, stack used */
+      MLF_FRAME_MAX_PAYLOAD,   /* GET_OUTPUT reply: tensor data */
+      0,                       /* EXIT reply */
+      MLF_FRAME_MAX_PAYLOAD,   /* PROFILE reply: call records */
+  };
+  if (type == 0xFFu) return 135; /* ERROR: 8 bytes + a message of at most 127 */
+  /* types this version does not know */
+  if ((type & 0x78u) != 0) return MLF_FRAME_SMALL_PAYLOAD;
+  return kLimits[(type >> 4) | (type & 7u)];
 }
 
 /* ---- decoder ------------------------------------------------------------------------ */

@@ -1,4 +1,5 @@
-"""Hostile tarballs: every unsafe member is refused and nothing is left on disk."""
+"""Hostile tarballs: every unsafe member is refused and nothing is left on disk; and the same
+rules for an already-extracted directory."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import os
 import tarfile
 
 import pytest
-from mlf_builders import member, mlf_files, write_raw_tar, write_tar
+from mlf_builders import member, mlf_files, write_dir, write_raw_tar, write_tar
 
+from project_api.cli import main
 from project_api.errors import UnsafeArchiveError
 from project_api.read import ExtractLimits, open_archive
 from project_api.read.extract import normalise_name
@@ -39,6 +41,17 @@ def test_normalise_name(name, normal):
 @pytest.mark.parametrize("name", ["/etc/passwd", "C:/x", "a\\..\\..\\x"])
 def test_absolute_or_foreign_paths(tmp_path, scratch, name):
     refused(tmp_path, scratch, [member(name)], "absolute or non-POSIX path", {name: b"x"})
+
+
+@pytest.mark.parametrize("name", ["a" * 256, "./d/" + "é" * 128 + ".c"])
+def test_name_component_too_long(tmp_path, scratch, name):
+    fragment = "member name component longer than 255 bytes"
+    refused(tmp_path, scratch, [member(name)], fragment, {name: b"x"})
+
+
+def test_name_too_long(tmp_path, scratch):
+    name = "/".join(["d" * 200] * 6)
+    refused(tmp_path, scratch, [member(name)], "member name longer than 1024 bytes", {name: b"x"})
 
 
 @pytest.mark.parametrize("name", ["../x", "./../x", "a/../../x", "a/.."])
@@ -156,3 +169,53 @@ def test_directory_listed_twice_is_fine(tmp_path, scratch):
         tar.addfile(member("codegen", tarfile.DIRTYPE))
     with open_archive(path) as archive:
         assert archive.model().name == "default"
+
+
+# --- an extracted directory ------------------------------------------------------------------
+
+
+def extracted(tmp_path):
+    return write_dir(tmp_path / "extracted", mlf_files(7))
+
+
+@pytest.mark.parametrize(
+    "target", ["/etc/passwd", "../../../../outside.c", "../../../../extracted2"]
+)
+def test_directory_symlink_out_of_it(tmp_path, target):
+    root = extracted(tmp_path)
+    (tmp_path / "outside.c").write_text("int stolen;\n")
+    (tmp_path / "extracted2").mkdir()
+    os.symlink(target, root / "codegen/host/src/default_lib9.c")
+    with pytest.raises(UnsafeArchiveError, match="link 'codegen/host/src/default_lib9.c' -> "):
+        open_archive(root)
+    assert main(["info", str(root)]) == 2
+
+
+def test_directory_symlink_to_a_directory_out_of_it(tmp_path):
+    root = extracted(tmp_path)
+    os.symlink("/usr/include", root / "codegen/host/include")
+    with pytest.raises(UnsafeArchiveError, match="'codegen/host/include' -> .* leaves the archive"):
+        open_archive(root)
+
+
+def test_directory_symlinks_inside_it_are_followed(tmp_path):
+    root = extracted(tmp_path)
+    os.symlink("default_lib0.c", root / "codegen/host/src/alias.c")
+    os.symlink(str(root / "metadata.json"), root / "absolute_but_inside.json")
+    with open_archive(root) as archive:
+        assert "alias.c" in [path.name for path in archive.model().sources]
+
+
+def test_directory_symlink_loop(tmp_path):
+    root = extracted(tmp_path)
+    os.symlink("b", root / "a")
+    os.symlink("a", root / "b")
+    with pytest.raises(UnsafeArchiveError, match="link 'a': too many hops"):
+        open_archive(root)
+
+
+def test_directory_fifo(tmp_path):
+    root = extracted(tmp_path)
+    os.mkfifo(root / "codegen/host/src/default_lib9.c")
+    with pytest.raises(UnsafeArchiveError, match="device, fifo or other special file"):
+        open_archive(root)

@@ -142,3 +142,44 @@ def test_real_corpus_info_matches_reference(mlf_corpus, archive, capsys):
         assert model["sources"] == sources
         assert f"./{model['graph']}" in case["members"]
         assert f"./{model['params']}" in case["members"]
+
+
+GOOD_DEP = {"short_name": "foo", "url": "./foo", "url_type": "path"}
+
+
+@pytest.mark.parametrize(
+    "deps, fragment",
+    [
+        ([{**GOOD_DEP, "url_type": "svn"}], "(foo): 'url_type' 'svn' is not one of git, url"),
+        ([{**GOOD_DEP, "short_name": "foo bar;$(x)"}], "'short_name' 'foo bar;$(x)' must be"),
+        ([{**GOOD_DEP, "license": "MIT"}], "unknown key(s) license"),
+        ([GOOD_DEP, {**GOOD_DEP, "url": "/tmp"}], "'foo' is declared twice with different url"),
+        ([{**GOOD_DEP, "url_type": "git"}], "'version_spec' is required for a git dependency"),
+        ([{**GOOD_DEP, "url_type": "mlf_path", "url": "../.."}], "must be a relative path inside"),
+        ([{**GOOD_DEP, "url_type": "mlf_path", "url": "nothing"}], "is not a directory of the"),
+    ],
+)
+def test_bad_external_dependencies_are_refused_as_generate_does(tmp_path, capsys, deps, fragment):
+    archive = write_tar(tmp_path / "m.tar", mlf_files(6, dependencies=deps))
+    status, out, err = run_info(capsys, archive, "--json")
+    assert status == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith("mlf-project info: error: ") and fragment in err
+    assert main(["generate", str(archive), str(tmp_path / "p")]) == 2
+    generate_err = capsys.readouterr().err.splitlines()[-1]
+    assert generate_err.replace("generate", "info", 1) == err.rstrip("\n")
+
+
+def test_dependencies_are_not_fetched_or_looked_for(tmp_path, capsys):
+    deps = [
+        {
+            "short_name": "a",
+            "url": "https://example.invalid/a.git",
+            "url_type": "git",
+            "version_spec": "v1",
+        },
+        {"short_name": "b", "url": "/nonexistent/dir", "url_type": "path"},
+    ]
+    status, out, _ = run_info(
+        capsys, write_tar(tmp_path / "m.tar", mlf_files(6, dependencies=deps))
+    )
+    assert status == 0 and "a (git: https://example.invalid/a.git @ v1)" in out

@@ -284,3 +284,15 @@ def test_storage_scope_not_string():
     base = small_graph()
     base["attrs"]["storage_scope"] = ["list_str", ["global", 1, "global", "global"]]
     bad(lambda d: None, "attrs.storage_scope[1][1]", "not a string", base)
+
+
+def test_duplicate_key():
+    text = json.dumps(small_graph()).replace('"arg_nodes": [', '"heads": [], "arg_nodes": [', 1)
+    with pytest.raises(GraphError, match=f"{MEMBER}: line 1 column .*: duplicate key 'heads'"):
+        Graph.from_json(text, MEMBER)
+
+
+def test_integer_too_long_for_python():
+    text = json.dumps(small_graph()).replace('"arg_nodes": [0', '"arg_nodes": [' + "1" * 4301, 1)
+    with pytest.raises(GraphError, match="not valid JSON: integer of 4301 digits"):
+        Graph.from_json(text, MEMBER)

@@ -242,3 +242,27 @@ def test_v4_graph_missing(tmp_path):
     files = mlf_files(4)
     del files["runtime-config/graph/graph.json"]
     bad(tmp_path, files, "model_name", "needs runtime-config/graph/graph.json")
+
+
+def test_duplicate_key(tmp_path):
+    files = mlf_files(7)
+    text = files["metadata.json"].decode()
+    files["metadata.json"] = text.replace('"version": 7', '"version": 7, "version": 7', 1).encode()
+    bad(tmp_path, files, "line 2 column 17", "duplicate key 'version'")
+
+
+def test_duplicate_key_spelt_differently_in_a_model(tmp_path):
+    files = mlf_files(7)
+    text = files["metadata.json"].decode()
+    text = text.replace(
+        '"model_name": "default"', '"model_name": "default", "model\\u005fname": "x"'
+    )
+    files["metadata.json"] = text.encode()
+    with pytest.raises(MetadataError, match="duplicate key 'model_name'"):
+        open_archive(write_dir(tmp_path / "a", files))
+
+
+def test_integer_too_long_for_python(tmp_path):
+    files = mlf_files(7)
+    files["metadata.json"] = b'{"version": ' + b"7" * 5000 + b"}"
+    bad(tmp_path, files, "line 1 column 13", "integer of 5000 digits (the limit is 4300)")

@@ -7,6 +7,7 @@ import json
 from typing import Any, Dict, List
 
 from ..read import Archive, Model, TensorSpec, open_archive
+from ..resolve import check_dependencies, collect_dependencies
 from .command import EXIT_OK, Command
 
 
@@ -15,8 +16,9 @@ class InfoCommand(Command):
     help = "validate an MLF archive and describe its models"
     description = (
         "Open and fully validate a TVM Model Library Format archive (tar, tar.gz or extracted "
-        "directory) and print its version and, for each model: executor, targets, inputs, "
-        "outputs, parameter and memory sizes, operators and external dependencies."
+        "directory) and its external_dependencies (without fetching them), and print its "
+        "version and, for each model: executor, targets, inputs, outputs, parameter and "
+        "memory sizes, operators and external dependencies."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -25,11 +27,23 @@ class InfoCommand(Command):
 
     def do_run(self, args: argparse.Namespace) -> int:
         with open_archive(args.archive) as archive:
+            check_archive_dependencies(archive)
             if args.json:
                 print(json.dumps(archive_summary(archive), indent=2))
             else:
                 print("\n".join(describe_archive(archive)))
         return EXIT_OK
+
+
+def check_archive_dependencies(archive: Archive) -> None:
+    """The checks generate makes of the archive's external_dependencies before fetching any
+    (their keys, url_type, short_name, urls, duplicates that disagree, mlf_path directories);
+    raises the same DependencyError. Nothing is fetched and nothing outside the archive read."""
+    specs = collect_dependencies(
+        [model.external_dependencies for model in archive.models],
+        model_names=[model.name for model in archive.models],
+    )
+    check_dependencies(specs, archive.root)
 
 
 def archive_summary(archive: Archive) -> Dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tarfile
 from pathlib import Path
@@ -34,6 +35,9 @@ from .tables import (
     state_bytes_expression,
 )
 
+# Line breaks (CMake's and C's, and any other control character) and the end of a C comment.
+_COMMENT_BREAKERS = re.compile(r"[\x00-\x1f\x7f]|\*/")
+
 # --- writing -------------------------------------------------------------------------------------
 
 
@@ -49,12 +53,20 @@ def _environment() -> Any:
         autoescape=False,
     )
     env.filters["cmake_quote"] = _cmake_quote
+    env.filters["comment"] = _comment
     return env
 
 
 def _cmake_quote(text: str) -> str:
+    """One CMake quoted argument: a newline, ';' or '#' inside stays part of it."""
     escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
     return f'"{escaped}"'
+
+
+def _comment(text: str) -> str:
+    """Text for a '#' or '/* */' comment: no line break or comment end can leave it (the
+    reader already refuses such model names; this is the second line of defence)."""
+    return _COMMENT_BREAKERS.sub("?", text)
 
 
 def _write_project(

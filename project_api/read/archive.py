@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
 from ..errors import ArchiveError, NotAnMlfError, UnsupportedModelError
-from .extract import ExtractLimits, PlannedMember, plan_extraction, safe_extract
+from .extract import (
+    ExtractLimits,
+    PlannedMember,
+    check_directory_entries,
+    plan_extraction,
+    safe_extract,
+)
 from .layout import load_models, read_metadata
 from .limits import CappedTarInfo, ReadLimits, check_directory
 from .mblob import ArtifactReport, inspect_artifact
@@ -86,13 +92,15 @@ def open_archive(
     (deleted by :meth:`Archive.close`). ``limits`` caps member count, total size and each
     member's size by its role (default: :meth:`ReadLimits.from_environment`); a directory is
     held to the same caps. Raises ArchiveError subclasses for unusable containers
-    (NotAnMlfError for TVM export_library artifacts, UnsafeArchiveError for hostile members)
+    (NotAnMlfError for TVM export_library artifacts, UnsafeArchiveError for hostile members,
+    in a directory too: a symlink out of it, a fifo)
     and ValidationError subclasses for rule violations inside the archive.
     """
     path = Path(path)
     read_limits = ReadLimits.adopt(limits)
     if path.is_dir():
         _check_directory(path)
+        check_directory_entries(path, read_limits)
         check_directory(path, read_limits)
         return _load(path, path, owned_dir=None)
     if not path.exists():
@@ -161,7 +169,11 @@ def _check_directory(path: Path) -> None:
     if (path / MEMBER).is_file():
         return
     for candidate in sorted(path.iterdir()):
-        if candidate.is_file() and candidate.suffix in _ARTIFACT_SUFFIXES:
+        if (
+            candidate.is_file()
+            and not candidate.is_symlink()
+            and candidate.suffix in _ARTIFACT_SUFFIXES
+        ):
             _refuse_artifact(candidate, _read_capped(candidate))
     raise ArchiveError(
         f"{path}: no {MEMBER} in this directory: not an extracted Model Library Format archive"

@@ -1,20 +1,26 @@
 """Safe extraction of an untrusted tar archive.
 
 Every member is checked before anything is written: no absolute paths, no ``..``, no
-duplicate or conflicting names, no device/fifo files, caps on member count and total size.
+duplicate or conflicting names, no name a file system cannot hold (a component over 255
+bytes), no device/fifo files, caps on member count and total size.
 Links never reach the disk: a symlink or hardlink whose target is a regular file inside the
 archive is extracted as a copy of that file; any other link is refused. Files are written
 with plain modes (0644, or 0755 when the owner could execute), never the archive's.
 
 Extraction goes to a staging directory beside the destination, renamed into place only when
 every member has been written, so a rejected archive leaves nothing behind.
+
+An already-extracted directory is held to the same rules by :func:`check_directory_entries`:
+no device or fifo, and no symlink that leads out of it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import posixpath
 import shutil
+import stat
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -24,6 +30,11 @@ from typing import Dict, List, Optional
 from ..errors import ArchiveError, UnsafeArchiveError
 
 MAX_LINK_HOPS = 16
+# What a file system takes of one name (NAME_MAX on Linux and macOS, and Windows); and a cap
+# on a whole MLF member name, far below PATH_MAX (4096 on Linux, which counts the extraction
+# directory's own path too) and above anything TVM writes.
+MAX_NAME_COMPONENT_BYTES = 255
+MAX_NAME_BYTES = 1024
 _COPY_CHUNK = 1 << 20
 
 
@@ -61,7 +72,22 @@ def normalise_name(raw: str) -> str:
     parts = [part for part in raw.split("/") if part not in ("", ".")]
     if ".." in parts:
         raise UnsafeArchiveError(f"member {raw!r} contains '..'")
+    for part in parts:
+        if _byte_length(part) > MAX_NAME_COMPONENT_BYTES:
+            raise UnsafeArchiveError(
+                f"member name component longer than {MAX_NAME_COMPONENT_BYTES} bytes "
+                f"({_byte_length(part)}): {_shortened(raw)}"
+            )
     return "/".join(parts)
+
+
+def _byte_length(text: str) -> int:
+    # tarfile decodes names with surrogateescape: count the bytes the file system would get.
+    return len(text.encode("utf-8", "surrogateescape"))
+
+
+def _shortened(raw: str) -> str:
+    return repr(raw) if len(raw) <= 100 else repr(raw[:60]) + f"... ({len(raw)} characters)"
 
 
 def plan_extraction(tar: tarfile.TarFile, limits: ExtractLimits) -> List[PlannedMember]:
@@ -91,6 +117,11 @@ def plan_extraction(tar: tarfile.TarFile, limits: ExtractLimits) -> List[Planned
 
 def _plan_member(info: tarfile.TarInfo) -> Optional[PlannedMember]:
     name = normalise_name(info.name)
+    if _byte_length(name) > MAX_NAME_BYTES:
+        raise UnsafeArchiveError(
+            f"member name longer than {MAX_NAME_BYTES} bytes ({_byte_length(name)}): "
+            f"{_shortened(info.name)}"
+        )
     if info.isdir():
         return PlannedMember(name, "dir", info) if name else None
     if not name:
@@ -195,3 +226,44 @@ def _write_file(tar: tarfile.TarFile, info: tarfile.TarInfo, path: Path) -> None
             out.write(chunk)
     if written != info.size:
         raise ArchiveError(f"member {info.name!r} is truncated ({written} of {info.size} bytes)")
+
+
+def check_directory_entries(root: Path, limits: ExtractLimits) -> None:
+    """The rules of :func:`plan_extraction` for an extracted archive directory ``root``.
+
+    A symlink may point anywhere inside ``root`` (the reader follows it there), never out of
+    it: a tar's link to /etc/passwd is refused, and so is the same link in a directory. Devices,
+    fifos and sockets are refused (reading a fifo would block), and the member count is capped.
+    """
+    real_root = Path(os.path.realpath(root))
+    count = 0
+    for dirpath, dirnames, filenames in os.walk(root):  # never follows a link to a directory
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            path = Path(dirpath, name)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISDIR(mode):
+                continue
+            count += 1
+            if count > limits.max_members:
+                raise limits.too_many_members()
+            member = path.relative_to(root).as_posix()
+            if stat.S_ISLNK(mode):
+                _check_directory_link(path, member, real_root)
+            elif not stat.S_ISREG(mode):
+                raise UnsafeArchiveError(
+                    f"member {member!r} is a device, fifo or other special file"
+                )
+
+
+def _check_directory_link(path: Path, member: str, real_root: Path) -> None:
+    link = os.readlink(path)
+    real = Path(os.path.realpath(path))
+    if real != real_root and real_root not in real.parents:
+        raise UnsafeArchiveError(f"link {member!r} -> {link!r} leaves the archive")
+    try:
+        os.stat(path)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise UnsafeArchiveError(f"link {member!r}: too many hops (loop?)") from None
+        # dangling: the reader says what is missing, if it matters

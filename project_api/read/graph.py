@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import GraphError
-from ..jsontext import parse_json
+from ..jsontext import json_problem, parse_json
 from .dtypes import DType, UnknownDTypeError, parse_dtype
 
 # func_name values the graph executor handles itself rather than calling generated code.
@@ -64,10 +64,9 @@ class Graph:
     @classmethod
     def from_json(cls, text: str, member: str = "graph.json") -> Graph:
         try:
-            data = parse_json(text)
+            data = parse_json(text, unique_keys=True)
         except json.JSONDecodeError as err:
-            where = f"line {err.lineno} column {err.colno}"
-            raise GraphError(member, where, f"not valid JSON: {err.msg}") from None
+            raise GraphError(member, *json_problem(err)) from None
         return cls.from_dict(data, member)
 
     @classmethod

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from ..errors import GraphError, MetadataError, ParamsError
-from ..jsontext import parse_json
+from ..jsontext import json_problem, parse_json
 from .aot import read_aot
 from .dtypes import UnknownDTypeError, dtype_from_numpy, parse_dtype
 from .graph import Graph
@@ -34,10 +34,9 @@ GRAPH_DIR_V1 = "runtime-config/graph"
 def read_metadata(root: Path) -> Dict[str, Any]:
     path = root / MEMBER
     try:
-        data = parse_json(path.read_text(encoding="utf-8"))
+        data = parse_json(path.read_text(encoding="utf-8"), unique_keys=True)
     except json.JSONDecodeError as err:
-        where = f"line {err.lineno} column {err.colno}"
-        raise MetadataError(MEMBER, where, f"not valid JSON: {err.msg}") from None
+        raise MetadataError(MEMBER, *json_problem(err)) from None
     except UnicodeDecodeError:
         raise MetadataError(MEMBER, "", "not UTF-8 text") from None
     if not isinstance(data, dict):

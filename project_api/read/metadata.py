@@ -9,6 +9,7 @@ Shapes TVM wrote (spec mlf.md):
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -22,6 +23,12 @@ HOST_DEVICE = 1
 EXECUTORS = ("graph", "aot")
 STYLES = ("full-model", "operator")
 DEPENDENCY_KEYS = ("short_name", "url", "url_type")
+# A model name becomes file names, C identifiers and text in CMakeLists.txt: besides these,
+# only non-ASCII letters (and their combining marks) are allowed in it.
+NAME_PUNCTUATION = "_-."
+NAME_RULE = "ASCII letters, digits, '_', '-', '.' and non-ASCII letters"
+# ... and the file names built from it (samples_<name>.bin, <name>_lib0.c.o) stay under 255.
+MAX_NAME_BYTES = 200
 # Names the main function had in the v5 list form of memory.functions.
 _MAIN_NAMES = ("main", "__tvm_main__")
 
@@ -77,6 +84,7 @@ def _parse_modules(modules: Any, version: int) -> List[ModelMetadata]:
         raise MetadataError(MEMBER, "modules", "must be a non-empty object of models")
     models = []
     for key, raw in modules.items():
+        _check_name(key, "modules")  # before the key becomes part of a location
         where = f"modules.{key}"
         if not isinstance(raw, dict):
             raise MetadataError(MEMBER, where, "must be an object")
@@ -94,8 +102,7 @@ def _parse_model(raw: Dict[str, Any], version: int, where: str) -> ModelMetadata
         return f"{where}.{key}" if where else key
 
     name = _require(raw, "model_name", str, path)
-    if not name or "/" in name or name in (".", ".."):
-        raise MetadataError(MEMBER, path("model_name"), f"not a usable model name: {name!r}")
+    _check_name(name, path("model_name"))
     style = _parse_style(raw, version, path)
     executor = _parse_executor(raw, style, path)
     memory = raw.get("memory", {})
@@ -111,6 +118,51 @@ def _parse_model(raw: Dict[str, Any], version: int, where: str) -> ModelMetadata
         raw=raw,
         location=where,
     )
+
+
+def _check_name(name: str, where: str) -> None:
+    """A model name names files and C identifiers and is written into CMakeLists.txt."""
+    if not name or "/" in name or name in (".", ".."):
+        raise MetadataError(MEMBER, where, f"not a usable model name: {name!r}")
+    bad = next((char for char in name if not _name_char(char)), None)
+    if bad is not None:
+        raise MetadataError(
+            MEMBER,
+            where,
+            f"model name {_shown(name)} contains {_describe_char(bad)}; it may hold only "
+            f"{NAME_RULE}",
+        )
+    size = len(name.encode("utf-8"))
+    if size > MAX_NAME_BYTES:
+        raise MetadataError(
+            MEMBER,
+            where,
+            f"model name {_shown(name)} is {size} bytes long; it may be at most "
+            f"{MAX_NAME_BYTES} (file names are built from it)",
+        )
+
+
+def _name_char(char: str) -> bool:
+    if char.isascii():
+        return char.isalnum() or char in NAME_PUNCTUATION
+    return unicodedata.category(char)[0] in "LM"  # letters, combining marks (é as e + ´)
+
+
+def _describe_char(char: str) -> str:
+    kind = unicodedata.category(char)
+    if kind == "Cc":
+        what = "the control character"
+    elif char.isspace():
+        what = "the whitespace"
+    elif kind[0] == "C":
+        what = "the invisible or unassigned character"
+    else:
+        what = "the character"
+    return f"{what} {char!r} (U+{ord(char):04X})"
+
+
+def _shown(name: str) -> str:
+    return repr(name) if len(name) <= 64 else repr(name[:60]) + "..."
 
 
 def _require(raw: Dict[str, Any], key: str, kind: type, path: PathFn) -> Any:

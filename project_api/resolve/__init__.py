@@ -46,7 +46,7 @@ from .place import (
 )
 from .recipes import BuildPlan, cmake_fragment, cpu_flags, plan_build
 from .resolved import ResolvedDependency
-from .resolver import TVM_CRT_NOTE, resolve_dependencies
+from .resolver import TVM_CRT_NOTE, check_dependencies, resolve_dependencies
 from .spec import (
     CMSIS_NN,
     CMSIS_NN_DEPENDENCY_FLAG,
@@ -80,6 +80,7 @@ __all__ = [
     "ResolvedDependency",
     "assumed_features",
     "cache_key",
+    "check_dependencies",
     "cmsis_nn_build",
     "cmake_fragment",
     "cmsis_path_dependency",

@@ -52,6 +52,16 @@ def _missing_line(spec: DependencySpec, want: Optional[str]) -> str:
     return f"{spec.describe()}{pinned}"
 
 
+def check_dependencies(specs: Sequence[DependencySpec], archive_root: Path) -> None:
+    """What :func:`resolve_dependencies` checks of ``specs`` without fetching or looking
+    outside the archive: an ``mlf_path`` must be a directory of the archive (one with recipe
+    ``none``, such as TVM's own runtime, only a path that stays inside it)."""
+    for spec in specs:
+        if spec.url_type == "mlf_path":
+            must_exist = spec.effective_recipe().kind != "none"
+            resolve_mlf_path(spec, archive_root, must_exist=must_exist)
+
+
 def resolve_dependencies(
     specs: Sequence[DependencySpec],
     *,

@@ -23,6 +23,17 @@ Files = Dict[str, bytes]
 C_STUB = b"/* generated code stand-in */\nint stub_%d;\n"
 
 
+def c_functions(names: List[str]) -> bytes:
+    """C that defines ``names`` as TVM defines operator functions (each returns 0)."""
+    lines = ["#include <stdint.h>"]
+    for name in names:
+        lines.append(
+            f"int32_t {name}(void* args, int32_t* arg_type_ids, int32_t num_args, "
+            "void* out_ret_value, int32_t* out_ret_tcode, void* resource_handle) { return 0; }"
+        )
+    return ("\n".join(lines) + "\n").encode()
+
+
 def small_graph(name: str = "default") -> Dict[str, Any]:
     """x[1,4] + p0[4] -> relu -> output0[1,4], float32; two operator nodes."""
     add = f"tvmgen_{name}_fused_add"
@@ -132,7 +143,9 @@ def graph_model_files(name: str, version: int) -> Files:
         f"parameters/{name}.params": save_params(small_params()),
         relay: b"def @main(%x) { %x }\n",
         f"codegen/host/src/{prefix}lib0.c": C_STUB % 0,
-        f"codegen/host/src/{prefix}lib1.c": C_STUB % 1,
+        f"codegen/host/src/{prefix}lib1.c": c_functions(
+            [f"tvmgen_{name}_fused_add", f"tvmgen_{name}_fused_nn_relu"]
+        ),
     }
 
 
@@ -351,6 +364,18 @@ def with_json(files: Files, member: str, edit: Any) -> Files:
 
 def clone(value: Any) -> Any:
     return copy.deepcopy(value)
+
+
+def tar_files(path: Path) -> Files:
+    """The regular members of the tar ``path`` as ``{member path: bytes}`` (no ``./``), to
+    break one and write the archive again."""
+    files: Files = {}
+    with tarfile.open(path) as tar:
+        for info in tar.getmembers():
+            stream = tar.extractfile(info) if info.isfile() else None
+            if stream is not None:
+                files[info.name.removeprefix("./")] = stream.read()
+    return files
 
 
 def write_dir(root: Path, files: Files) -> Path:

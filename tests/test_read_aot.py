@@ -75,6 +75,15 @@ def test_names_as_tvm_sanitizes_them(tmp_path: Path) -> None:
     assert sanitize("a.b:0") == "a_b_0"
 
 
+@pytest.mark.parametrize("written", ["(96)", "0x60", "96u", "((0x60UL))", "0140", "96 // bytes"])
+def test_workspace_define_forms(tmp_path: Path, written: str) -> None:
+    files = aot_files()
+    files[HEADER] = files[HEADER].replace(
+        b"WORKSPACE_SIZE 96", f"WORKSPACE_SIZE {written}".encode()
+    )
+    assert read(tmp_path, files).aot.workspace_bytes == 96
+
+
 def test_main_signature_with_comments_and_tuples() -> None:
     text = (
         "def @main(%a: Tensor[(1, 2), int8] /* span=a:0:0 */, %w: Tensor[(3), float32], "
@@ -102,6 +111,16 @@ def _header_size_differs(files: Files) -> None:
 
 def _header_without_workspace(files: Files) -> None:
     files[HEADER] = files[HEADER].replace(b"#define TVMGEN_DEFAULT_WORKSPACE_SIZE 96", b"")
+
+
+def _workspace_too_big(files: Files) -> None:
+    files[HEADER] = files[HEADER].replace(
+        b"WORKSPACE_SIZE 96", b"WORKSPACE_SIZE 99999999999999999999"
+    )
+
+
+def _workspace_unreadable(files: Files) -> None:
+    files[HEADER] = files[HEADER].replace(b"WORKSPACE_SIZE 96", b"WORKSPACE_SIZE (96 + x)")
 
 
 def _workspace_pools_option(files: Files) -> None:
@@ -145,6 +164,12 @@ BAD = {
     "member renamed": (_header_member_renamed, HEADER, "has Identity but metadata.json lists"),
     "size differs": (_header_size_differs, "TVMGEN_DEFAULT_OUTPUT_SIZE", "is 9 bytes"),
     "no workspace define": (_header_without_workspace, "WORKSPACE_SIZE", "missing"),
+    "workspace too big": (_workspace_too_big, "WORKSPACE_SIZE", "sizes in 32 bits"),
+    "workspace unreadable": (
+        _workspace_unreadable,
+        "WORKSPACE_SIZE",
+        "cannot read the value of TVMGEN_DEFAULT_WORKSPACE_SIZE: (96 + x)",
+    ),
     "workspace pools": (_workspace_pools_option, "tvmgen_default_run", "workspace pools passed"),
     "unknown parameter": (_unknown_parameter, "tvmgen_default_run", "unknown parameter"),
     "not a pointer": (_member_not_a_pointer, "struct tvmgen_default_inputs", "void* tensor"),

@@ -34,7 +34,7 @@ def test_small_graph_parses():
 
 
 def multi_output_graph():
-    """A split node with 2 outputs, both heads; entries 0 (x), 1-2 (split), 3 (__nop)."""
+    """A split node with 2 outputs, both heads; entries 0 (x), 1-2 (split), 3 (a scalar)."""
     graph = small_graph()
     graph["nodes"] = [
         {"op": "null", "name": "x", "inputs": []},
@@ -47,7 +47,7 @@ def multi_output_graph():
         {
             "op": "tvm_op",
             "name": "reshape",
-            "attrs": {"func_name": "__nop", "num_inputs": "1", "num_outputs": "1"},
+            "attrs": {"func_name": "take", "num_inputs": "1", "num_outputs": "1"},
             "inputs": [[1, 1]],
         },
     ]
@@ -204,6 +204,11 @@ def test_arg_node_is_an_op():
 
 def test_arg_node_duplicate():
     bad(set_(["arg_nodes"], [0, 1, 0]), "arg_nodes[2]", "listed twice")
+
+
+def test_null_node_not_in_arg_nodes():
+    # The params of an unlisted node would never be bound: the model would compute garbage.
+    bad(set_(["arg_nodes"], [0]), "arg_nodes", "does not list node 1 ('p0'), a 'null' node")
 
 
 def test_duplicate_input_names():

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from ..boards import Board
 from ..errors import GenerateError
 from ..read import Archive
+from ..read.code import is_junk
 from ..resources import crt_dir, template_dir
 from .plan import (
     MODEL_TAR,
@@ -202,7 +203,7 @@ def _copy_model_code(plan: ModelPlan, archive: Archive, root: Path) -> None:
         target = root / base / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         if path.is_dir():
-            shutil.copytree(path, target, dirs_exist_ok=True)
+            shutil.copytree(path, target, dirs_exist_ok=True, ignore=_junk_names)
         else:
             shutil.copyfile(path, target)
         return (base / rel).as_posix()
@@ -213,7 +214,13 @@ def _copy_model_code(plan: ModelPlan, archive: Archive, root: Path) -> None:
     # Headers beside the sources (TVM writes some models' headers there).
     for source in model.sources:
         for header in source.parent.glob("*.h"):
-            place(header)
+            if not is_junk(header.name):
+                place(header)
+
+
+def _junk_names(directory: str, names: List[str]) -> List[str]:
+    """What macOS adds to a re-tarred archive (``._*``, ``__MACOSX``): not copied."""
+    return [name for name in names if is_junk(name)]
 
 
 # Runtime sources a project does not compile (build time is part of the product): TVM's

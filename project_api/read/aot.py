@@ -27,6 +27,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import AotError
 from .dtypes import UnknownDTypeError, parse_dtype
+from .graph import MAX_TENSOR_BYTES as MAX_SIZE_BYTES
 from .model import TensorSpec
 
 INTERFACES = ("c", "packed")
@@ -45,6 +46,9 @@ _STATIC_POOL_RE = re.compile(
     r"static\s+u?int8_t\s+(\w+)\s*\[\s*(\d+)\s*\]\s*;"
 )
 _TENSOR_RE = re.compile(r"Tensor\[\(([^()]*)\),\s*([A-Za-z0-9_]+)\]")
+_INTEGER_RE = re.compile(
+    r"(0[xX][0-9A-Fa-f]+|0[0-7]*|[1-9][0-9]*)(?:[uU](?:ll|LL|[lL])?|(?:ll|LL|[lL])[uU]?)?"
+)
 _PARAM_RE = re.compile(r"%([^\s:,()]+)\s*:\s*Tensor\[\(([^()]*)\),\s*([A-Za-z0-9_]+)\]")
 
 
@@ -176,9 +180,17 @@ def _c_interface(
     out_fields = _struct_fields(member, text, f"{prefix}_outputs")
     ins = _match_fields(member, text, prefix, "inputs", in_fields, inputs)
     outs = _match_fields(member, text, prefix, "outputs", out_fields, outputs)
-    workspace = _define(text, f"{prefix.upper()}_WORKSPACE_SIZE")
+    macro = f"{prefix.upper()}_WORKSPACE_SIZE"
+    workspace = _define(member, text, macro)
     if workspace is None:
-        raise AotError(member, f"{prefix.upper()}_WORKSPACE_SIZE", "missing")
+        raise AotError(member, macro, "missing")
+    if workspace > MAX_SIZE_BYTES:
+        raise AotError(
+            member,
+            macro,
+            f"is {workspace:,} bytes; the runtime holds sizes in 32 bits (at most "
+            f"{MAX_SIZE_BYTES:,})",
+        )
     entry = AotEntry("c", prefix, member, tuple(in_fields), tuple(out_fields), workspace, pools)
     return entry, ins, outs
 
@@ -220,9 +232,23 @@ def _struct_fields(member: str, text: str, struct: str) -> List[str]:
     return fields
 
 
-def _define(text: str, macro: str) -> Optional[int]:
-    match = re.search(rf"#define\s+{macro}\s+(\d+)", text)
-    return int(match.group(1)) if match else None
+def _define(member: str, text: str, macro: str) -> Optional[int]:
+    """The value of ``#define <macro> N`` (None when there is none): a decimal, hex or octal
+    integer constant, with or without a suffix (``u``, ``UL``...) and parentheses."""
+    match = re.search(rf"^[ \t]*#[ \t]*define[ \t]+{macro}\b(.*)$", text, re.MULTILINE)
+    if match is None:
+        return None
+    written = match.group(1).split("//", 1)[0].strip()
+    value = written
+    while value.startswith("(") and value.endswith(")"):
+        value = value[1:-1].strip()
+    number = _INTEGER_RE.fullmatch(value)
+    if number is None:
+        raise AotError(member, macro, f"cannot read the value of {macro}: {written or 'nothing'}")
+    digits = number.group(1)
+    if digits[:2].lower() == "0x":
+        return int(digits, 16)
+    return int(digits, 8) if len(digits) > 1 and digits[0] == "0" else int(digits)
 
 
 def _match_fields(
@@ -245,7 +271,7 @@ def _match_fields(
     ordered = [by_c_name[field] for field in fields]
     for field, spec in zip(fields, ordered):
         macro = f"{prefix.upper()}_{field.upper()}_SIZE"
-        size = _define(text, macro)
+        size = _define(member, text, macro)
         if size is not None and size != spec.nbytes:
             raise AotError(
                 member,

@@ -17,9 +17,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from ..errors import GraphError
 from ..jsontext import json_problem, parse_json
 from .dtypes import DType, UnknownDTypeError, parse_dtype
-
-# func_name values the graph executor handles itself rather than calling generated code.
-PSEUDO_FUNCTIONS = ("__nop", "__copy")
+from .graph_runtime import PSEUDO_FUNCTIONS as PSEUDO_FUNCTIONS
+from .graph_runtime import check_runtime_rules
 
 EntryRef = Tuple[int, int, int]  # (node id, output index, version)
 
@@ -144,6 +143,7 @@ class _GraphParser:
         for i, head in enumerate(graph.heads):
             self.check_entry(f"heads[{i}]", head, nodes, len(nodes))
         self.check_unique_input_names(graph)
+        check_runtime_rules(graph)
         return graph
 
     def list_at(self, key: str) -> list:
@@ -253,6 +253,13 @@ class _GraphParser:
             if nid in seen:
                 raise self.fail(where, f"node {nid} listed twice")
             seen.add(nid)
+        for nid, node in enumerate(nodes):
+            if not node.is_op and nid not in seen:
+                raise self.fail(
+                    "arg_nodes",
+                    f"does not list node {nid} ({node.name!r}), a 'null' node: the runtime "
+                    "would never bind it to an input or a param",
+                )
         return list(arg_nodes)
 
     def check_unique_input_names(self, graph: Graph) -> None:

@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import GraphError, MetadataError, ParamsError
 from ..jsontext import json_problem, parse_json
 from .aot import read_aot
+from .code import code_listing, is_junk, require_aot_functions, require_graph_functions
 from .dtypes import UnknownDTypeError, dtype_from_numpy, parse_dtype
 from .graph import Graph
 from .metadata import MEMBER, ModelMetadata, main_io, operator_function_names, parse_metadata
@@ -64,6 +65,13 @@ def _build_model(root: Path, version: int, meta: ModelMetadata, multi: bool) -> 
         metadata_functions=operator_function_names(meta.raw, meta.style),
     )
     model.sources, model.objects = _code_files(root, meta.name, multi)
+    if not model.sources and not model.objects:
+        expected = (
+            f"its generated C, {SRC_DIR}/{meta.name}_libN.c"
+            if multi
+            else f"its generated C in {SRC_DIR} (or objects in {LIB_DIR})"
+        )
+        raise _name_mismatch(meta, expected, code_listing(root))
     if (root / INCLUDE_DIR).is_dir():
         model.include_dirs = [root / INCLUDE_DIR]
     if meta.executor == "operator":
@@ -73,11 +81,13 @@ def _build_model(root: Path, version: int, meta: ModelMetadata, multi: bool) -> 
         model.params = load_params(root / model.params_member, member=model.params_member)
     if meta.executor == "graph":
         _attach_graph(model, root, version, meta)
+        require_graph_functions(model)
     else:
         inputs, outputs = _aot_io(meta)
         model.aot, model.inputs, model.outputs = read_aot(
             root, meta.name, model.sources, inputs, outputs, meta.workspace_bytes
         )
+        require_aot_functions(model)
     return model
 
 
@@ -101,7 +111,10 @@ def _code_files(root: Path, name: str, multi: bool) -> Tuple[List[Path], List[Pa
         found = [
             path
             for path in folder.iterdir()
-            if path.is_file() and path.suffix in suffixes and (not multi or own.match(path.name))
+            if path.is_file()
+            and path.suffix in suffixes
+            and not is_junk(path.name)
+            and (not multi or own.match(path.name))
         ]
         return sorted(found, key=_lib_index)
 
@@ -114,7 +127,9 @@ def _present(root: Path, candidates: List[str]) -> Optional[str]:
 
 def _others(root: Path, directory: str, suffix: str) -> List[str]:
     folder = root / directory
-    return sorted(p.name for p in folder.glob(f"*{suffix}")) if folder.is_dir() else []
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.glob(f"*{suffix}") if not is_junk(p.name))
 
 
 def _name_mismatch(meta: ModelMetadata, expected: str, found: List[str]) -> MetadataError:

@@ -1,0 +1,102 @@
+"""A model's generated code: which files it is, and whether they define what is called.
+
+TVM writes a model's code as C in ``codegen/host/src`` (or objects in ``codegen/host/lib``).
+A model without any, or whose C lacks a function the graph or the AOT entry point calls,
+would only fail when the firmware links (or, for a graph function missing from the system
+library, when it starts), so the reader refuses it. Definitions are found by a conservative
+pattern (a name, a parameter list and ``{``): a prototype or the system-lib registry of
+``lib0.c``, which only names functions, does not count; anything that looks like a
+definition does. When the model ships object files, what they define cannot be seen and
+nothing is refused.
+
+Files macOS adds when it re-tars an archive (AppleDouble ``._*`` twins of every file,
+``__MACOSX/`` trees, ``.DS_Store``) are never code: :func:`is_junk` keeps them out.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Set
+
+from ..errors import AotError, GraphError
+from .aot import sanitize, strip_comments
+from .graph_runtime import PSEUDO_FUNCTIONS
+
+if TYPE_CHECKING:
+    from .model import Model
+
+SRC_DIR = "codegen/host/src"
+
+# A parameter list (one level of nested parentheses allowed), then the body's opening brace.
+_PARAMETERS = r"\((?:[^;{}()]|\([^;{}()]*\))*\)"
+_DEFINITION_RE = re.compile(rf"\b([A-Za-z_]\w*)\s*{_PARAMETERS}\s*\{{")
+
+
+def is_junk(name: str) -> bool:
+    """An AppleDouble file (``._x``), a ``.DS_Store`` or a member of a ``__MACOSX/`` tree."""
+    parts = name.replace("\\", "/").split("/")
+    return "__MACOSX" in parts or parts[-1].startswith("._") or parts[-1] == ".DS_Store"
+
+
+def read_texts(sources: Iterable[Path]) -> Dict[Path, str]:
+    return {path: path.read_text(encoding="utf-8", errors="replace") for path in sources}
+
+
+def defined_functions(texts: Iterable[str]) -> Set[str]:
+    """Every name that some text appears to define (a superset: ``if (x) {`` yields ``if``)."""
+    found: Set[str] = set()
+    for text in texts:
+        found.update(_DEFINITION_RE.findall(text))
+    return found
+
+
+def _listing(model: Model) -> str:
+    names = ", ".join(path.name for path in model.sources)
+    return f"{SRC_DIR} ({names})"
+
+
+def require_graph_functions(model: Model, texts: Optional[Dict[Path, str]] = None) -> None:
+    """Every function a graph node calls (``__nop``/``__copy`` aside) is defined in the
+    model's C; nothing is checked when the model also has object files."""
+    graph = model.graph
+    if graph is None or model.objects:
+        return
+    defined = defined_functions((texts or read_texts(model.sources)).values())
+    for nid, node in graph.op_nodes():
+        func = node.func_name
+        if func not in PSEUDO_FUNCTIONS and func not in defined:
+            raise GraphError(
+                graph.member,
+                f"nodes[{nid}].attrs.func_name",
+                f"{func!r} is defined in none of the model's sources in {_listing(model)}",
+            )
+
+
+def require_aot_functions(model: Model, texts: Optional[Dict[Path, str]] = None) -> None:
+    """Every function of the model (``tvmgen_<mod>_...``) that its C declares or calls as a
+    statement (``__tvm_main__``, which ``tvmgen_<mod>_run`` calls, and the operators) is
+    defined in it; nothing is checked when the model also has object files."""
+    if model.objects:
+        return
+    texts = texts or read_texts(model.sources)
+    defined = defined_functions(texts.values())
+    prefix = "tvmgen_" + sanitize(model.name) + "_"
+    named = re.compile(rf"\b({re.escape(prefix)}\w+)\s*{_PARAMETERS}\s*;")
+    for path, text in texts.items():
+        for name in named.findall(strip_comments(text)):
+            if name not in defined:
+                raise AotError(
+                    f"{SRC_DIR}/{path.name}",
+                    name,
+                    f"is declared or called here but defined in none of the model's sources in "
+                    f"{_listing(model)}",
+                )
+
+
+def code_listing(root: Path) -> List[str]:
+    """What ``codegen/host/src`` holds (junk aside), for messages."""
+    folder = root / SRC_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if p.is_file() and not is_junk(p.name))

@@ -154,6 +154,14 @@ def test_workspace_not_a_byte_count(tmp_path):
     bad(tmp_path, edit_model(7, edit), location, "not a byte count")
 
 
+def test_workspace_beyond_32_bits(tmp_path):
+    def edit(meta):
+        meta["memory"]["functions"]["main"][0]["workspace_size_bytes"] = 1 << 32
+
+    location = "modules.default.memory.functions.main[0].workspace_size_bytes"
+    bad(tmp_path, edit_model(7, edit), location, "sizes in 32 bits")
+
+
 def test_dependencies_not_list(tmp_path):
     files = edit_model(6, lambda m: m.update(external_dependencies={}))
     bad(tmp_path, files, "external_dependencies", "must be a list")

@@ -20,6 +20,8 @@ MIN_VERSION = 1
 MAX_VERSION = 7
 # Device type of the host CPU (kDLCPU): the device whose workspace the firmware provides.
 HOST_DEVICE = 1
+# The runtime and the generated C hold byte counts in 32 bits.
+MAX_WORKSPACE_BYTES = (1 << 32) - 1
 EXECUTORS = ("graph", "aot")
 STYLES = ("full-model", "operator")
 DEPENDENCY_KEYS = ("short_name", "url", "url_type")
@@ -244,9 +246,16 @@ def _main_workspace(memory: Any, where: str) -> int:
     for i, entry in enumerate(entries):
         if isinstance(entry, dict) and entry.get("device", HOST_DEVICE) == HOST_DEVICE:
             size = entry.get("workspace_size_bytes", 0)
+            where_size = f"{entries_at}[{i}].workspace_size_bytes"
             if not _is_int(size) or size < 0:
-                where_size = f"{entries_at}[{i}].workspace_size_bytes"
                 raise MetadataError(MEMBER, where_size, f"not a byte count: {size!r}")
+            if size > MAX_WORKSPACE_BYTES:
+                raise MetadataError(
+                    MEMBER,
+                    where_size,
+                    f"{size:,} bytes; the runtime holds sizes in 32 bits (at most "
+                    f"{MAX_WORKSPACE_BYTES:,})",
+                )
             return int(size)
     return 0
 

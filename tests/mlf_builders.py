@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
+from project_api.read.aot import sanitize
 from project_api.read.params import save_params
 
 Files = Dict[str, bytes]
@@ -36,8 +37,8 @@ def c_functions(names: List[str]) -> bytes:
 
 def small_graph(name: str = "default") -> Dict[str, Any]:
     """x[1,4] + p0[4] -> relu -> output0[1,4], float32; two operator nodes."""
-    add = f"tvmgen_{name}_fused_add"
-    relu = f"tvmgen_{name}_fused_nn_relu"
+    add = f"tvmgen_{sanitize(name)}_fused_add"
+    relu = f"tvmgen_{sanitize(name)}_fused_nn_relu"
 
     def op(func: str, inputs: List[List[int]]) -> Dict[str, Any]:
         attrs = {
@@ -144,7 +145,7 @@ def graph_model_files(name: str, version: int) -> Files:
         relay: b"def @main(%x) { %x }\n",
         f"codegen/host/src/{prefix}lib0.c": C_STUB % 0,
         f"codegen/host/src/{prefix}lib1.c": c_functions(
-            [f"tvmgen_{name}_fused_add", f"tvmgen_{name}_fused_nn_relu"]
+            [f"tvmgen_{sanitize(name)}_fused_add", f"tvmgen_{sanitize(name)}_fused_nn_relu"]
         ),
     }
 

@@ -196,3 +196,12 @@ def test_bad_aot_archive(case: str, tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_every_rule_has_a_fixture() -> None:
     fixtures: list[Callable[[Files], None]] = [entry[0] for entry in BAD.values()]
     assert len(set(fixtures)) == len(BAD)
+
+
+def test_names_are_sanitized_bytewise_as_tvm_does() -> None:
+    """TVM's SanitizeName turns every byte that is not an ASCII letter or digit into '_'."""
+    from project_api.read.aot import sanitize
+
+    assert sanitize("my-model") == "my_model"
+    assert sanitize("modèle") == "mod__le"  # è is two bytes of UTF-8
+    assert sanitize("x_1") == "x_1"

@@ -53,8 +53,9 @@ _PARAM_RE = re.compile(r"%([^\s:,()]+)\s*:\s*Tensor\[\(([^()]*)\),\s*([A-Za-z0-9
 
 
 def sanitize(name: str) -> str:
-    """A name as TVM's code generator spells it in C identifiers."""
-    return re.sub(r"[^A-Za-z0-9_]", "_", name)
+    """A name as TVM's code generator spells it in C identifiers: every byte of its UTF-8
+    that is not an ASCII letter or digit becomes '_' (two for 'è')."""
+    return "".join(c if c.isascii() and c.isalnum() else "_" * len(c.encode()) for c in name)
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,14 @@ def coerce(name: str, type_: str, value: Any, choices: Optional[Sequence[str]] =
     return text
 
 
+# CMake splits lists at ';' even inside quotes; '$' reaches the build tool unescaped.
+_UNSAFE_IN_DEFINITION = set(";$")
+
+
+def _define_name(definition: str) -> str:
+    return definition.partition("=")[0]
+
+
 def parse_compile_definitions(value: Any) -> Optional[List[str]]:
     """``-DX=1 Y "Z=a b"`` (a string) or ``["-DX=1", "Z=a b"]`` (a list) to
     ``["X=1", "Y", "Z=a b"]``; None for an empty value."""
@@ -94,6 +102,15 @@ def parse_compile_definitions(value: Any) -> Optional[List[str]]:
                 f"option compile_definitions: {token!r} is not NAME or NAME=VALUE "
                 "(NAME: letters, digits, _)"
             )
+        bad = next((c for c in rest if c in _UNSAFE_IN_DEFINITION or ord(c) < 0x20), None)
+        if bad is not None:
+            raise GenerateError(
+                f"option compile_definitions: {token!r} holds {bad!r}, which CMake or the build "
+                "tool would take as syntax",
+                hint="values may not hold ; $ or control characters",
+            )
+        if any(_define_name(d) == name for d in definitions):
+            raise GenerateError(f"option compile_definitions: {name} defined twice")
         definitions.append(name + sep + rest)
     if pending_flag:
         raise GenerateError("option compile_definitions: -D at the end without a definition")

@@ -20,6 +20,8 @@ from .coercion import TYPES, coerce, json_type, parse_compile_definitions
 from .errors import GenerateError
 
 GRAPH_FORMATS = ("tables", "json")
+MAX_SIZE_BYTES = (1 << 32) - 1  # byte counts in the runtime and the generated C are 32-bit
+MIN_STACK_BYTES = 1024  # KWS uses 600-816 B; a fault in the startup code reports nothing
 PROJECT_TYPES = ("host_driven", "standalone", "mlperftiny")
 
 _GENERATE = ("generate_project",)
@@ -251,7 +253,7 @@ OPTIONS: Dict[str, Option] = _table(
         "stack_bytes",
         "int",
         None,
-        "Main stack of Cortex-M boards in bytes; default: the board's.",
+        "Main stack of Cortex-M boards in bytes (at least 1024); default: the board's.",
     ),
     Option(
         "cmake",
@@ -336,13 +338,25 @@ def normalize_options(raw: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
     for name in ("workspace_size_bytes", "stack_bytes"):
         if result[name] is not None and result[name] < 0:
             raise GenerateError(f"option {name}: must be >= 0, got {result[name]}")
+        if result[name] is not None and result[name] > MAX_SIZE_BYTES:
+            raise GenerateError(
+                f"option {name}: {result[name]:,} bytes; the runtime holds sizes in 32 bits "
+                f"(at most {MAX_SIZE_BYTES:,})"
+            )
+    stack = result["stack_bytes"]
+    if stack is not None and stack < MIN_STACK_BYTES:
+        raise GenerateError(
+            f"option stack_bytes: {stack} is below the {MIN_STACK_BYTES} bytes any firmware "
+            "needs (the startup code, the loop and the executor's frames)",
+            hint="run --json reports stack_bytes_used; give that plus a margin",
+        )
     if result["timeout_sec"] is not None and result["timeout_sec"] <= 0:
         raise GenerateError(f"option timeout_sec: must be > 0, got {result['timeout_sec']}")
     return result
 
 
 # TVM options the command line takes as flags of their own: ``-o`` with these would be ignored.
-_FLAG_OPTIONS = {"board": "--board", "project_type": "--project-type"}
+_FLAG_OPTIONS = {"board": "--board", "project_type": "--project-type", "model": "--model"}
 
 
 def parse_option_assignments(items: Optional[List[str]]) -> Dict[str, str]:
@@ -357,6 +371,11 @@ def parse_option_assignments(items: Optional[List[str]]) -> Dict[str, str]:
             flag = _FLAG_OPTIONS[key]
             raise GenerateError(
                 f"--option {item!r}: {key} is a flag of its own here: use {flag} {value}"
+            )
+        if key in options:
+            raise GenerateError(
+                f"--option {key} given twice ({options[key]!r} and {value!r})",
+                hint="give each option once",
             )
         options[key] = value
     return options

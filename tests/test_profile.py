@@ -228,3 +228,15 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+@pytest.mark.parametrize("flag", [["--output", "o.npz"], ["--project-type", "standalone"]])
+def test_profile_offers_no_flag_it_would_ignore(
+    flag: List[str], capsys: pytest.CaptureFixture
+) -> None:
+    """profile writes no outputs and runs host_driven firmware only: it does not take the
+    run flags that say otherwise."""
+    with pytest.raises(SystemExit) as exited:
+        main(["profile", "model.tar", *flag])
+    assert exited.value.code == 2
+    assert flag[0] in capsys.readouterr().err

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import InputError
 from .command import EXIT_OK
-from .run import RunCommand
+from .run import RunCommand, add_input_argument
 
 
 class ProfileCommand(RunCommand):
@@ -26,6 +26,13 @@ class ProfileCommand(RunCommand):
         "inference: the difference is dispatch plus profiling, measured."
     )
 
+    project_types = ("host_driven",)
+
+    def add_own_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Inputs only: the outputs are run's business, the project type is host_driven."""
+        add_input_argument(parser)
+        parser.set_defaults(output=None, project_type=None)
+
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         super().add_arguments(parser)
         parser.add_argument(
@@ -34,8 +41,6 @@ class ProfileCommand(RunCommand):
         parser.add_argument("--html", help="also write a self-contained HTML report here")
 
     def forced_options(self, args: argparse.Namespace) -> Dict[str, str]:
-        if args.project_type not in (None, "host_driven"):
-            raise InputError("profile runs host_driven projects only")
         if args.repeat < 1:
             raise InputError(f"--repeat must be at least 1, not {args.repeat}")
         return {"profile": "true"}

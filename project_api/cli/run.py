@@ -69,11 +69,7 @@ class RunCommand(Command):
 
     def add_own_arguments(self, parser: argparse.ArgumentParser) -> None:
         """The arguments of this command alone (run: inputs, outputs, project type)."""
-        parser.add_argument(
-            "--input",
-            help="inputs: .npz keyed by input name, or .npy for a model with one input "
-            "(default: deterministic random inputs)",
-        )
+        add_input_argument(parser)
         parser.add_argument("--output", help="write the outputs to this .npz (output0..N-1)")
         parser.add_argument(
             "--project-type",
@@ -154,6 +150,14 @@ class RunCommand(Command):
             result = _run_host_driven(project, planned, timeout, run_timeout)
         _report(project, result, args)
         return int(result.get("status", EXIT_OK))
+
+
+def add_input_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--input",
+        help="inputs: .npz keyed by input name, or .npy for a model with one input "
+        "(default: deterministic random inputs)",
+    )
 
 
 def positive_seconds(text: str) -> float:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..boards import Board
-from ..errors import UnsupportedModelError
+from ..errors import GenerateError, UnsupportedModelError
 from ..options import GRAPH_FORMATS
 from ..read import Archive, Model
 from .executors import ExecutorKind, LibraryCode, LibraryRequest, executor_for
@@ -188,6 +188,21 @@ def pointer_bytes(board: Board) -> int:
     return 8 if board.is_host else 4
 
 
+def _workspace(kind: Any, model: Any, override: Optional[int]) -> Any:
+    """The model's workspace; an override below what its code allocates at once is refused
+    (its operators would fail at run time, in words that do not name the workspace)."""
+    estimate = kind.workspace(model, override)
+    if override is not None:
+        needed = kind.workspace(model, None).code_bytes
+        if needed is not None and override < needed:
+            raise GenerateError(
+                f"option workspace_size_bytes: {override:,} bytes is less than model "
+                f"{model.name!r} allocates at once ({needed:,} bytes, from its code)",
+                hint="leave the option out to use the estimate",
+            )
+    return estimate
+
+
 def _plan_models(
     archive: Archive,
     model: Optional[str],
@@ -197,6 +212,8 @@ def _plan_models(
 ) -> List[ModelPlan]:
     ptype = project_type_for(project_type)
     check_owned_options(ptype, opts)
+    if opts.get("qemu_icount") and not board.is_qemu:
+        raise GenerateError(f"option qemu_icount applies to QEMU boards, not {board.name}")
     models = choose_models(archive, model)
     ptype.check(models, opts)
     plans: List[ModelPlan] = []
@@ -226,7 +243,7 @@ def _plan_models(
             params_blob=blob,
             in_place=in_place,
             arena_bytes=tables.arena_bytes(in_place),
-            workspace=kind.workspace(the_model, opts["workspace_size_bytes"]),
+            workspace=_workspace(kind, the_model, opts["workspace_size_bytes"]),
             state_bytes=state_bytes(tables.without_args_on(layout), ptr),
             graph_format=kind.graph_format(graph_format),
             params_layout=layout,
@@ -247,6 +264,13 @@ def _plan_models(
         ptype.plan(plan, archive, opts)
         plans.append(plan)
     _rename_shared_symbols(plans)
+    if graph_format == "json" and not any(plan.graph_format == "json" for plan in plans):
+        raise GenerateError(
+            "option graph_format=json: no graph.json to parse on the device: "
+            + ", ".join(repr(plan.model.name) for plan in plans)
+            + " run through AOT code",
+            hint="leave the option out for AOT archives",
+        )
     return plans
 
 

@@ -145,6 +145,7 @@ def _write_project(
         "dependencies": dependencies,
         **ptype.context(plans, board, opts),
     }
+    _check_own_definitions(own, set(board.compile_definitions()) | set(context.get("defines", {})))
     (root / "CMakeLists.txt").write_text(env.get_template("CMakeLists.txt.j2").render(context))
     (src / "main.c").write_text(env.get_template(ptype.main_template).render(context))
     (src / "mlf_models.h").write_text(env.get_template("models.h.j2").render(context))
@@ -433,6 +434,23 @@ def _write_blobs(env: Any, src: Path, plan: ModelPlan) -> List[Dict[str, str]]:
 
 def _macro(definition: str) -> str:
     return definition.split("=", 1)[0].strip()
+
+
+# Defined by the generated header whatever the options say.
+_HEADER_MACROS = {"MLF_NUM_MODELS", "MLF_PROJECT_TYPE", "MLF_PROFILE"}
+
+
+def _check_own_definitions(own: List[str], generated: set) -> None:
+    """compile_definitions may override the project type's defaults (MLF_ERROR_TEXT, ...), not
+    what the board or the generated header define: the compiler would see both."""
+    for definition in own:
+        macro = _macro(definition)
+        if macro in generated | _HEADER_MACROS:
+            raise GenerateError(
+                f"option compile_definitions: {macro} is set by the generator for this board "
+                "and project",
+                hint="the board's TOML file and the project options set it",
+            )
 
 
 def _model_context(plan: ModelPlan) -> Dict[str, Any]:

@@ -39,6 +39,7 @@ _GUESSES = {
     "cifar": "ic01",
 }
 _INT32 = (-(1 << 31), (1 << 31) - 1)
+_FLOAT32_NORMAL = (1.1754943508222875e-38, 3.4028234663852886e38)  # FLT_MIN, FLT_MAX
 
 
 def benchmark_of(model_name: str) -> Optional[str]:
@@ -76,6 +77,11 @@ def settings(model: Model, opts: Mapping[str, Any]) -> Dict[str, Any]:
     scale, zero_point = found["output_scale"], found["output_zero_point"]
     if scale is not None and not (math.isfinite(scale) and scale > 0):
         raise GenerateError(f"option output_scale: must be a positive number, got {scale}")
+    if scale is not None and not _FLOAT32_NORMAL[0] <= scale <= _FLOAT32_NORMAL[1]:
+        raise GenerateError(
+            f"option output_scale: {scale} does not fit a float32 (the firmware computes in "
+            f"float: {_FLOAT32_NORMAL[0]:.9g} to {_FLOAT32_NORMAL[1]:.9g})"
+        )
     if zero_point is not None:
         if scale is None:
             raise GenerateError(

@@ -368,6 +368,24 @@ def test_read_returns_between_1_and_n_bytes(handler: Any) -> None:
     assert b"abc".startswith(data + rest) or (data + rest) == b"abc"
 
 
+def test_a_huge_read_is_served_in_part(handler: Any) -> None:
+    """n is an upper bound: 2**40 or 2**64 bytes asked for are not allocated, the link
+    stays open."""
+    handler.open_transport({})
+    handler.write_transport(b"abc", 1.0)
+    data = handler.read_transport(1 << 40, 2.0)
+    data += handler.read_transport(1 << 64, 2.0) if len(data) < 3 else b""
+    assert b"abc".startswith(data) and data
+    handler.write_transport(b"z", 1)
+    assert b"z" in read_exactly(handler, 1) + b"z"
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "99999999999"])
+def test_open_transport_timeout_must_be_a_time(handler: Any, timeout: str) -> None:
+    with pytest.raises(ProjectApiError, match="option timeout_sec: want a number of seconds"):
+        handler.open_transport({"timeout_sec": timeout})
+
+
 def test_read_timeout_is_io_timeout_never_empty(handler: Any) -> None:
     handler.open_transport({})
     started = time.monotonic()

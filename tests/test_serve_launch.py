@@ -4,6 +4,7 @@ template's microtvm_api_server.py, launch scripts, the missing-package message,
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -345,6 +346,30 @@ def test_client_disappearing_reaps_the_firmware(fake_project: Path) -> None:
     assert alive(pid)
     assert client.close() == 0  # EOF without close_transport
     assert wait_dead(pid), "the firmware outlived its server"
+
+
+@pytest.mark.parametrize("method", ["read_transport", "write_transport"])
+def test_client_dying_during_a_blocking_transport_call(fake_project: Path, method: str) -> None:
+    """The server watches the request pipe while it waits on the device: a client that dies
+    in the middle of a call with no timeout does not leave the server or its firmware."""
+    client = ProjectApiClient.launch(fake_project)
+    client.open_transport()
+    pid = firmware_pid(fake_project)
+    # nothing to read, or more to write than the pty takes while cat's output is never read
+    params = {"n": 10, "timeout_sec": None}
+    if method == "write_transport":
+        params = {"data": base64.b85encode(bytes(1 << 20)).decode(), "timeout_sec": None}
+    request = {"jsonrpc": "2.0", "method": method, "params": params, "id": 99}
+    client._write_file.write(json.dumps(request).encode() + b"\n")
+    client._write_file.flush()
+    time.sleep(0.5)  # the call is waiting now
+    assert client.process is not None and client.process.poll() is None
+    client._write_file.close()  # the client dies: its end of the request pipe closes
+    try:
+        client.process.wait(timeout=10)  # raises when the server outlives its client
+    finally:
+        client.close(timeout=1)
+    assert wait_dead(pid), "the firmware outlived its client"
 
 
 def test_killed_server_takes_the_firmware_with_it(fake_project: Path) -> None:

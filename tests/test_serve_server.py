@@ -503,7 +503,32 @@ BAD_LINES = [
         b' "id": 9}',
         9,
         -32602,
-        "method read_transport: parameter timeout_sec: want >= 0 or null, got -1",
+        "method read_transport: parameter timeout_sec: want >= 0 or null (at most 31536000, a "
+        "year), got -1",
+    ),
+    (
+        b'{"jsonrpc": "2.0", "method": "read_transport", "params": {"n": 1, "timeout_sec": NaN},'
+        b' "id": 9}',
+        9,
+        -32602,
+        "method read_transport: parameter timeout_sec: want >= 0 or null (at most 31536000, a "
+        "year), got nan",
+    ),
+    (
+        b'{"jsonrpc": "2.0", "method": "write_transport", "params": {"data": "", "timeout_sec":'
+        b' Infinity}, "id": 9}',
+        9,
+        -32602,
+        "method write_transport: parameter timeout_sec: want >= 0 or null (at most 31536000, a "
+        "year), got inf",
+    ),
+    (
+        b'{"jsonrpc": "2.0", "method": "read_transport", "params": {"n": 1, "timeout_sec": 1e300},'
+        b' "id": 9}',
+        9,
+        -32602,
+        "method read_transport: parameter timeout_sec: want >= 0 or null (at most 31536000, a "
+        "year), got 1e+300",
     ),
     (
         b'{"jsonrpc": "2.0", "method": "read_transport", "params": {"n": 1, "timeout_sec": "1"},'

@@ -12,15 +12,18 @@ child process. The bytes are passed through untouched.
 
 from __future__ import annotations
 
+import array
 import errno
+import fcntl
 import importlib
 import logging
 import os
 import select
 import tarfile
+import termios
 import time
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from ..errors import GenerateError, ProjectApiError, TransportClosedError, TransportTimeoutError
 from .options import coerce_options, invalid_params, project_options
@@ -53,6 +56,9 @@ TIMEOUTS: Dict[str, Dict[str, float]] = {
 }
 # Seconds Runner.start may take before the firmware's link is up, when the driver's Project
 # does not say (Project.start_timeout()).
+# read_transport may return 1..n bytes: larger requests get this many at most.
+MAX_READ_BYTES = 1 << 20
+
 START_TIMEOUTS = {"host": 10.0, "qemu": 30.0, "serial": 10.0}
 
 
@@ -86,6 +92,8 @@ class ProjectApiHandler:
         self._runner: Any = None
         self._link: Any = None
         self._closed_reason: Optional[str] = None
+        # The request pipe (set by the server): watched while a transport call waits.
+        self.client_fd: Optional[int] = None
 
     # --- queries --------------------------------------------------------------------------
 
@@ -167,6 +175,11 @@ class ProjectApiHandler:
         project = self._project("open_transport", options)
         kind = board_kind(_board_of(project))
         timeout_sec = project.options.get("timeout_sec")
+        if timeout_sec is not None and not 0 < timeout_sec <= 365 * 24 * 3600:
+            raise invalid_params(
+                f"open_transport: option timeout_sec: want a number of seconds above 0, "
+                f"got {timeout_sec}"
+            )
         driver_timeout = getattr(project, "start_timeout", None)
         if callable(driver_timeout):
             start_timeout = float(driver_timeout())
@@ -200,10 +213,11 @@ class ProjectApiHandler:
 
     def read_transport(self, n: int, timeout_sec: Optional[float]) -> bytes:
         link = self._open_link()
+        n = min(n, MAX_READ_BYTES)  # the reply may hold 1..n bytes: no n-sized buffer
         try:
             fd = _posix_fd(link)
             if fd is not None:
-                data = _read_fd(fd, n, timeout_sec)
+                data = _read_fd(fd, n, timeout_sec, self.client_fd)
             else:
                 _set_timeout(link, "timeout", timeout_sec)
                 data = bytes(link.read(1))
@@ -226,7 +240,7 @@ class ProjectApiHandler:
         try:
             fd = _posix_fd(link)
             if fd is not None:
-                written: Optional[int] = _write_fd(fd, data, timeout_sec)
+                written: Optional[int] = _write_fd(fd, data, timeout_sec, self.client_fd)
             else:
                 _set_timeout(link, "write_timeout", timeout_sec)
                 # No flush(): on a pty, pyserial's flush is tcdrain(), which waits without any
@@ -356,13 +370,34 @@ def _posix_fd(link: Any) -> Optional[int]:
     return None
 
 
-def _read_fd(fd: int, n: int, timeout_sec: Optional[float]) -> bytes:
-    """1..n bytes, or b"" when none arrive in time; OSError when the device is gone."""
+class ClientGoneError(TransportClosedError):
+    """The client closed its end of the request pipe while a transport call waited."""
+
+
+def _client_gone(client_fd: Optional[int], readable: List[int]) -> bool:
+    """Requests come one at a time: the request pipe turning readable during a transport call
+    with nothing to read is its end of file (a client that died while waiting)."""
+    if client_fd is None or client_fd not in readable:
+        return False
+    pending = array.array("i", [0])
+    try:
+        fcntl.ioctl(client_fd, termios.FIONREAD, pending)
+    except OSError:
+        return True
+    return pending[0] == 0
+
+
+def _read_fd(fd: int, n: int, timeout_sec: Optional[float], client_fd: Optional[int]) -> bytes:
+    """1..n bytes, or b"" when none arrive in time; OSError when the device is gone,
+    ClientGoneError when the client is."""
     deadline = None if timeout_sec is None else time.monotonic() + timeout_sec
+    watched = [fd] if client_fd is None else [fd, client_fd]
     while True:
         wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-        ready, _, _ = select.select([fd], [], [], wait)
-        if ready:
+        ready, _, _ = select.select(watched, [], [], wait)
+        if _client_gone(client_fd, ready):
+            raise ClientGoneError("the client went away while read_transport waited")
+        if fd in ready:
             try:
                 data = os.read(fd, n)
             except BlockingIOError:
@@ -375,14 +410,17 @@ def _read_fd(fd: int, n: int, timeout_sec: Optional[float]) -> bytes:
             return b""
 
 
-def _write_fd(fd: int, data: bytes, timeout_sec: Optional[float]) -> int:
+def _write_fd(fd: int, data: bytes, timeout_sec: Optional[float], client_fd: Optional[int]) -> int:
     """Writes until everything is written or the time is up; returns the count written."""
     deadline = None if timeout_sec is None else time.monotonic() + timeout_sec
     view = memoryview(data)
     written = 0
+    watched = [] if client_fd is None else [client_fd]
     while written < len(data):
         wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-        _, ready, _ = select.select([], [fd], [], wait)
+        readable, ready, _ = select.select(watched, [fd], [], wait)
+        if _client_gone(client_fd, readable):
+            raise ClientGoneError("the client went away while write_transport waited")
         if ready:
             try:
                 written += os.write(fd, view[written:])

@@ -56,6 +56,8 @@ PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
+# A year: longer waits are null's business (block); larger numbers overflow time_t.
+MAX_TIMEOUT_SEC = 365 * 24 * 3600.0
 INTERNAL_ERROR = -32603
 SERVER_ERROR = -32000
 ERROR_CODES = frozenset(
@@ -160,11 +162,12 @@ def _check_params(method: str, params: Mapping[str, Any]) -> Dict[str, Any]:
     if "options" in checked and checked["options"] is None:
         checked["options"] = {}
     timeout = checked.get("timeout_sec")
-    if timeout is not None and timeout < 0:
+    # NaN compares false with everything: only a finite number in range passes.
+    if timeout is not None and not 0 <= timeout <= MAX_TIMEOUT_SEC:
         raise _RpcError(
             INVALID_PARAMS,
-            f"method {method}: parameter timeout_sec: want >= 0 or null, "
-            f"got {checked['timeout_sec']}",
+            f"method {method}: parameter timeout_sec: want >= 0 or null (at most "
+            f"{int(MAX_TIMEOUT_SEC)}, a year), got {checked['timeout_sec']}",
         )
     if method == "read_transport" and checked["n"] < 1:
         raise _RpcError(
@@ -396,6 +399,7 @@ def serve(
     from .handler import ProjectApiHandler
 
     handler = ProjectApiHandler(server_dir, client_cwd=client_cwd)
+    handler.client_fd = read_fd
     read_file = os.fdopen(read_fd, "rb", buffering=1 << 16)
     write_file = os.fdopen(write_fd, "wb", buffering=0)
     previous = _stop_on_sigterm()

@@ -424,23 +424,38 @@ def test_relative_paths_mean_the_clients_cwd(
     assert generated["project_dir"] == str(tmp_path / "out" / "proj")
 
 
-def test_relative_paths_refused_when_the_clients_cwd_is_unknown(
-    tmp_path: Path, fake_project: Path
+def test_relative_paths_mean_the_parents_cwd_without_the_variable(
+    tmp_path: Path, fake_project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """TVM's client starts the server in the project directory and sets no variable: the
+    server takes its parent's working directory (Linux) for the client's."""
     (fake_project / "model.tar").unlink()
+    (tmp_path / "m.tar").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
     env = env_with_checkout()
     env.pop("MLF_PROJECT_CLIENT_CWD", None)
     client = launch_argv([sys.executable, "microtvm_api_server.py"], fake_project, env=env)
     try:
-        with pytest.raises(ProjectApiError) as err:
-            client.generate_project(
-                str(tmp_path / "m.tar"), "proj", {"board": "host", "project_type": "standalone"}
-            )
-        assert err.value.code == -32602
-        assert "is relative and the client's working directory is unknown" in str(err.value)
-        assert not (fake_project / "proj").exists()
+        client.generate_project("m.tar", "proj", {"board": "host", "project_type": "standalone"})
     finally:
         client.close()
+    generated = json.loads((fake_project / "generated.json").read_text())
+    assert generated["archive"] == str(tmp_path / "m.tar")
+    assert generated["project_dir"] == str(tmp_path / "proj")
+
+
+def test_relative_paths_refused_when_the_clients_cwd_is_unknown(tmp_path: Path) -> None:
+    from project_api.serve.handler import ProjectApiHandler
+
+    handler = ProjectApiHandler(tmp_path, client_cwd=None)
+    handler.client_cwd = None  # no variable, no parent to ask
+    with pytest.raises(ProjectApiError) as err:
+        handler.generate_project(
+            str(tmp_path / "m.tar"), None, "proj", {"board": "host", "project_type": "standalone"}
+        )
+    assert err.value.code == -32602
+    assert "is relative and the client's working directory is unknown" in str(err.value)
+    assert not (tmp_path / "proj").exists()
 
 
 def test_serve_on_stdio_keeps_stray_output_off_the_reply_stream() -> None:

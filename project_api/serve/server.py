@@ -387,6 +387,15 @@ def _error_reply(request_id: JsonId, code: int, message: str, data: Any = None) 
 # --- entry points ---------------------------------------------------------------------------
 
 
+def _parent_cwd() -> Optional[str]:
+    """The working directory of the process that started the server (Linux): TVM's client
+    starts it in the project directory, while the relative paths it sends are its own."""
+    try:
+        return os.readlink(f"/proc/{os.getppid()}/cwd")
+    except OSError:
+        return None
+
+
 def serve(
     read_fd: int,
     write_fd: int,
@@ -396,8 +405,10 @@ def serve(
 ) -> int:
     """Serves the Project API for ``server_dir`` (a template or generated project) on two file
     descriptors until end of file; returns the exit status (0)."""
-    from .handler import ProjectApiHandler
+    from .handler import CLIENT_CWD_ENV, ProjectApiHandler
 
+    if client_cwd is None and not os.environ.get(CLIENT_CWD_ENV):
+        client_cwd = _parent_cwd()
     handler = ProjectApiHandler(server_dir, client_cwd=client_cwd)
     handler.client_fd = read_fd
     read_file = os.fdopen(read_fd, "rb", buffering=1 << 16)

@@ -74,6 +74,7 @@ def references(archive: Path) -> tuple:
 
 
 def run_cell(archive: Path, target: Target, settings: MatrixOptions) -> Cell:
+    from ..boards import load_board
     from ..driver import Project
     from ..footprint import linked_sizes
     from ..generate.samples import random_inputs
@@ -84,8 +85,8 @@ def run_cell(archive: Path, target: Target, settings: MatrixOptions) -> Cell:
     try:
         inputs, expected = references(archive)
         options = dict(settings.options)
-        if settings.icount:
-            options["qemu_icount"] = True
+        if settings.icount and not target.place and load_board(target.board).is_qemu:
+            options["qemu_icount"] = True  # the other boards of the matrix count no instructions
         directory = settings.work / f"{archive.stem}--{target.label.replace('@', '--')}"
         shutil.rmtree(directory, ignore_errors=True)
         # Several models: all of them in one firmware; the references pick the one to run.

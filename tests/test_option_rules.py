@@ -104,3 +104,22 @@ def test_output_scale_beyond_float32(archives: Dict[str, Path], tmp_path: Path) 
 def test_command_line_options(items: list, message: str) -> None:
     with pytest.raises(GenerateError, match=message):
         parse_option_assignments(items)
+
+
+def test_extra_files_tar_from_the_command_line(archives: Dict[str, Path], tmp_path: Path) -> None:
+    """TVM's standard option: the tar is unpacked into the generated project, and a missing
+    one is said before anything is generated."""
+    import tarfile
+
+    from project_api.cli import main
+
+    (tmp_path / "extra").mkdir()
+    (tmp_path / "extra" / "hello.txt").write_text("hi")
+    with tarfile.open(tmp_path / "x.tar", "w") as tar:
+        tar.add(tmp_path / "extra", arcname="extra")
+    argv = ["generate", str(archives["cnn_int8"]), str(tmp_path / "p")]
+    assert main(argv + ["-o", f"extra_files_tar={tmp_path / 'x.tar'}"]) == 0
+    assert (tmp_path / "p" / "extra" / "hello.txt").read_text() == "hi"
+    argv[-1] = str(tmp_path / "q")
+    assert main(argv + ["-o", f"extra_files_tar={tmp_path / 'none.tar'}"]) == 2
+    assert not (tmp_path / "q").exists()

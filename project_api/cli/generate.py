@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from ..errors import GenerateError
 from ..options import PROJECT_TYPES
@@ -108,6 +108,17 @@ def dependency_options(args: argparse.Namespace, options: Dict[str, Any]) -> Dic
     return options
 
 
+def _extra_files(value: Any) -> Optional[Path]:
+    """TVM's option extra_files_tar: a tar unpacked into the project once it is generated
+    (checked first, so a wrong path costs no generation)."""
+    if not value:
+        return None
+    path = Path(str(value)).expanduser().resolve()
+    if not path.is_file():
+        raise GenerateError(f"option extra_files_tar {value}: no such file")
+    return path
+
+
 class GenerateCommand(Command):
     name = "generate"
     help = "generate a CMake firmware project for a model and a board"
@@ -139,16 +150,23 @@ class GenerateCommand(Command):
         from ..generate import parse_option_assignments
         from .build import ProgressPrinter
 
+        options = dependency_options(args, parse_option_assignments(args.option))
+        extra = _extra_files(options.get("extra_files_tar"))
         project = Project.generate(
             args.archive,
             args.project_dir,
             board=args.board,
             project_type=args.project_type,
             model=args.model,
-            options=dependency_options(args, parse_option_assignments(args.option)),
+            options=options,
             progress=ProgressPrinter(),
             force=args.force,
         )
+        if extra is not None:
+            from ..serve.handler import extract_extra_files
+
+            extract_extra_files(extra, Path(project.dir))
+            print(f"unpacked {extra} into {project.dir}")
         for model in project.models:
             sizes = model["sizes"]
             print(

@@ -94,6 +94,17 @@ def test_output_scale_beyond_float32(archives: Dict[str, Path], tmp_path: Path) 
         )
 
 
+def test_output_scale_for_a_model_without_integer_outputs(tmp_path: Path) -> None:
+    archive = catalog()["mlp"]().write(tmp_path / "mlp.tar")  # float32 outputs
+    refused(
+        archive,
+        tmp_path,
+        "output_scale dequantizes integer outputs; model 'mlp' has none",
+        project_type="mlperftiny",
+        options={"output_scale": "0.5"},
+    )
+
+
 @pytest.mark.parametrize(
     "items, message",
     [

@@ -15,7 +15,7 @@ import numpy as np
 from ...boards import Board
 from ...errors import GenerateError, UnsupportedModelError
 from ...read import Model
-from ...read.dtypes import parse_dtype
+from ...read.dtypes import CODE_INT, CODE_UINT, parse_dtype
 from ..tables import c_string
 from .base import NO_TEXT_FLOATS, ProjectType, float_outputs, input_bytes
 
@@ -136,7 +136,14 @@ class MlperfTiny(ProjectType):
                     f"model {model.name!r}: output {index} is {spec.dtype}, which the "
                     "benchmark protocol cannot print as numbers"
                 )
-        settings(model, opts)
+        if settings(model, opts)["output_scale"] is not None and not any(
+            parse_dtype(spec.dtype).code in (CODE_INT, CODE_UINT) for spec in model.outputs
+        ):
+            raise GenerateError(
+                f"option output_scale dequantizes integer outputs; model {model.name!r} has "
+                "none (" + ", ".join(spec.dtype for spec in model.outputs) + ")",
+                hint="leave output_scale and output_zero_point out",
+            )
 
     def ram_items(self, plans: Sequence[ModelPlan], board: Board) -> Dict[str, int]:
         return {"input buffer": sum(input_bytes([plan.model for plan in plans]))}

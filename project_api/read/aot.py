@@ -23,7 +23,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import AotError
 from .dtypes import UnknownDTypeError, parse_dtype
@@ -111,17 +111,17 @@ class AotEntry:
 def read_aot(
     root: Path,
     name: str,
-    sources: Sequence[Path],
+    texts: Mapping[Path, str],
     inputs: Sequence[TensorSpec],
     outputs: Sequence[TensorSpec],
     metadata_workspace: int,
 ) -> Tuple[AotEntry, List[TensorSpec], List[TensorSpec]]:
     """The entry point of AOT model ``name`` and its inputs/outputs in call order with shapes.
 
-    ``inputs``/``outputs`` are what metadata.json records (flat, sorted by name).
+    ``texts`` are the model's C sources by path; ``inputs``/``outputs`` what metadata.json
+    records (flat, sorted by name).
     """
     prefix = "tvmgen_" + sanitize(name)
-    texts = {path: path.read_text(encoding="utf-8", errors="replace") for path in sources}
     header_member = f"{INCLUDE_DIR}/{prefix}.h"
     header = root / header_member
     pools = _static_pools(texts.values())
@@ -155,7 +155,7 @@ def read_aot(
     return entry, ins, outs
 
 
-def _require_definition(texts: Dict[Path, str], function: str, header_member: str) -> None:
+def _require_definition(texts: Mapping[Path, str], function: str, header_member: str) -> None:
     pattern = re.compile(rf"\b{function}\s*\([^;{{()]*\)\s*\{{")
     if not any(pattern.search(text) for text in texts.values()):
         raise AotError(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Set
+from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Set
 
 from ..errors import AotError, GraphError
 from .aot import sanitize, strip_comments
@@ -56,13 +56,13 @@ def _listing(model: Model) -> str:
     return f"{SRC_DIR} ({names})"
 
 
-def require_graph_functions(model: Model, texts: Optional[Dict[Path, str]] = None) -> None:
+def require_graph_functions(model: Model) -> None:
     """Every function a graph node calls (``__nop``/``__copy`` aside) is defined in the
     model's C; nothing is checked when the model also has object files."""
     graph = model.graph
     if graph is None or model.objects:
         return
-    defined = defined_functions((texts or read_texts(model.sources)).values())
+    defined = defined_functions(read_texts(model.sources).values())
     for nid, node in graph.op_nodes():
         func = node.func_name
         if func not in PSEUDO_FUNCTIONS and func not in defined:
@@ -73,13 +73,13 @@ def require_graph_functions(model: Model, texts: Optional[Dict[Path, str]] = Non
             )
 
 
-def require_aot_functions(model: Model, texts: Optional[Dict[Path, str]] = None) -> None:
-    """Every function of the model (``tvmgen_<mod>_...``) that its C declares or calls as a
-    statement (``__tvm_main__``, which ``tvmgen_<mod>_run`` calls, and the operators) is
-    defined in it; nothing is checked when the model also has object files."""
+def require_aot_functions(model: Model, texts: Mapping[Path, str]) -> None:
+    """Every function of the model (``tvmgen_<mod>_...``) that its C (``texts``, by path)
+    declares or calls as a statement (``__tvm_main__``, which ``tvmgen_<mod>_run`` calls, and
+    the operators) is defined in it; nothing is checked when the model also has object
+    files."""
     if model.objects:
         return
-    texts = texts or read_texts(model.sources)
     defined = defined_functions(texts.values())
     prefix = "tvmgen_" + sanitize(model.name) + "_"
     named = re.compile(rf"\b({re.escape(prefix)}\w+)\s*{_PARAMETERS}\s*;")

@@ -16,7 +16,13 @@ import numpy as np
 from ..errors import GraphError, MetadataError, ParamsError
 from ..jsontext import json_problem, parse_json
 from .aot import read_aot
-from .code import code_listing, is_junk, require_aot_functions, require_graph_functions
+from .code import (
+    code_listing,
+    is_junk,
+    read_texts,
+    require_aot_functions,
+    require_graph_functions,
+)
 from .dtypes import UnknownDTypeError, dtype_from_numpy, parse_dtype
 from .graph import Graph
 from .metadata import MEMBER, ModelMetadata, main_io, operator_function_names, parse_metadata
@@ -84,10 +90,11 @@ def _build_model(root: Path, version: int, meta: ModelMetadata, multi: bool) -> 
         require_graph_functions(model)
     else:
         inputs, outputs = _aot_io(meta)
+        texts = read_texts(model.sources)  # read once: the entry point's and the check's
         model.aot, model.inputs, model.outputs = read_aot(
-            root, meta.name, model.sources, inputs, outputs, meta.workspace_bytes
+            root, meta.name, texts, inputs, outputs, meta.workspace_bytes
         )
-        require_aot_functions(model)
+        require_aot_functions(model, texts)
     return model
 
 

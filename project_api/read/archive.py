@@ -11,13 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
 from ..errors import ArchiveError, NotAnMlfError, UnsupportedModelError
-from .extract import (
-    ExtractLimits,
-    PlannedMember,
-    check_directory_entries,
-    plan_extraction,
-    safe_extract,
-)
+from .extract import ExtractLimits, PlannedMember, plan_extraction, safe_extract
 from .layout import load_models, read_metadata
 from .limits import CappedTarInfo, ReadLimits, check_directory
 from .mblob import ArtifactReport, inspect_artifact
@@ -100,7 +94,6 @@ def open_archive(
     read_limits = ReadLimits.adopt(limits)
     if path.is_dir():
         _check_directory(path)
-        check_directory_entries(path, read_limits)
         check_directory(path, read_limits)
         return _load(path, path, owned_dir=None)
     if not path.exists():

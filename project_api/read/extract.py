@@ -10,8 +10,9 @@ with plain modes (0644, or 0755 when the owner could execute), never the archive
 Extraction goes to a staging directory beside the destination, renamed into place only when
 every member has been written, so a rejected archive leaves nothing behind.
 
-An already-extracted directory is held to the same rules by :func:`check_directory_entries`:
-no device or fifo, and no symlink that leads out of it.
+An already-extracted directory is held to the same rules, entry by entry, by
+:func:`check_directory_entry` (called from the walk of :func:`.limits.check_directory`): no
+device or fifo, and no symlink that leads out of it.
 """
 
 from __future__ import annotations
@@ -228,32 +229,22 @@ def _write_file(tar: tarfile.TarFile, info: tarfile.TarInfo, path: Path) -> None
         raise ArchiveError(f"member {info.name!r} is truncated ({written} of {info.size} bytes)")
 
 
-def check_directory_entries(root: Path, limits: ExtractLimits) -> None:
-    """The rules of :func:`plan_extraction` for an extracted archive directory ``root``.
+def check_directory_entry(path: Path, member: str, real_root: Path) -> bool:
+    """The rules of :func:`plan_extraction` for one entry of an extracted archive directory
+    whose real path is ``real_root``; False for a directory (not a member), else True.
 
-    A symlink may point anywhere inside ``root`` (the reader follows it there), never out of
-    it: a tar's link to /etc/passwd is refused, and so is the same link in a directory. Devices,
-    fifos and sockets are refused (reading a fifo would block), and the member count is capped.
+    A symlink may point anywhere inside the directory (the reader follows it there), never
+    out of it: a tar's link to /etc/passwd is refused, and so is the same link in a
+    directory. Devices, fifos and sockets are refused (reading a fifo would block).
     """
-    real_root = Path(os.path.realpath(root))
-    count = 0
-    for dirpath, dirnames, filenames in os.walk(root):  # never follows a link to a directory
-        dirnames.sort()
-        for name in sorted(dirnames + filenames):
-            path = Path(dirpath, name)
-            mode = os.lstat(path).st_mode
-            if stat.S_ISDIR(mode):
-                continue
-            count += 1
-            if count > limits.max_members:
-                raise limits.too_many_members()
-            member = path.relative_to(root).as_posix()
-            if stat.S_ISLNK(mode):
-                _check_directory_link(path, member, real_root)
-            elif not stat.S_ISREG(mode):
-                raise UnsafeArchiveError(
-                    f"member {member!r} is a device, fifo or other special file"
-                )
+    mode = os.lstat(path).st_mode
+    if stat.S_ISDIR(mode):
+        return False
+    if stat.S_ISLNK(mode):
+        _check_directory_link(path, member, real_root)
+    elif not stat.S_ISREG(mode):
+        raise UnsafeArchiveError(f"member {member!r} is a device, fifo or other special file")
+    return True
 
 
 def _check_directory_link(path: Path, member: str, real_root: Path) -> None:

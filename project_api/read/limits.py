@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Dict, Mapping, Optional
 
 from ..errors import ArchiveLimitError
-from .extract import ExtractLimits
+from .extract import ExtractLimits, check_directory_entry
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -151,17 +151,24 @@ class CappedTarInfo(tarfile.TarInfo):
 
 
 def check_directory(root: Path, limits: ReadLimits) -> None:
-    """The caps applied to an extracted archive directory, by file sizes."""
+    """An extracted archive directory held to the caps (member count, sizes by role and in
+    total) and to the extraction rules (:func:`.extract.check_directory_entry`), in one walk."""
+    real_root = Path(os.path.realpath(root))
     count = 0
     total = 0
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in os.walk(root):  # never follows a link to a directory
         dirnames.sort()
-        for filename in sorted(filenames):
+        linked_directories = set(dirnames)  # real ones are skipped below, links stay
+        for name in sorted(dirnames + filenames):
+            path = Path(dirpath, name)
+            member = path.relative_to(root).as_posix()
+            if not check_directory_entry(path, member, real_root):
+                continue  # a directory: walked, not counted
             count += 1
             if count > limits.max_members:
                 raise limits.too_many_members()
-            path = Path(dirpath, filename)
-            member = path.relative_to(root).as_posix()
+            if name in linked_directories:
+                continue  # a link to a directory: os.walk does not enter it, nor do sizes
             try:
                 size = path.stat().st_size
             except OSError:

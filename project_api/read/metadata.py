@@ -14,14 +14,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..errors import MetadataError
+from .graph import MAX_TENSOR_BYTES as MAX_SIZE_BYTES  # the runtime's 32-bit byte counts
 
 MEMBER = "metadata.json"
 MIN_VERSION = 1
 MAX_VERSION = 7
 # Device type of the host CPU (kDLCPU): the device whose workspace the firmware provides.
 HOST_DEVICE = 1
-# The runtime and the generated C hold byte counts in 32 bits.
-MAX_WORKSPACE_BYTES = (1 << 32) - 1
 EXECUTORS = ("graph", "aot")
 STYLES = ("full-model", "operator")
 DEPENDENCY_KEYS = ("short_name", "url", "url_type")
@@ -249,12 +248,12 @@ def _main_workspace(memory: Any, where: str) -> int:
             where_size = f"{entries_at}[{i}].workspace_size_bytes"
             if not _is_int(size) or size < 0:
                 raise MetadataError(MEMBER, where_size, f"not a byte count: {size!r}")
-            if size > MAX_WORKSPACE_BYTES:
+            if size > MAX_SIZE_BYTES:
                 raise MetadataError(
                     MEMBER,
                     where_size,
                     f"{size:,} bytes; the runtime holds sizes in 32 bits (at most "
-                    f"{MAX_WORKSPACE_BYTES:,})",
+                    f"{MAX_SIZE_BYTES:,})",
                 )
             return int(size)
     return 0

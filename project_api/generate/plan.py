@@ -192,14 +192,13 @@ def _workspace(kind: Any, model: Any, override: Optional[int]) -> Any:
     """The model's workspace; an override below what its code allocates at once is refused
     (its operators would fail at run time, in words that do not name the workspace)."""
     estimate = kind.workspace(model, override)
-    if override is not None:
-        needed = kind.workspace(model, None).code_bytes
-        if needed is not None and override < needed:
-            raise GenerateError(
-                f"option workspace_size_bytes: {override:,} bytes is less than model "
-                f"{model.name!r} allocates at once ({needed:,} bytes, from its code)",
-                hint="leave the option out to use the estimate",
-            )
+    needed = estimate.code_bytes
+    if override is not None and needed is not None and override < needed:
+        raise GenerateError(
+            f"option workspace_size_bytes: {override:,} bytes is less than model "
+            f"{model.name!r} allocates at once ({needed:,} bytes, from its code)",
+            hint="leave the option out to use the estimate",
+        )
     return estimate
 
 

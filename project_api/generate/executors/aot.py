@@ -100,9 +100,9 @@ def aot_workspace(model: Model, override: Optional[int]) -> WorkspaceEstimate:
     entry = aot_entry(model)
     reported = entry.workspace_bytes if not entry.usmp else 0
     found = function_allocations(model.sources)
-    if override is not None:
-        return WorkspaceEstimate(int(override), "option", reported)
     if found is None:
+        if override is not None:
+            return WorkspaceEstimate(int(override), "option", reported)
         slack = WORKSPACE_ALIGN * max(4, reported // 1024)
         return WorkspaceEstimate(align(reported, WORKSPACE_ALIGN) + slack, "metadata", reported)
     main = [sizes for first, sizes in found if entry.main_function in first]
@@ -110,6 +110,8 @@ def aot_workspace(model: Model, override: Optional[int]) -> WorkspaceEstimate:
     main_sizes = main[0] if main else []
     code = sum(main_sizes) + max((sum(s) for s in others), default=0)
     calls = len(main_sizes) + max((len(s) for s in others), default=0)
+    if override is not None:  # what the code allocates stays known (the plan checks it)
+        return WorkspaceEstimate(int(override), "option", reported, code, calls)
     from_metadata = align(reported, WORKSPACE_ALIGN) + WORKSPACE_ALIGN * calls if calls else 0
     total = max(code, from_metadata)
     how = "none" if total == 0 else "code" if code >= from_metadata else "metadata"

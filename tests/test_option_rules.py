@@ -53,9 +53,12 @@ def test_a_string_macro_is_still_a_definition() -> None:
     assert opts["compile_definitions"] == ['NAME="kws"', "LEVEL=2"]
 
 
-def test_workspace_below_what_the_code_allocates(archives: Dict[str, Path], tmp_path: Path) -> None:
+@pytest.mark.parametrize("archive", ["cnn_int8", "aot"])
+def test_workspace_below_what_the_code_allocates(
+    archives: Dict[str, Path], tmp_path: Path, archive: str
+) -> None:
     message = "workspace_size_bytes: 64 bytes is less than model .* allocates at once"
-    refused(archives["cnn_int8"], tmp_path, message, options={"workspace_size_bytes": 64})
+    refused(archives[archive], tmp_path, message, options={"workspace_size_bytes": 64})
 
 
 def test_a_definition_the_generator_makes(archives: Dict[str, Path], tmp_path: Path) -> None:

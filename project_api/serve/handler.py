@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Union
 
 from ..errors import GenerateError, ProjectApiError, TransportClosedError, TransportTimeoutError
-from .options import coerce_options, invalid_params, project_options
+from .options import MAX_TIMEOUT_SEC, coerce_options, invalid_params, project_options
 
 _LOG = logging.getLogger(__name__)
 
@@ -54,11 +54,10 @@ TIMEOUTS: Dict[str, Dict[str, float]] = {
         "session_established_timeout_sec": 10,
     },
 }
-# Seconds Runner.start may take before the firmware's link is up, when the driver's Project
-# does not say (Project.start_timeout()).
 # read_transport may return 1..n bytes: larger requests get this many at most.
 MAX_READ_BYTES = 1 << 20
-
+# Seconds Runner.start may take before the firmware's link is up, when the driver's Project
+# does not say (Project.start_timeout()).
 START_TIMEOUTS = {"host": 10.0, "qemu": 30.0, "serial": 10.0}
 
 
@@ -175,7 +174,7 @@ class ProjectApiHandler:
         project = self._project("open_transport", options)
         kind = board_kind(_board_of(project))
         timeout_sec = project.options.get("timeout_sec")
-        if timeout_sec is not None and not 0 < timeout_sec <= 365 * 24 * 3600:
+        if timeout_sec is not None and not 0 < timeout_sec <= MAX_TIMEOUT_SEC:
             raise invalid_params(
                 f"open_transport: option timeout_sec: want a number of seconds above 0, "
                 f"got {timeout_sec}"

@@ -23,6 +23,9 @@ from ..options import parse_compile_definitions as _parse_compile_definitions
 _LOG = logging.getLogger(__name__)
 
 INVALID_PARAMS = -32602
+# The longest timeout a call or open_transport takes, a year: longer waits are null's business
+# (block); larger numbers overflow time_t.
+MAX_TIMEOUT_SEC = 365 * 24 * 3600.0
 
 # The Project API's option types are bool, int and str: the table's other types travel as text.
 _WIRE_TYPES = {"definitions": "str", "json": "str"}

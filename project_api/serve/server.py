@@ -46,7 +46,7 @@ from ..errors import (
     TransportTimeoutError,
 )
 from ..jsontext import parse_json
-from .options import json_type
+from .options import MAX_TIMEOUT_SEC, json_type
 
 _LOG = logging.getLogger(__name__)
 
@@ -56,8 +56,6 @@ PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
-# A year: longer waits are null's business (block); larger numbers overflow time_t.
-MAX_TIMEOUT_SEC = 365 * 24 * 3600.0
 INTERNAL_ERROR = -32603
 SERVER_ERROR = -32000
 ERROR_CODES = frozenset(

@@ -170,7 +170,9 @@ BAD = {
         "WORKSPACE_SIZE",
         "cannot read the value of TVMGEN_DEFAULT_WORKSPACE_SIZE: (96 + x)",
     ),
-    "workspace pools": (_workspace_pools_option, "tvmgen_default_run", "workspace pools passed"),
+    "pools struct missing": (
+        _workspace_pools_option, "struct tvmgen_default_workspace_pools", "missing",
+    ),  # fmt: skip
     "unknown parameter": (_unknown_parameter, "tvmgen_default_run", "unknown parameter"),
     "not a pointer": (_member_not_a_pointer, "struct tvmgen_default_inputs", "void* tensor"),
     "run undefined": (_run_never_defined, "codegen/host/src", "defined in none of the sources"),

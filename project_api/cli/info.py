@@ -90,13 +90,19 @@ def describe_model(model: Model) -> List[str]:
 
 
 def _aot_lines(aot: Dict[str, Any]) -> List[str]:
-    pools = ", ".join(
-        f"{p['name']} {_bytes(p['bytes'])} in {p['section']}" for p in aot["static_pools"]
-    )
+    pools = [f"{p['name']} {_bytes(p['bytes'])} in {p['section']}" for p in aot["static_pools"]]
+    pools += [
+        f"{p['name']} {_bytes(p['bytes'])} {'constant' if p['constant'] else 'workspace'} "
+        "given by the firmware"
+        for p in aot.get("caller_pools") or ()
+    ]
+    memory = "USMP pools " + ", ".join(pools) if aot["usmp"] else "TVMBackendAllocWorkspace"
+    if aot.get("io_in_pools"):
+        memory += "; inputs and outputs inside the pools"
     return [
         f"  entry point: {aot['entry_point']} (interface {aot['interface']}"
         f"{', declared in ' + aot['header'] if aot['header'] else ''})",
-        f"  memory: {'USMP pools ' + pools if aot['usmp'] else 'TVMBackendAllocWorkspace'}",
+        f"  memory: {memory}",
     ]
 
 

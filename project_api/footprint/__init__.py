@@ -79,7 +79,10 @@ def _planned(info: Mapping[str, Any]) -> Tuple[Dict[str, int], Dict[str, Optiona
         "rx buffer": int(ram_items.get(_link_buffer_item(info), 0)),
         "stack": int(info.get("stack_bytes") or 0),
         "model pools": sum(
-            int(pool["bytes"]) for m in models for pool in m.get("static_pools") or ()
+            int(pool["bytes"])
+            for m in models
+            for pool in [*(m.get("static_pools") or ()), *(m.get("caller_pools") or ())]
+            if not pool.get("constant")
         ),
     }
     planned_flash: Dict[str, Optional[int]] = {

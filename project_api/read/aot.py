@@ -14,7 +14,15 @@ call it comes from three places, each checked against metadata.json:
 
 USMP models (``tvmc --enable-usmp``) carry their own pools as static arrays in
 ``.bss.noinit.tvm``; they are recorded here so the firmware's linker script and the fit check
-can place and count them.
+can place and count them. Pools the user gave TVM (``--workspace-pools``, constant pools) are
+instead members of ``struct tvmgen_<mod>_workspace_pools``, which the caller fills: the header
+states each one's size (and a constant pool's bytes), and the firmware defines them. With
+``tir.usmp.use_workspace_io`` the inputs and outputs live inside those pools too, found with
+``tvmgen_<mod>_map_inputs``/``map_outputs``.
+
+For interface ``packed`` the entry point is ``tvmgen_<mod>_run`` in the packed calling
+convention: it adds the model's pools to the arguments (USMP) or unpacks them for a
+``__tvm_main__`` built with the unpacked API, so it is called rather than ``__tvm_main__``.
 """
 
 from __future__ import annotations
@@ -35,12 +43,14 @@ INCLUDE_DIR = "codegen/host/include"
 RELAY_DIR = "src"
 NOINIT_SECTION = ".bss.noinit"
 
-# Parameters of tvmgen_<mod>_run beyond inputs/outputs: TVM interface options we cannot drive.
+# Parameters of tvmgen_<mod>_run beyond inputs/outputs/workspace_pools: TVM interface options
+# we cannot drive.
 _EXTRA_PARAMETERS = {
-    "workspace_pools": "workspace pools passed by the caller (USMP with --workspace-pools)",
-    "constant_pools": "constant pools passed by the caller (USMP with constant pools)",
+    "constant_pools": "constant pools passed by the caller",
     "devices": "device contexts (an accelerator such as Ethos-U)",
 }
+# The parameter lists tvmgen_<mod>_run may have (interface c), by struct name.
+_RUN_FORMS = (("inputs", "outputs"), ("inputs", "outputs", "workspace_pools"), ("workspace_pools",))
 _STATIC_POOL_RE = re.compile(
     r"__attribute__\s*\(\(\s*section\s*\(\s*\"(\.bss\.noinit[^\"]{0,200})\"\s*\)[^;{]{0,200}?\)\)\s*"
     r"static\s+u?int8_t\s+(\w+)\s*\[\s*(\d+)\s*\]\s*;"
@@ -68,6 +78,20 @@ class StaticPool:
 
 
 @dataclass(frozen=True)
+class CallerPool:
+    """A pool ``tvmgen_<mod>_run`` takes from its caller: a member of ``struct
+    tvmgen_<mod>_workspace_pools`` that the firmware defines (a constant pool initialised from
+    the header's ``..._CONSTANT_POOL_DATA``)."""
+
+    member: str
+    size: int
+    constant: bool
+
+    def data_macro(self, prefix: str) -> str:
+        return f"{prefix.upper()}_{self.member.upper()}_CONSTANT_POOL_DATA"
+
+
+@dataclass(frozen=True)
 class AotEntry:
     """How the firmware calls an AOT model."""
 
@@ -78,6 +102,10 @@ class AotEntry:
     output_fields: Tuple[str, ...]
     workspace_bytes: int  # what TVM reports for main (header define, else metadata)
     static_pools: Tuple[StaticPool, ...] = ()
+    caller_pools: Tuple[CallerPool, ...] = ()
+    io_in_pools: bool = False  # use_workspace_io: inputs/outputs are mapped inside the pools
+    packed_run: str = ""  # packed: tvmgen_<mod>_run's parameter list as defined ("": none)
+    packed_slots: int = 0  # packed: the arguments its __tvm_main__ reads (pools included)
 
     @property
     def run_function(self) -> str:
@@ -88,22 +116,34 @@ class AotEntry:
         return f"{self.prefix}___tvm_main__"
 
     @property
-    def usmp(self) -> bool:
-        return bool(self.static_pools)
+    def entry_function(self) -> str:
+        """The function the firmware calls."""
+        return self.run_function if self.interface == "c" or self.packed_run else self.main_function
 
     @property
-    def static_pool_bytes(self) -> int:
-        return sum(pool.size for pool in self.static_pools)
+    def usmp(self) -> bool:
+        return bool(self.static_pools or self.caller_pools)
+
+    @property
+    def pool_ram_bytes(self) -> int:
+        """RAM of the model's pools: its own and the workspace pools the firmware gives it."""
+        given = sum(pool.size for pool in self.caller_pools if not pool.constant)
+        return sum(pool.size for pool in self.static_pools) + given
 
     def describe(self) -> Dict[str, object]:
         return {
             "interface": self.interface,
-            "entry_point": self.run_function if self.interface == "c" else self.main_function,
+            "entry_point": self.entry_function,
             "header": self.header_member,
             "usmp": self.usmp,
             "static_pools": [
                 {"name": p.name, "bytes": p.size, "section": p.section} for p in self.static_pools
             ],
+            "caller_pools": [
+                {"name": p.member, "bytes": p.size, "constant": p.constant}
+                for p in self.caller_pools
+            ],
+            "io_in_pools": self.io_in_pools,
             "workspace_bytes": self.workspace_bytes,
         }
 
@@ -128,10 +168,16 @@ def read_aot(
     if header.is_file():
         text = strip_comments(header.read_text(encoding="utf-8", errors="replace"))
         entry, ins, outs = _c_interface(header_member, text, prefix, inputs, outputs, pools)
-        _require_definition(texts, entry.run_function, header_member)
-    elif _defines_packed_main(texts.values(), prefix):
+        mapping = (f"{prefix}_map_inputs", f"{prefix}_map_outputs") if entry.io_in_pools else ()
+        for function in (entry.run_function, *mapping):
+            _require_definition(texts, function, header_member)
+    elif _defines_packed_main(texts.values(), prefix) or _packed_run(texts.values(), prefix):
         ins, outs = _packed_order(texts.values(), inputs, outputs)
-        entry = AotEntry("packed", prefix, None, (), (), metadata_workspace, pools)
+        run_params, slots = _packed_run(texts.values(), prefix) or ("", 0)
+        entry = AotEntry(
+            "packed", prefix, None, (), (), metadata_workspace, pools,
+            packed_run=run_params, packed_slots=max(slots, len(ins) + len(outs)),
+        )  # fmt: skip
     elif any(re.search(rf"\b{prefix}_run\s*\(\s*struct\b", t) for t in texts.values()):
         raise AotError(
             header_member,
@@ -176,9 +222,19 @@ def _c_interface(
     outputs: Sequence[TensorSpec],
     pools: Tuple[StaticPool, ...],
 ) -> Tuple[AotEntry, List[TensorSpec], List[TensorSpec]]:
-    _check_run_prototype(member, text, prefix)
+    form = _run_form(member, text, prefix)
     in_fields = _struct_fields(member, text, f"{prefix}_inputs")
     out_fields = _struct_fields(member, text, f"{prefix}_outputs")
+    caller_pools = _caller_pools(member, text, prefix) if "workspace_pools" in form else ()
+    io_in_pools = "inputs" not in form
+    if io_in_pools:
+        for kind in ("inputs", "outputs"):
+            if not re.search(rf"\bstruct\s+{prefix}_{kind}\s+{prefix}_map_{kind}\s*\(", text):
+                raise AotError(
+                    member,
+                    f"{prefix}_run",
+                    f"takes only the workspace pools but {prefix}_map_{kind} is not declared",
+                )
     ins = _match_fields(member, text, prefix, "inputs", in_fields, inputs)
     outs = _match_fields(member, text, prefix, "outputs", out_fields, outputs)
     macro = f"{prefix.upper()}_WORKSPACE_SIZE"
@@ -192,33 +248,66 @@ def _c_interface(
             f"is {workspace:,} bytes; the runtime holds sizes in 32 bits (at most "
             f"{MAX_SIZE_BYTES:,})",
         )
-    entry = AotEntry("c", prefix, member, tuple(in_fields), tuple(out_fields), workspace, pools)
+    entry = AotEntry(
+        "c", prefix, member, tuple(in_fields), tuple(out_fields), workspace, pools,
+        caller_pools=caller_pools, io_in_pools=io_in_pools,
+    )  # fmt: skip
     return entry, ins, outs
 
 
-def _check_run_prototype(member: str, text: str, prefix: str) -> None:
+def _run_form(member: str, text: str, prefix: str) -> Tuple[str, ...]:
+    """The structs ``tvmgen_<mod>_run`` takes, in order: one of ``_RUN_FORMS``."""
     match = re.search(rf"\b{prefix}_run\s*\(([^()]*)\)\s*;", text)
     if match is None:
         raise AotError(member, f"{prefix}_run", "no declaration of the entry point")
     types = [re.sub(r"\s+", "", part).split("*")[0] for part in match.group(1).split(",")]
-    wanted = [f"struct{prefix}_inputs", f"struct{prefix}_outputs"]
-    if types[:2] != wanted:
-        raise AotError(
-            member,
-            f"{prefix}_run",
-            f"takes ({match.group(1).strip()}); expected struct {prefix}_inputs* and "
-            f"struct {prefix}_outputs* first",
-        )
-    for extra in types[2:]:
-        kind = extra.replace(f"struct{prefix}_", "")
-        what = _EXTRA_PARAMETERS.get(kind, f"an unknown parameter {extra!r}")
-        raise AotError(
-            member,
-            f"{prefix}_run",
-            f"also takes {what}; only the inputs and outputs structs are supported",
-            hint="build with the interface options interface-api=c, unpacked-api=1 and USMP "
-            "pools the model defines itself (or no USMP)",
-        )
+    kinds = tuple(t.replace(f"struct{prefix}_", "", 1) for t in types)
+    if kinds in _RUN_FORMS:
+        return kinds
+    for kind in kinds:
+        if kind not in ("inputs", "outputs", "workspace_pools"):
+            what = _EXTRA_PARAMETERS.get(kind, f"an unknown parameter {kind!r}")
+            raise AotError(
+                member,
+                f"{prefix}_run",
+                f"also takes {what}; only the inputs, outputs and workspace_pools structs "
+                "are supported",
+                hint="build with the interface options interface-api=c, unpacked-api=1 and no "
+                "devices (accelerators)",
+            )
+    raise AotError(
+        member,
+        f"{prefix}_run",
+        f"takes ({match.group(1).strip()}); expected struct {prefix}_inputs* and "
+        f"struct {prefix}_outputs* (then struct {prefix}_workspace_pools*), or only "
+        f"struct {prefix}_workspace_pools*",
+    )
+
+
+def _caller_pools(member: str, text: str, prefix: str) -> Tuple[CallerPool, ...]:
+    """The members of ``struct <prefix>_workspace_pools`` with the sizes the header states."""
+    pools = []
+    for field in _struct_fields(member, text, f"{prefix}_workspace_pools"):
+        named = f"{prefix.upper()}_{field.upper()}"
+        workspace = _define(member, text, f"{named}_WORKSPACE_POOL_SIZE")
+        constant = _define(member, text, f"{named}_CONSTANT_POOL_SIZE")
+        if (workspace is None) == (constant is None):
+            raise AotError(
+                member,
+                f"pool {field}",
+                f"needs exactly one of {named}_WORKSPACE_POOL_SIZE and {named}_CONSTANT_POOL_SIZE",
+            )
+        pool = CallerPool(field, workspace if constant is None else constant, constant is not None)
+        if pool.constant and _define_line(text, pool.data_macro(prefix)) is None:
+            raise AotError(member, pool.data_macro(prefix), "missing: the constant pool's bytes")
+        if pool.size > MAX_SIZE_BYTES:
+            raise AotError(
+                member,
+                f"pool {field}",
+                f"is {pool.size:,} bytes; the runtime holds sizes in 32 bits",
+            )
+        pools.append(pool)
+    return tuple(pools)
 
 
 def _struct_fields(member: str, text: str, struct: str) -> List[str]:
@@ -233,10 +322,14 @@ def _struct_fields(member: str, text: str, struct: str) -> List[str]:
     return fields
 
 
+def _define_line(text: str, macro: str) -> Optional[re.Match[str]]:
+    return re.search(rf"^[ \t]*#[ \t]*define[ \t]+{macro}\b(.*)$", text, re.MULTILINE)
+
+
 def _define(member: str, text: str, macro: str) -> Optional[int]:
     """The value of ``#define <macro> N`` (None when there is none): a decimal, hex or octal
     integer constant, with or without a suffix (``u``, ``UL``...) and parentheses."""
-    match = re.search(rf"^[ \t]*#[ \t]*define[ \t]+{macro}\b(.*)$", text, re.MULTILINE)
+    match = _define_line(text, macro)
     if match is None:
         return None
     written = match.group(1).split("//", 1)[0].strip()
@@ -290,6 +383,23 @@ def _defines_packed_main(texts: Iterable[str], prefix: str) -> bool:
         rf"\b{prefix}___tvm_main__\s*\(\s*(?:TVMValue\s*\*|void\s*\*\s*args\b)[^;{{()]*\)\s*\{{"
     )
     return any(pattern.search(text) for text in texts)
+
+
+def _packed_run(texts: Iterable[str], prefix: str) -> Optional[Tuple[str, int]]:
+    """``tvmgen_<mod>_run`` in the packed calling convention: its parameter list as written and
+    how many arguments it hands ``__tvm_main__`` (``TVMValue tensors[N]``; 0 when it unpacks
+    them itself)."""
+    pattern = re.compile(
+        rf"\bint32_t\s+{prefix}_run\s*\(((?:TVMValue|void)\s*\*\s*args\s*,[^;{{()]*)\)\s*\{{"
+    )
+    for text in texts:
+        match = pattern.search(text)
+        if match is None:
+            continue
+        body = text[match.end() : text.find("return", match.end())]
+        slots = re.search(r"\bTVMValue\s+tensors\s*\[\s*(\d+)\s*\]", body)
+        return " ".join(match.group(1).split()), int(slots.group(1)) if slots else 0
+    return None
 
 
 def _c_metadata_names(texts: Iterable[str], key: str) -> List[Tuple[str, Tuple[int, ...]]]:

@@ -6,13 +6,16 @@ inputs and reads outputs in place, and the executor's one indirect call is all t
 adds to a direct call of the entry point:
 
 - interface ``c``: the call goes to a generated adapter that puts the tensors' data pointers
-  into ``struct tvmgen_<mod>_inputs``/``outputs`` and calls ``tvmgen_<mod>_run``;
-- interface ``packed``: ``tvmgen_<mod>___tvm_main__`` takes the DLTensors itself and is
-  found in the model's system library.
+  into ``struct tvmgen_<mod>_inputs``/``outputs`` and calls ``tvmgen_<mod>_run``, giving it
+  the pools it takes from its caller (defined beside the adapter); with the inputs and
+  outputs mapped inside those pools (``use_workspace_io``) the adapter copies them in and out;
+- interface ``packed``: ``tvmgen_<mod>_run`` takes the DLTensors itself; a small adapter gives
+  it a type code for every argument its ``__tvm_main__`` reads (USMP adds the pools). Without
+  that wrapper, ``__tvm_main__`` is found in the model's system library.
 
 Without USMP the model's C takes its scratch memory from ``TVMBackendAllocWorkspace`` (our
 LIFO workspace); with USMP it holds static pools, placed by the linker script and counted by
-the fit check.
+the fit check, as are the workspace pools the adapter defines for it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from .base import ExecutorKind, LibraryCode, LibraryRequest
 from .graph import system_library
 
 AOT_GRAPH_MEMBER = "(AOT entry point)"
+POOL_SECTION = ".bss.noinit.tvm"  # beside USMP's own pools: not zeroed at start-up
+POOL_ALIGN = 16  # TVM aligns its pool buffers to 16 bytes (and USMP offsets to the
+# workspace-byte-alignment, 16 by default)
 
 
 def aot_entry(model: Model) -> AotEntry:
@@ -40,8 +46,7 @@ class AotExecutor(ExecutorKind):
 
     def graph(self, model: Model) -> Graph:
         entry = aot_entry(model)
-        func = entry.run_function if entry.interface == "c" else entry.main_function
-        return entry_graph(model, func)
+        return entry_graph(model, entry.entry_function)
 
     def graph_format(self, requested: str) -> str:
         return "tables"  # one call: nothing for the device to parse
@@ -51,10 +56,14 @@ class AotExecutor(ExecutorKind):
 
     def library(self, request: LibraryRequest) -> LibraryCode:
         entry = aot_entry(request.model)
-        if entry.interface == "packed":
+        if entry.interface == "packed" and not entry.packed_run:
             return system_library(request)
         symbol = f"mlf_{request.c_name}_aot"
-        text = adapter_c(entry, f"{symbol}_run", request.renames.get(entry.run_function))
+        renamed = request.renames.get(entry.run_function)
+        if entry.interface == "packed":
+            text = packed_adapter_c(entry, f"{symbol}_run", renamed)
+        else:
+            text = adapter_c(entry, request.model, symbol, renamed)
         if request.bound:  # const tables take the adapter's address: no registry, no lookup
             array = f"{symbol}_func_ptrs"
             ptrs = f"static const TVMBackendPackedCFunc {array}[] = {{{symbol}_run}};\n"
@@ -62,7 +71,7 @@ class AotExecutor(ExecutorKind):
         return LibraryCode(text + "\n" + _registry(symbol, entry.run_function), f"&{symbol}")
 
     def ram_items(self, model: Model) -> Dict[str, int]:
-        pools = aot_entry(model).static_pool_bytes
+        pools = aot_entry(model).pool_ram_bytes
         return {"model pools (USMP)": pools} if pools else {}
 
     def describe(self, model: Model) -> Dict[str, Any]:
@@ -118,41 +127,112 @@ def aot_workspace(model: Model, override: Optional[int]) -> WorkspaceEstimate:
     return WorkspaceEstimate(total, how, reported, code, calls)
 
 
-def adapter_c(entry: AotEntry, function: str, renamed: Optional[str] = None) -> str:
-    """The packed-convention function the executor calls for interface ``c``."""
+_ADAPTER_HEAD = [
+    "static void* mlf_aot_data(TVMValue value) {",
+    "  DLTensor* tensor = (DLTensor*)value.v_handle;",
+    "  return (uint8_t*)tensor->data + tensor->byte_offset;",
+    "}",
+    "",
+]
+_PACKED_PARAMS = (
+    "TVMValue* args, int* type_codes, int num_args, TVMValue* ret, int* ret_code, void* resource"
+)
+
+
+def adapter_c(entry: AotEntry, model: Model, symbol: str, renamed: Optional[str] = None) -> str:
+    """The packed-convention function ``<symbol>_run`` the executor calls for interface
+    ``c``, and the pools it hands ``tvmgen_<mod>_run``."""
+    function = f"{symbol}_run"
     header = (entry.header_member or "").rsplit("/", 1)[-1]
-    lines = []
-    if renamed:
-        lines.append(f"#define {entry.run_function} {renamed}")
+    lines = [f"#define {entry.run_function} {renamed}"] if renamed else []
+    lines += [f'#include "{header}"', "#include <string.h>", ""] + _ADAPTER_HEAD
+    if entry.caller_pools:
+        lines += _caller_pools_c(entry, symbol) + [""]
+    n_args = len(entry.input_fields) + len(entry.output_fields)
     lines += [
-        f'#include "{header}"',
-        "",
-        "static void* mlf_aot_data(TVMValue value) {",
-        "  DLTensor* tensor = (DLTensor*)value.v_handle;",
-        "  return (uint8_t*)tensor->data + tensor->byte_offset;",
-        "}",
-        "",
         "/* The executor's call of the AOT entry point: each argument is a DLTensor in the",
         f" * arena; {entry.run_function} takes their data pointers in TVM's structs. */",
-        f"int {function}(TVMValue* args, int* type_codes, int num_args, TVMValue* ret,",
-        "    int* ret_code, void* resource) {",
+        f"int {function}({_PACKED_PARAMS}) {{",
         "  (void)type_codes;",
         "  (void)ret;",
         "  (void)ret_code;",
         "  (void)resource;",
-        f"  if (num_args != {len(entry.input_fields) + len(entry.output_fields)}) return -1;",
+        f"  if (num_args != {n_args}) return -1;",
     ]
-    for kind, fields, first in (
-        ("inputs", entry.input_fields, 0),
-        ("outputs", entry.output_fields, len(entry.input_fields)),
-    ):
+    kinds = (
+        ("inputs", entry.input_fields, 0, model.inputs),
+        ("outputs", entry.output_fields, len(entry.input_fields), model.outputs),
+    )
+    if entry.io_in_pools:  # the model reads and writes them inside its pools: copy
+        pools = f"&{symbol}_pools"
+        lines.append(f"  struct {entry.prefix}_inputs inputs = {entry.prefix}_map_inputs({pools});")
+        for index, field in enumerate(entry.input_fields):
+            size = model.inputs[index].nbytes
+            lines.append(f"  memcpy(inputs.{field}, mlf_aot_data(args[{index}]), {size});")
+        lines.append(f"  int status = (int){entry.run_function}({pools});")
+        lines.append(
+            f"  struct {entry.prefix}_outputs outputs = {entry.prefix}_map_outputs({pools});"
+        )
+        for index, field in enumerate(entry.output_fields):
+            arg = len(entry.input_fields) + index
+            size = model.outputs[index].nbytes
+            lines.append(f"  memcpy(mlf_aot_data(args[{arg}]), outputs.{field}, {size});")
+        return "\n".join(lines + ["  return status;", "}"])
+    for kind, fields, first, _ in kinds:
         lines.append(f"  struct {entry.prefix}_{kind} {kind} = {{")
         for index, field in enumerate(fields, start=first):
             lines.append(f"      .{field} = mlf_aot_data(args[{index}]),")
         lines.append("  };")
-    lines.append(f"  return (int){entry.run_function}(&inputs, &outputs);")
+    pools_arg = f", &{symbol}_pools" if entry.caller_pools else ""
+    lines.append(f"  return (int){entry.run_function}(&inputs, &outputs{pools_arg});")
     lines.append("}")
     return "\n".join(lines)
+
+
+def _caller_pools_c(entry: AotEntry, symbol: str) -> List[str]:
+    """The pools ``tvmgen_<mod>_run`` takes from its caller: workspace pools uninitialised
+    (placed with USMP's own), constant pools in flash from the header's bytes."""
+    lines = []
+    for pool in entry.caller_pools:
+        array = f"{symbol}_pool_{pool.member}"
+        if pool.constant:
+            lines += [
+                f"static const uint8_t {array}[{max(pool.size, 1)}]"
+                f" __attribute__((aligned({POOL_ALIGN}))) = {{",
+                f"    {pool.data_macro(entry.prefix)}",
+                "};",
+            ]
+        else:
+            lines += [
+                f'__attribute__((section("{POOL_SECTION}"), aligned({POOL_ALIGN})))',
+                f"static uint8_t {array}[{max(pool.size, 1)}];",
+            ]
+    lines.append(f"static struct {entry.prefix}_workspace_pools {symbol}_pools = {{")
+    for pool in entry.caller_pools:
+        lines.append(f"    .{pool.member} = (void*){symbol}_pool_{pool.member},")
+    lines.append("};")
+    return lines
+
+
+def packed_adapter_c(entry: AotEntry, function: str, renamed: Optional[str] = None) -> str:
+    """The executor's call of a packed ``tvmgen_<mod>_run``: the same arguments, with a type
+    code for each of the ``packed_slots`` arguments its ``__tvm_main__`` reads (it reads one
+    for every pool USMP appends, too)."""
+    run = renamed or entry.run_function
+    slots = entry.packed_slots
+    return "\n".join(
+        [
+            f"int32_t {run}({entry.packed_run});",
+            "",
+            f"int {function}({_PACKED_PARAMS}) {{",
+            f"  int codes[{slots}];",
+            f"  for (int i = 0; i < {slots}; ++i) {{",
+            "    codes[i] = i < num_args ? type_codes[i] : kTVMDLTensorHandle;",
+            "  }",
+            f"  return (int){run}(args, codes, num_args, ret, ret_code, resource);",
+            "}",
+        ]
+    )
 
 
 def _registry(symbol: str, name: str) -> str:

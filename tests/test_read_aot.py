@@ -170,9 +170,7 @@ BAD = {
         "WORKSPACE_SIZE",
         "cannot read the value of TVMGEN_DEFAULT_WORKSPACE_SIZE: (96 + x)",
     ),
-    "pools struct missing": (
-        _workspace_pools_option, "struct tvmgen_default_workspace_pools", "missing",
-    ),  # fmt: skip
+    "pools struct missing": (_workspace_pools_option, "workspace_pools", "missing"),
     "unknown parameter": (_unknown_parameter, "tvmgen_default_run", "unknown parameter"),
     "not a pointer": (_member_not_a_pointer, "struct tvmgen_default_inputs", "void* tensor"),
     "run undefined": (_run_never_defined, "codegen/host/src", "defined in none of the sources"),

@@ -297,7 +297,9 @@ def _caller_pools(member: str, text: str, prefix: str) -> Tuple[CallerPool, ...]
                 f"pool {field}",
                 f"needs exactly one of {named}_WORKSPACE_POOL_SIZE and {named}_CONSTANT_POOL_SIZE",
             )
-        pool = CallerPool(field, workspace if constant is None else constant, constant is not None)
+        size = constant if constant is not None else workspace
+        assert size is not None  # exactly one of them was stated
+        pool = CallerPool(field, size, constant is not None)
         if pool.constant and _define_line(text, pool.data_macro(prefix)) is None:
             raise AotError(member, pool.data_macro(prefix), "missing: the constant pool's bytes")
         if pool.size > MAX_SIZE_BYTES:

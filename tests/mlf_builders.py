@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from project_api.read.aot import sanitize
+from project_api.read.ctext import sanitize
 from project_api.read.params import save_params
 
 Files = Dict[str, bytes]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import random
 import shutil
 import subprocess
@@ -19,19 +20,23 @@ from pathlib import Path
 from typing import Callable, List
 
 import pytest
+from aot_pool_builders import pool_form_files
 from mlf_builders import (
+    aot_files,
     dmlc_string,
     mblob,
     mblob_c_source,
     mlf_files,
     small_graph,
     small_params,
+    write_dir,
     write_tar,
 )
 
 from project_api.errors import MlfProjectError
 from project_api.read import Graph, load_params, open_archive, save_params
 from project_api.read.mblob import MblobError, inspect_artifact, parse_mblob
+from project_api.read.relay import result_shapes
 from project_api.transport.frames import FrameDecoder, encode_frame
 
 ROUNDS = 1500
@@ -94,6 +99,42 @@ def test_metadata_and_archive_reader(tmp_path: Path) -> None:
             pass
 
     only_our_errors(parse, mutations(raw, rounds=300))
+
+
+def test_relay_result_shapes() -> None:
+    """Mutated Relay text: the result tracer gives a shape of the right size, or None."""
+    text = (
+        b"def @main(%x: Tensor[(1, 64), int8], %w: Tensor[(12, 64), int8]) {\n"
+        b"  %1 = reshape(%x, newshape=[-1, 64]);\n"
+        b'  %2 = qnn.dense(%1, %w, 0, 0, 1f, 1f, units=12, out_dtype="int32");\n'
+        b"  %3 = (nn.softmax(%2), reshape(%x, newshape=[8, -1]));\n"
+        b"  nn.relu(%2)\n}\n"
+    )
+
+    def parse(data: bytes) -> None:
+        for shape in result_shapes(data.decode("utf-8", "replace"), [12]):
+            assert shape is None or math.prod(shape) == 12
+
+    only_our_errors(parse, mutations(text))
+
+
+@pytest.mark.parametrize("form", ["header", "caller_pool", "packed_usmp"])
+def test_aot_interface_reader(form: str, tmp_path: Path) -> None:
+    """Mutated AOT headers and entry-point sources inside an otherwise valid archive."""
+    files = aot_files() if form == "header" else pool_form_files(form)
+    member = next(
+        m for m in files if m.endswith(".h" if form != "packed_usmp" else "_lib0.c")
+        and "codegen" in m
+    )  # fmt: skip
+
+    def parse(data: bytes) -> None:
+        root = tmp_path / "a"
+        shutil.rmtree(root, ignore_errors=True)
+        write_dir(root, {**files, member: data})
+        with open_archive(root) as archive:
+            archive.model()
+
+    only_our_errors(parse, mutations(files[member], rounds=300))
 
 
 def test_tar_container(tmp_path: Path) -> None:

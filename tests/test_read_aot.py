@@ -12,7 +12,8 @@ from mlf_builders import Files, aot_files, aot_header, with_json, write_dir
 from project_api.cli import main
 from project_api.errors import AotError
 from project_api.read import TensorSpec, open_archive
-from project_api.read.aot import main_signature, sanitize
+from project_api.read.ctext import sanitize
+from project_api.read.relay import main_signature
 
 HEADER = "codegen/host/include/tvmgen_default.h"
 
@@ -200,7 +201,7 @@ def test_every_rule_has_a_fixture() -> None:
 
 def test_names_are_sanitized_bytewise_as_tvm_does() -> None:
     """TVM's SanitizeName turns every byte that is not an ASCII letter or digit into '_'."""
-    from project_api.read.aot import sanitize
+    from project_api.read.ctext import sanitize
 
     assert sanitize("my-model") == "my_model"
     assert sanitize("modèle") == "mod__le"  # è is two bytes of UTF-8

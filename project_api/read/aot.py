@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import AotError
-from .dtypes import UnknownDTypeError, parse_dtype
+from .ctext import sanitize, strip_comments
 from .graph import MAX_TENSOR_BYTES as MAX_SIZE_BYTES
 from .model import TensorSpec
+from .relay import apply_relay
 
 INTERFACES = ("c", "packed")
 INCLUDE_DIR = "codegen/host/include"
@@ -55,17 +56,9 @@ _STATIC_POOL_RE = re.compile(
     r"__attribute__\s*\(\(\s*section\s*\(\s*\"(\.bss\.noinit[^\"]{0,200})\"\s*\)[^;{]{0,200}?\)\)\s*"
     r"static\s+u?int8_t\s+(\w+)\s*\[\s*(\d+)\s*\]\s*;"
 )
-_TENSOR_RE = re.compile(r"Tensor\[\(([^()]*)\),\s*([A-Za-z0-9_]+)\]")
 _INTEGER_RE = re.compile(
     r"(0[xX][0-9A-Fa-f]+|0[0-7]*|[1-9][0-9]*)(?:[uU](?:ll|LL|[lL])?|(?:ll|LL|[lL])[uU]?)?"
 )
-_PARAM_RE = re.compile(r"%([^\s:,()]+)\s*:\s*Tensor\[\(([^()]*)\),\s*([A-Za-z0-9_]+)\]")
-
-
-def sanitize(name: str) -> str:
-    """A name as TVM's code generator spells it in C identifiers: every byte of its UTF-8
-    that is not an ASCII letter or digit becomes '_' (two for 'è')."""
-    return "".join(c if c.isascii() and c.isalnum() else "_" * len(c.encode()) for c in name)
 
 
 @dataclass(frozen=True)
@@ -195,7 +188,7 @@ def read_aot(
     relay_member = f"{RELAY_DIR}/{name}.relay"
     relay = root / relay_member
     if relay.is_file():
-        ins, outs = _apply_relay(relay_member, relay.read_text(errors="replace"), ins, outs)
+        ins, outs = apply_relay(relay_member, relay.read_text(errors="replace"), ins, outs)
     if entry.interface == "packed":
         outs = _packed_output_shapes(texts.values(), outs)
     return entry, ins, outs
@@ -430,23 +423,6 @@ def _table_body(text: str, opening: str) -> Optional[str]:
     return None if end < 0 else text[start.end() : end]
 
 
-def strip_comments(text: str) -> str:
-    """``text`` without its ``/* */`` comments, in one pass (a regex would go quadratic on
-    many unclosed ones)."""
-    pieces, at = [], 0
-    while True:
-        start = text.find("/*", at)
-        if start < 0:
-            break
-        end = text.find("*/", start + 2)
-        pieces.append(text[at:start])
-        if end < 0:
-            return "".join(pieces)
-        at = end + 2
-    pieces.append(text[at:])
-    return "".join(pieces)
-
-
 def _packed_order(
     texts: Iterable[str], inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]
 ) -> Tuple[List[TensorSpec], List[TensorSpec]]:
@@ -471,76 +447,6 @@ def _reshaped(spec: TensorSpec, shape: Tuple[int, ...]) -> TensorSpec:
     if shape and math.prod(shape) == math.prod(spec.shape):
         return TensorSpec(spec.name, shape, spec.dtype)
     return spec
-
-
-# --- shapes from Relay ------------------------------------------------------------------
-
-
-def main_signature(text: str) -> Tuple[Dict[str, Tuple[Tuple[int, ...], str]], List[tuple]]:
-    """``@main``'s parameters {name: (shape, dtype)} and its result tensors [(shape, dtype)]
-    (empty when the result type is not written)."""
-    text = strip_comments(text)
-    start = text.find("def @main(")
-    if start < 0:
-        return {}, []
-    depth, index = 0, start
-    for index in range(start + len("def @main"), len(text)):
-        if text[index] == "(":
-            depth += 1
-        elif text[index] == ")":
-            depth -= 1
-            if depth == 0:
-                break
-    params_text = text[start:index]
-    rest = text[index + 1 : text.find("{", index)]
-    params = {name: (_dims(dims), dtype) for name, dims, dtype in _PARAM_RE.findall(params_text)}
-    results = []
-    if "->" in rest:
-        results = [(_dims(d), t) for d, t in _TENSOR_RE.findall(rest.split("->", 1)[1])]
-    return params, results
-
-
-def _dims(text: str) -> Tuple[int, ...]:
-    parts = [part.strip() for part in text.split(",") if part.strip()]
-    return tuple(int(part) if part.isdigit() else -1 for part in parts)
-
-
-def _apply_relay(
-    member: str, text: str, inputs: List[TensorSpec], outputs: List[TensorSpec]
-) -> Tuple[List[TensorSpec], List[TensorSpec]]:
-    params, results = main_signature(text)
-    by_c_name = {sanitize(name): value for name, value in params.items()}
-    shaped_in = []
-    for spec in inputs:
-        found = params.get(spec.name) or by_c_name.get(sanitize(spec.name))
-        shaped_in.append(_relay_spec(member, spec, found, f"@main parameter %{spec.name}"))
-    shaped_out = list(outputs)
-    if len(results) == len(outputs):
-        shaped_out = [
-            _relay_spec(member, spec, found, f"@main result {i}")
-            for i, (spec, found) in enumerate(zip(outputs, results))
-        ]
-    return shaped_in, shaped_out
-
-
-def _relay_spec(member: str, spec: TensorSpec, found: Optional[tuple], where: str) -> TensorSpec:
-    if found is None:
-        return spec
-    shape, dtype = found
-    if any(dim < 0 for dim in shape):
-        return spec  # a dynamic dimension: keep the flat size metadata gives
-    try:
-        itemsize = parse_dtype(dtype).itemsize
-    except UnknownDTypeError as err:
-        raise AotError(member, where, str(err)) from None
-    if parse_dtype(dtype) != parse_dtype(spec.dtype) or itemsize * math.prod(shape) != spec.nbytes:
-        raise AotError(
-            member,
-            where,
-            f"is {dtype}{list(shape)} but metadata.json says {spec.name} is {spec.nbytes} "
-            f"bytes of {spec.dtype}",
-        )
-    return TensorSpec(spec.name, shape, spec.dtype)
 
 
 # --- USMP pools ----------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Set
 
 from ..errors import AotError, GraphError
-from .aot import sanitize, strip_comments
+from .ctext import sanitize, strip_comments
 from .graph_runtime import PSEUDO_FUNCTIONS
 
 if TYPE_CHECKING:

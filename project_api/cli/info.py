@@ -86,6 +86,10 @@ def describe_model(model: Model) -> List[str]:
         lines += _aot_lines(model.aot.describe())
     elif model.graph is None:
         lines.append(f"  note: {model.executor} model, no graph executor configuration")
+    if model.arm_dsp:
+        lines.append(
+            "  note: its C calls Arm DSP intrinsics (arm_acle.h): Cortex-M boards with DSP only"
+        )
     return lines
 
 

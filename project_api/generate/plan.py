@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
-from ..boards import Board
+from ..boards import Board, list_boards
 from ..errors import GenerateError, UnsupportedModelError
 from ..options import GRAPH_FORMATS
 from ..read import Archive, Model
@@ -214,6 +214,7 @@ def _plan_models(
     if opts.get("qemu_icount") and not board.is_qemu:
         raise GenerateError(f"option qemu_icount applies to QEMU boards, not {board.name}")
     models = choose_models(archive, model)
+    _check_cpu(models, board)
     ptype.check(models, opts)
     plans: List[ModelPlan] = []
     ptr = pointer_bytes(board)
@@ -271,6 +272,24 @@ def _plan_models(
             hint="leave the option out for AOT archives",
         )
     return plans
+
+
+def _check_cpu(models: Sequence[Model], board: Board) -> None:
+    """A model whose C calls Arm DSP intrinsics builds only for a core that has them."""
+    if board.cpu is not None and board.cpu.dsp:
+        return
+    for model in models:
+        if model.arm_dsp:
+            targets = ", ".join(model.targets) or "its target"
+            core = f"a {board.cpu.mcpu}" if board.cpu is not None else "the host's CPU"
+            fitting = [b.name for b in list_boards() if b.cpu is not None and b.cpu.dsp]
+            raise GenerateError(
+                f"model {model.name!r} calls Arm DSP intrinsics (its C includes arm_acle.h: "
+                f"TVM's Cortex-M micro-kernels for {targets}); board {board.name} has {core} "
+                "without the DSP extension",
+                hint="choose a board with DSP (" + ", ".join(fitting) + "), or build the "
+                "model again for a target without -mcpu",
+            )
 
 
 def _rename_shared_symbols(plans: Sequence[ModelPlan]) -> None:

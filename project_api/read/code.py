@@ -31,6 +31,7 @@ SRC_DIR = "codegen/host/src"
 # A parameter list (one level of nested parentheses allowed), then the body's opening brace.
 _PARAMETERS = r"\((?:[^;{}()]|\([^;{}()]*\))*\)"
 _DEFINITION_RE = re.compile(rf"\b([A-Za-z_]\w*)\s*{_PARAMETERS}\s*\{{")
+_ARM_ACLE_RE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]arm_acle\.h[>\"]", re.MULTILINE)
 
 
 def is_junk(name: str) -> bool:
@@ -56,13 +57,21 @@ def _listing(model: Model) -> str:
     return f"{SRC_DIR} ({names})"
 
 
-def require_graph_functions(model: Model) -> None:
+def uses_arm_dsp(texts: Iterable[str]) -> bool:
+    """Whether the C includes ``<arm_acle.h>``: TVM's Cortex-M micro-kernels (targets with
+    ``-mcpu=cortex-m4`` and other DSP cores) call its DSP intrinsics unguarded, so the code
+    builds only for an Arm core with the DSP extension."""
+    return any(_ARM_ACLE_RE.search(text) for text in texts)
+
+
+def require_graph_functions(model: Model, texts: Mapping[Path, str]) -> None:
     """Every function a graph node calls (``__nop``/``__copy`` aside) is defined in the
-    model's C; nothing is checked when the model also has object files."""
+    model's C (``texts``, by path); nothing is checked when the model also has object
+    files."""
     graph = model.graph
     if graph is None or model.objects:
         return
-    defined = defined_functions(read_texts(model.sources).values())
+    defined = defined_functions(texts.values())
     for nid, node in graph.op_nodes():
         func = node.func_name
         if func not in PSEUDO_FUNCTIONS and func not in defined:

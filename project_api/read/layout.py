@@ -22,6 +22,7 @@ from .code import (
     read_texts,
     require_aot_functions,
     require_graph_functions,
+    uses_arm_dsp,
 )
 from .dtypes import UnknownDTypeError, dtype_from_numpy, parse_dtype
 from .graph import Graph
@@ -85,12 +86,13 @@ def _build_model(root: Path, version: int, meta: ModelMetadata, multi: bool) -> 
     model.params_member = _params_member(root, meta, required=meta.executor == "graph")
     if model.params_member:
         model.params = load_params(root / model.params_member, member=model.params_member)
+    texts = read_texts(model.sources)  # read once, for every check below
+    model.arm_dsp = uses_arm_dsp(texts.values())
     if meta.executor == "graph":
         _attach_graph(model, root, version, meta)
-        require_graph_functions(model)
+        require_graph_functions(model, texts)
     else:
         inputs, outputs = _aot_io(meta)
-        texts = read_texts(model.sources)  # read once: the entry point's and the check's
         model.aot, model.inputs, model.outputs = read_aot(
             root, meta.name, texts, inputs, outputs, meta.workspace_bytes
         )

@@ -64,6 +64,7 @@ class Model:
     external_dependencies: List[dict] = field(default_factory=list)
     metadata_functions: List[str] = field(default_factory=list)
     aot: Optional[Any] = None  # read.aot.AotEntry for AOT models: how the firmware calls them
+    arm_dsp: bool = False  # its C calls Arm DSP intrinsics (arm_acle.h): DSP cores only
 
     @property
     def params_path(self) -> Optional[Path]:
@@ -129,6 +130,7 @@ class Model:
             "operator_functions": self.operator_functions,
             "external_dependencies": list(self.external_dependencies),
             "aot": self.aot.describe() if self.aot is not None else None,
+            "arm_dsp": self.arm_dsp,
             "graph": self.graph_member,
             "params": self.params_member,
             "sources": [str(path.relative_to(self.root)) for path in self.sources],

@@ -17,6 +17,7 @@ from project_api.driver import Project
 from project_api.errors import GenerateError
 from project_api.modelgen import compare_outputs
 from project_api.read import open_archive
+from project_api.read.code import uses_arm_dsp
 
 LIB1 = "codegen/host/src/default_lib1.c"
 X = np.array([[1.0, 2.5, -3.0, 4.0]], dtype=np.float32)
@@ -44,6 +45,20 @@ def test_dsp_code_is_noticed(tmp_path: Path, capsys: pytest.CaptureFixture) -> N
         assert not opened.model().arm_dsp
     assert main(["info", str(archive)]) == 0
     assert "Arm DSP intrinsics" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "text, calls",
+    [
+        ("#include <stdint.h>\n#include <arm_acle.h>\n", True),
+        ("#ifndef ARM_CPU_INTRINSICS_EXIST\n#endif\n#include <arm_acle.h>\n", True),
+        ("/*\n#include <arm_acle.h>\n*/\n", False),
+        ("#if defined(__ARM_FEATURE_DSP)\n#include <arm_acle.h>\n#endif\n", False),
+        ('#ifdef __arm__\n#  include "arm_acle.h"\n#endif\n', False),
+    ],
+)
+def test_only_unguarded_includes_count(text: str, calls: bool) -> None:
+    assert uses_arm_dsp([text]) is calls
 
 
 @pytest.mark.parametrize("board", ["host", "qemu-mps2-an385"])

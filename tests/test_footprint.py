@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, Tuple
 
 import pytest
+from aot_pool_builders import pool_form_files
 from conftest import have_tool
 from mlf_builders import aot_files, write_dir
 
@@ -422,3 +423,19 @@ def test_aot_linked_pools_and_constants(usmp_archive: Path, tmp_path: Path) -> N
         explained = sum(linked.split.get(bucket, {}).values())
         assert 0 <= explained - linked.totals.get(bucket, 0) <= 64, bucket
     assert report.to_json()["model_pools_bytes"] == 32
+
+
+@requires_arm_gcc
+def test_pools_given_by_the_firmware_are_placed_and_counted(tmp_path: Path) -> None:
+    """The workspace pool the adapter defines is linked with USMP's (.noinit, "model pools"),
+    the constant pool lands in flash as the model's, and the fit check counts it."""
+    archive = write_dir(tmp_path / "c.mlf", pool_form_files("constant_pool"))
+    project = Project.generate(archive, tmp_path / "p", board="qemu-mps2-an385")
+    assert project.info["fit"]["flash"]["items"]["model constant pools"] == 4
+    project.build()
+    report = project_footprint(project, estimate=True)
+    linked = report.linked
+    assert linked is not None
+    assert linked.category_bytes("pools", (".bss",)) == 64 == report.model_pools_bytes
+    assert report.planned_ram["model pools"] == 64
+    assert linked.category_bytes("graph", (".rodata",)) < 512  # the pool is not graph tables

@@ -9,7 +9,7 @@ import pytest
 from conftest import corpus_archive, corpus_case
 
 from project_api.read import open_archive
-from project_api.read.relay import result_shapes
+from project_api.read.relay import main_signature, result_shapes
 
 SIGNATURE = (
     "def @main(%x: Tensor[(1, 49, 10, 1), int8] /* span=x:0:0 */, %w: Tensor[(12, 64), int8]"
@@ -67,10 +67,30 @@ def test_tuple_results_each_followed() -> None:
     assert result_shapes(text, [490]) == [None]  # a tuple of two for one output
 
 
-def test_long_chains_are_bounded() -> None:
+def test_long_chains_are_followed() -> None:
     lines = [f"%{i} = nn.relu(%{i - 1});" for i in range(1, 20_000)]
     text = relay("%0 = reshape(%x, newshape=[490]);", *lines, "nn.relu(%19999)")
-    assert result_shapes(text, [490]) == [None]  # gave up after 10,000 steps
+    assert result_shapes(text, [490]) == [(490,)]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "%0 = " + " " * 100_000 + "x\n  %0",  # a let without its ';'
+        "%0 = nn.relu(%0, " + ", ".join(["1"] * 100_000) + ");\n  %0",  # a cycle, long operands
+        "nn.relu(" * 50_000 + "%x" + ")" * 50_000,  # deep nesting
+        "nn.dense(reshape(%x, newshape=[1, 490]), %w, units=\u00b2)",  # not an ASCII number
+        "nn.dense(reshape(%x, newshape=[1, 490]), %w, units=" + "9" * 5000 + ")",
+    ],
+)
+def test_hostile_text_gives_no_shape(body: str) -> None:
+    """Each of these took minutes to hours when the tracer was quadratic (or cubic: the let
+    pattern); now each reads its text a bounded number of times."""
+    assert result_shapes(relay(body), [490]) == [None]
+
+
+def test_parameters_read_in_linear_time() -> None:
+    assert main_signature("def @main(" + "%a" * 200_000 + ") {\n}\n") == ({}, [])
 
 
 def test_no_main_or_no_body() -> None:

@@ -159,8 +159,10 @@ def classify(obj: str, section: str) -> str:
         if base.startswith("samples_") and ".S." in base:
             return "samples"
         if base.startswith("model_"):
+            if section.startswith(".bss.noinit"):
+                return "pools"  # workspace pools the model takes from its caller
             if section.startswith(".rodata"):
-                return "graph"
+                return "model" if "_aot_pool_" in section else "graph"  # constant pools
             return _static_category(section, _MODEL_STATICS)
         if base.startswith("main."):
             return _static_category(section, _MAIN_STATICS)

@@ -327,6 +327,8 @@ def memory_fit(
         if plan.parse_bytes:
             ram[f"{tag}graph tables"] = plan.parse_bytes
         flash[f"{tag}params"] = len(plan.params_blob)
+        for what, size in plan.kind.flash_items(plan.model).items():
+            flash[f"{tag}{what}"] = size
         if plan.graph_json:
             flash[f"{tag}graph.json"] = len(plan.graph_json)
         if plan.tables_flash_bytes:

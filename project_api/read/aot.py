@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import AotError
+from .code import SRC_DIR
 from .ctext import sanitize, strip_comments
 from .graph import MAX_TENSOR_BYTES as MAX_SIZE_BYTES
 from .model import TensorSpec
@@ -164,9 +165,9 @@ def read_aot(
         mapping = (f"{prefix}_map_inputs", f"{prefix}_map_outputs") if entry.io_in_pools else ()
         for function in (entry.run_function, *mapping):
             _require_definition(texts, function, header_member)
-    elif _defines_packed_main(texts.values(), prefix) or _packed_run(texts.values(), prefix):
+    elif (packed := _packed_run(texts, prefix)) or _defines_packed_main(texts.values(), prefix):
         ins, outs = _packed_order(texts.values(), inputs, outputs)
-        run_params, slots = _packed_run(texts.values(), prefix) or ("", 0)
+        run_params, slots = packed or ("", 0)
         entry = AotEntry(
             "packed", prefix, None, (), (), metadata_workspace, pools,
             packed_run=run_params, packed_slots=max(slots, len(ins) + len(outs)),
@@ -380,20 +381,32 @@ def _defines_packed_main(texts: Iterable[str], prefix: str) -> bool:
     return any(pattern.search(text) for text in texts)
 
 
-def _packed_run(texts: Iterable[str], prefix: str) -> Optional[Tuple[str, int]]:
+def _packed_run(texts: Mapping[Path, str], prefix: str) -> Optional[Tuple[str, int]]:
     """``tvmgen_<mod>_run`` in the packed calling convention: its parameter list as written and
     how many arguments it hands ``__tvm_main__`` (``TVMValue tensors[N]``; 0 when it unpacks
-    them itself)."""
+    them itself). TVM leaves the slots of pools the caller should give unfilled: refused."""
     pattern = re.compile(
         rf"\bint32_t\s+{prefix}_run\s*\(((?:TVMValue|void)\s*\*\s*args\s*,[^;{{()]*)\)\s*\{{"
     )
-    for text in texts:
+    for path, text in texts.items():
         match = pattern.search(text)
         if match is None:
             continue
-        body = text[match.end() : text.find("return", match.end())]
-        slots = re.search(r"\bTVMValue\s+tensors\s*\[\s*(\d+)\s*\]", body)
-        return " ".join(match.group(1).split()), int(slots.group(1)) if slots else 0
+        end = text.find("return", match.end())
+        body = text[match.end() : end if end >= 0 else match.end() + 4096]
+        declared = re.search(r"\bTVMValue\s+tensors\s*\[\s*(\d+)\s*\]", body)
+        slots = int(declared.group(1)) if declared else 0
+        filled = set(re.findall(r"\btensors\s*\[\s*(\d+)\s*\]\s*=", body))
+        if len(filled) < slots:
+            raise AotError(
+                f"{SRC_DIR}/{path.name}",
+                f"{prefix}_run",
+                f"hands __tvm_main__ {slots} arguments but sets only {len(filled)}: the model "
+                "takes workspace pools from its caller, which TVM's packed interface never "
+                "passes",
+                hint="build with interface-api=c and unpacked-api=1 to give the pools",
+            )
+        return " ".join(match.group(1).split()), slots
     return None
 
 

@@ -31,7 +31,7 @@ SRC_DIR = "codegen/host/src"
 # A parameter list (one level of nested parentheses allowed), then the body's opening brace.
 _PARAMETERS = r"\((?:[^;{}()]|\([^;{}()]*\))*\)"
 _DEFINITION_RE = re.compile(rf"\b([A-Za-z_]\w*)\s*{_PARAMETERS}\s*\{{")
-_ARM_ACLE_RE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"]arm_acle\.h[>\"]", re.MULTILINE)
+_DIRECTIVE_RE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|endif|include)\b(.*)$")
 
 
 def is_junk(name: str) -> bool:
@@ -58,10 +58,27 @@ def _listing(model: Model) -> str:
 
 
 def uses_arm_dsp(texts: Iterable[str]) -> bool:
-    """Whether the C includes ``<arm_acle.h>``: TVM's Cortex-M micro-kernels (targets with
-    ``-mcpu=cortex-m4`` and other DSP cores) call its DSP intrinsics unguarded, so the code
-    builds only for an Arm core with the DSP extension."""
-    return any(_ARM_ACLE_RE.search(text) for text in texts)
+    """Whether the C includes ``<arm_acle.h>`` outside any ``#if`` about the Arm target:
+    TVM's Cortex-M micro-kernels (targets with ``-mcpu=cortex-m4`` and other DSP cores) call
+    its DSP intrinsics unguarded, so the code builds only for an Arm core with the DSP
+    extension."""
+    return any("arm_acle.h" in text and _unguarded_acle(strip_comments(text)) for text in texts)
+
+
+def _unguarded_acle(text: str) -> bool:
+    open_conditions: List[bool] = []  # per open #if: whether it is about the Arm target
+    for line in text.splitlines():
+        directive = _DIRECTIVE_RE.match(line)
+        if directive is None:
+            continue
+        word, rest = directive.groups()
+        if word.startswith("if"):
+            open_conditions.append("__ARM" in rest or "__arm" in rest)
+        elif word == "endif" and open_conditions:
+            open_conditions.pop()
+        elif word == "include" and "arm_acle.h" in rest and not any(open_conditions):
+            return True
+    return False
 
 
 def require_graph_functions(model: Model, texts: Mapping[Path, str]) -> None:

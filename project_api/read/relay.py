@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from ..errors import AotError
 from .ctext import sanitize, strip_comments
@@ -21,9 +21,9 @@ from .dtypes import UnknownDTypeError, parse_dtype
 from .model import TensorSpec
 
 Shape = Tuple[int, ...]
-_PARAM_RE = re.compile(r"%([^\s:,()]+)\s*:\s*Tensor\[\(([^()]*)\),\s*([A-Za-z0-9_]+)\]")
+_PARAM_RE = re.compile(r"%([^\s:,()%]+)\s*:\s*Tensor\[\(([^()]*)\),\s*([A-Za-z0-9_]+)\]")
 _TENSOR_RE = re.compile(r"Tensor\[\(([^()]*)\),\s*([A-Za-z0-9_]+)\]")
-_LET_RE = re.compile(r"^\s*(%[\w.]+)\s*=\s*(.*?)\s*;\s*$")
+_LET_RE = re.compile(r"\s*(%[\w.]+)\s*=")
 _CALL_RE = re.compile(r"^([A-Za-z_][\w.]*)\((.*)\)$", re.DOTALL)
 # Operators whose result has their first operand's shape.
 _SAME_SHAPE = frozenset(
@@ -34,7 +34,9 @@ _SAME_SHAPE = frozenset(
     )
 )  # fmt: skip
 _DENSE = frozenset(("nn.dense", "qnn.dense"))
-_MAX_STEPS = 10_000  # expressions followed back, at most (the text is untrusted)
+# The tracer reads at most this many times the text's length (the text is untrusted: deep
+# nesting or long operand lists must not make it quadratic).
+_WORK_PER_CHAR = 4
 
 
 def main_signature(text: str) -> Tuple[Dict[str, Tuple[Shape, str]], List[tuple]]:
@@ -71,7 +73,12 @@ def _signature_span(text: str) -> Tuple[int, int]:
 
 def _dims(text: str) -> Shape:
     parts = [part.strip() for part in text.split(",") if part.strip()]
-    return tuple(int(part) if part.isdigit() else -1 for part in parts)
+    return tuple(int(part) if _is_number(part) else -1 for part in parts)
+
+
+def _is_number(text: str) -> bool:
+    """ASCII digits, few enough for int() (which refuses other digits and 4,300 of them)."""
+    return text.isascii() and text.isdigit() and len(text) <= 18
 
 
 def result_shapes(text: str, elements: List[int]) -> List[Optional[Shape]]:
@@ -87,8 +94,9 @@ def result_shapes(text: str, elements: List[int]) -> List[Optional[Shape]]:
     result = ""
     for line in body:
         match = _LET_RE.match(line)
-        if match:
-            lets[match.group(1)] = match.group(2)
+        value = line[match.end() :].rstrip() if match else ""
+        if match and value.endswith(";"):
+            lets[match.group(1)] = value[:-1].strip()
         elif line.strip() == "}":
             break
         elif line.strip():
@@ -97,35 +105,42 @@ def result_shapes(text: str, elements: List[int]) -> List[Optional[Shape]]:
     exprs = parts if len(elements) > 1 else [result]
     if len(exprs) != len(elements):
         return [None] * len(elements)
-    tracer = _Tracer(lets, params)
+    tracer = _Tracer(lets, params, _WORK_PER_CHAR * len(text))
     return [tracer.shape(expr, count) for expr, count in zip(exprs, elements)]
 
 
 class _Tracer:
-    def __init__(self, lets: Dict[str, str], params: Dict[str, Shape]) -> None:
+    def __init__(self, lets: Dict[str, str], params: Dict[str, Shape], budget: int) -> None:
         self.lets = lets
         self.params = params
-        self.steps = 0
+        self.budget = budget  # characters it may still read
 
     def shape(self, expr: str, elements: int) -> Optional[Shape]:
         """The shape of ``expr`` when its ``elements`` make one; else None."""
         shape = self._shape(expr.strip(), elements)
         return shape if shape is not None and math.prod(shape) == elements else None
 
-    def _step(self, expr: str) -> Tuple[str, List[str]]:
+    def _step(self, expr: str, seen: Set[str]) -> Tuple[str, List[str]]:
         """One step back: (op, operands) of the call ``expr`` is, ("let", [its value]) for a
-        let-bound variable, ("param", []) for a parameter of @main, ("", []) otherwise."""
-        self.steps += 1
+        let-bound variable, ("param", []) for a parameter of @main, ("", []) otherwise (and
+        when the budget is spent or a variable comes round again)."""
+        self.budget -= len(expr) + 1
+        if self.budget < 0:
+            return "", []
         if expr in self.params:
             return "param", []
         if expr in self.lets:
-            return "let", [self.lets[expr].strip()]
+            if expr in seen:
+                return "", []
+            seen.add(expr)
+            return "let", [self.lets[expr]]
         match = _CALL_RE.match(expr)
         return (match.group(1), _split_args(match.group(2))) if match else ("", [])
 
     def _shape(self, expr: str, elements: int) -> Optional[Shape]:
-        while self.steps < _MAX_STEPS:
-            op, parts = self._step(expr)
+        seen: Set[str] = set()
+        while True:
+            op, parts = self._step(expr, seen)
             if op == "param":
                 return self.params[expr]
             if (op == "let" or op in _SAME_SHAPE) and parts:
@@ -136,12 +151,11 @@ class _Tracer:
                 return self._dense(parts, elements)
             else:
                 return None
-        return None
 
     def _dense(self, parts: List[str], elements: int) -> Optional[Shape]:
         units = _attribute(parts, "units")
         weight = self.params.get(parts[1].strip())
-        if units is None or not units.isdigit():
+        if units is None or not _is_number(units):
             units = str(weight[0]) if weight and len(weight) == 2 and weight[0] > 0 else None
         if units is None or int(units) <= 0 or elements % int(units) != 0:
             return None
@@ -151,8 +165,9 @@ class _Tracer:
 
     def _rank(self, expr: str) -> Optional[int]:
         expr = expr.strip()
-        while self.steps < _MAX_STEPS:
-            op, parts = self._step(expr)
+        seen: Set[str] = set()
+        while True:
+            op, parts = self._step(expr, seen)
             if op == "param":
                 return len(self.params[expr])
             if (op == "let" or op in _DENSE or op in _SAME_SHAPE) and parts:
@@ -162,7 +177,6 @@ class _Tracer:
                 return len(_split_args(newshape[1:-1])) if newshape else None
             else:
                 return None
-        return None
 
 
 def _newshape(parts: List[str], elements: int) -> Optional[Shape]:

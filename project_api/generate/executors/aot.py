@@ -74,6 +74,10 @@ class AotExecutor(ExecutorKind):
         pools = aot_entry(model).pool_ram_bytes
         return {"model pools (USMP)": pools} if pools else {}
 
+    def flash_items(self, model: Model) -> Dict[str, int]:
+        constants = sum(pool.size for pool in aot_entry(model).caller_pools if pool.constant)
+        return {"model constant pools": constants} if constants else {}
+
     def describe(self, model: Model) -> Dict[str, Any]:
         return {"executor": self.name, **aot_entry(model).describe()}
 

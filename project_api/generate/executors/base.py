@@ -58,6 +58,10 @@ class ExecutorKind:
         """RAM the model's own C reserves (beyond arena, workspace, state), by name."""
         return {}
 
+    def flash_items(self, model: Model) -> Dict[str, int]:
+        """Flash the generator adds for the model beyond params and graph, by name."""
+        return {}
+
     def describe(self, model: Model) -> Dict[str, Any]:
         """What project.json records about the kind."""
         return {"executor": self.name}

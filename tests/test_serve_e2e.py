@@ -71,8 +71,9 @@ def assert_matches_reference(outputs: Dict[str, np.ndarray], reference: Any) -> 
             np.testing.assert_array_equal(got, want, err_msg=key)
 
 
-# A graph archive, and an AOT one (interface c, shapes from its Relay text).
-ARCHIVES = ["mlp_default.tar", "aot/mnist8_aot.tar"]
+# A graph archive, and AOT ones (interface c): shapes from the Relay result type (mnist), or
+# followed back from the result expression where TVM wrote none (KWS, from TFLite).
+ARCHIVES = ["mlp_default.tar", "aot/mnist8_aot.tar", "aot/kws_int8_aot_usmp.tar"]
 
 
 @pytest.mark.parametrize("member", ARCHIVES)

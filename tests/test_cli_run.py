@@ -263,3 +263,30 @@ def test_a_standalone_mismatch_is_said_in_the_text_report(
         f"sample_inputs={tmp_path / 'samples.npz'}",
     )  # fmt: skip
     assert status == 1 and "standalone check: mismatch" in out, (out, err)
+
+
+def test_standalone_run_of_an_archive_directory_takes_npz_and_npy(
+    capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    """An archive given as a directory is an archive, not a generated project: its --input
+    becomes the embedded sample; a .npy is the one input of a one-input model."""
+    import tarfile
+
+    model = catalog()["mlp"]()
+    with tarfile.open(model.write(tmp_path / "mlp.tar")) as tar:
+        tar.extractall(tmp_path / "mlp", filter="data")
+    inputs = model.sample_inputs()
+    np.savez(tmp_path / "in.npz", **inputs)
+    np.save(tmp_path / "in.npy", inputs["x"])
+    for given in ("in.npz", "in.npy"):
+        status, out, err = cli(
+            capsys, "run", tmp_path / "mlp", "--project-type", "standalone",
+            "--input", tmp_path / given, "--output", tmp_path / "out.npz",
+        )  # fmt: skip
+        assert status == 0, err
+        assert compare_outputs(dict(np.load(tmp_path / "out.npz")), model.reference(inputs)) == []
+    two = catalog()["scalar"]().write(tmp_path / "scalar.tar")
+    status, _, err = cli(
+        capsys, "run", two, "--project-type", "standalone", "--input", tmp_path / "in.npy"
+    )
+    assert status == 2 and "a .npy holds one array" in err and "Traceback" not in err

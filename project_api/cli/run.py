@@ -91,7 +91,8 @@ class RunCommand(Command):
         check_labgrid(args)
         progress = ProgressPrinter(prefix="")
         with contextlib.ExitStack() as stack:
-            if target.is_dir() and is_generated_project(target):
+            generated = target.is_dir() and is_generated_project(target)
+            if generated:
                 project = Project.open(target)
                 _check_same(project, args, options)
             else:
@@ -112,7 +113,7 @@ class RunCommand(Command):
             planned = None
             if project.project_type == "host_driven":
                 planned = _plan_inputs(project, args)  # before building: fail fast
-            elif args.input and target.is_dir():
+            elif args.input and generated:  # not an archive given as a directory
                 raise InputError(
                     f"{project.dir} is a standalone project: its inputs were embedded when it "
                     "was generated",

@@ -77,12 +77,25 @@ def le_bytes(array: np.ndarray) -> bytes:
     return array.tobytes()
 
 
-def load_npz(path: Any) -> Dict[str, np.ndarray]:
+def load_npz(path: Any, npy_name: Optional[str] = None) -> Dict[str, np.ndarray]:
+    """The arrays of an .npz by key; a .npy's one array keyed ``npy_name`` (the model's only
+    input), refused when there is none."""
     try:
-        with np.load(str(path), allow_pickle=False) as data:
-            return {key: np.asarray(data[key]) for key in data.files}
+        loaded = np.load(str(path), allow_pickle=False)
     except FileNotFoundError:
         raise GenerateError(f"sample inputs {path}: no such file") from None
+    except (OSError, ValueError, zipfile.BadZipFile) as err:
+        raise GenerateError(f"sample inputs {path}: not a readable .npz file ({err})") from None
+    if isinstance(loaded, np.ndarray):  # a .npy: one array
+        if npy_name is None:
+            raise GenerateError(
+                f"sample inputs {path}: a .npy holds one array; give an .npz keyed by input "
+                "name (and output0..N-1 for expected outputs)"
+            )
+        return {npy_name: loaded}
+    try:
+        with loaded as data:
+            return {key: np.asarray(data[key]) for key in data.files}
     except (OSError, ValueError, zipfile.BadZipFile) as err:
         raise GenerateError(f"sample inputs {path}: not a readable .npz file ({err})") from None
 
@@ -229,7 +242,7 @@ def choose_samples(model: Any, sample_inputs: Optional[str], archive: Any) -> Sa
     """The samples a standalone firmware embeds for ``model`` (see the module docstring)."""
     if sample_inputs:
         path = Path(sample_inputs)
-        arrays = load_npz(path)
+        arrays = load_npz(path, model.inputs[0].name if len(model.inputs) == 1 else None)
         given = {k: v for k, v in arrays.items() if k.startswith("output")}
         return from_arrays(model, arrays, given, str(path))
     archive_path = Path(getattr(archive, "path", ""))

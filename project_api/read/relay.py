@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Set, Tuple
 
 from ..errors import AotError
@@ -39,20 +40,39 @@ _DENSE = frozenset(("nn.dense", "qnn.dense"))
 _WORK_PER_CHAR = 4
 
 
-def main_signature(text: str) -> Tuple[Dict[str, Tuple[Shape, str]], List[tuple]]:
-    """``@main``'s parameters {name: (shape, dtype)} and its result tensors [(shape, dtype)]
-    (empty when the result type is not written)."""
+@dataclass(frozen=True)
+class _Main:
+    """``@main`` as written, read once: its parameters {name: (shape, dtype)}, its result
+    tensors [(shape, dtype)] (empty when the result type is not written), its body's lines,
+    and the length of the text they come from (comments stripped)."""
+
+    params: Dict[str, Tuple[Shape, str]]
+    results: List[tuple]
+    body: List[str]
+    length: int
+
+
+def _read_main(text: str) -> Optional[_Main]:
     text = strip_comments(text)
     start, close = _signature_span(text)
     if start < 0:
-        return {}, []
-    params_text = text[start:close]
-    rest = text[close + 1 : text.find("{", close)]
-    params = {name: (_dims(dims), dtype) for name, dims, dtype in _PARAM_RE.findall(params_text)}
+        return None
+    brace = text.find("{", close)
+    rest = text[close + 1 : brace]
+    params = {
+        name: (_dims(dims), dtype) for name, dims, dtype in _PARAM_RE.findall(text[start:close])
+    }
     results = []
     if "->" in rest:
         results = [(_dims(d), t) for d, t in _TENSOR_RE.findall(rest.split("->", 1)[1])]
-    return params, results
+    return _Main(params, results, text[brace + 1 :].splitlines(), len(text))
+
+
+def main_signature(text: str) -> Tuple[Dict[str, Tuple[Shape, str]], List[tuple]]:
+    """``@main``'s parameters {name: (shape, dtype)} and its result tensors [(shape, dtype)]
+    (empty when the result type is not written)."""
+    main = _read_main(text)
+    return (main.params, main.results) if main is not None else ({}, [])
 
 
 def _signature_span(text: str) -> Tuple[int, int]:
@@ -84,15 +104,17 @@ def _is_number(text: str) -> bool:
 def result_shapes(text: str, elements: List[int]) -> List[Optional[Shape]]:
     """The shape of each result of ``@main``'s body, followed back from its expression, given
     the element count of each (None where the text does not tell it)."""
-    text = strip_comments(text)
-    start, close = _signature_span(text)
-    if start < 0:
+    return _traced(_read_main(text), elements)
+
+
+def _traced(main: Optional[_Main], elements: List[int]) -> List[Optional[Shape]]:
+    """:func:`result_shapes` of ``main``."""
+    if main is None:
         return [None] * len(elements)
-    params = {f"%{name}": _dims(dims) for name, dims, _ in _PARAM_RE.findall(text[start:close])}
-    body = text[text.find("{", close) + 1 :].splitlines()
+    params = {f"%{name}": shape for name, (shape, _) in main.params.items()}
     lets: Dict[str, str] = {}
     result = ""
-    for line in body:
+    for line in main.body:
         match = _LET_RE.match(line)
         value = line[match.end() :].rstrip() if match else ""
         if match and value.endswith(";"):
@@ -105,7 +127,7 @@ def result_shapes(text: str, elements: List[int]) -> List[Optional[Shape]]:
     exprs = parts if len(elements) > 1 else [result]
     if len(exprs) != len(elements):
         return [None] * len(elements)
-    tracer = _Tracer(lets, params, _WORK_PER_CHAR * len(text))
+    tracer = _Tracer(lets, params, _WORK_PER_CHAR * main.length)
     return [tracer.shape(expr, count) for expr, count in zip(exprs, elements)]
 
 
@@ -230,7 +252,8 @@ def apply_relay(
     member: str, text: str, inputs: List[TensorSpec], outputs: List[TensorSpec]
 ) -> Tuple[List[TensorSpec], List[TensorSpec]]:
     """``inputs``/``outputs`` (flat, from metadata) with the shapes the Relay text gives."""
-    params, results = main_signature(text)
+    main = _read_main(text)
+    params, results = (main.params, main.results) if main is not None else ({}, [])
     by_c_name = {sanitize(name): value for name, value in params.items()}
     shaped_in = []
     for spec in inputs:
@@ -242,7 +265,7 @@ def apply_relay(
             for i, (spec, found) in enumerate(zip(outputs, results))
         ]
     else:
-        traced = result_shapes(text, [math.prod(spec.shape) for spec in outputs])
+        traced = _traced(main, [math.prod(spec.shape) for spec in outputs])
         shaped_out = [
             TensorSpec(spec.name, shape, spec.dtype) if shape is not None else spec
             for spec, shape in zip(outputs, traced)

@@ -163,10 +163,6 @@ def adapter_c(entry: AotEntry, model: Model, symbol: str, renamed: Optional[str]
         "  (void)resource;",
         f"  if (num_args != {n_args}) return -1;",
     ]
-    kinds = (
-        ("inputs", entry.input_fields, 0, model.inputs),
-        ("outputs", entry.output_fields, len(entry.input_fields), model.outputs),
-    )
     if entry.io_in_pools:  # the model reads and writes them inside its pools: copy
         pools = f"&{symbol}_pools"
         lines.append(f"  struct {entry.prefix}_inputs inputs = {entry.prefix}_map_inputs({pools});")
@@ -182,7 +178,10 @@ def adapter_c(entry: AotEntry, model: Model, symbol: str, renamed: Optional[str]
             size = model.outputs[index].nbytes
             lines.append(f"  memcpy(mlf_aot_data(args[{arg}]), outputs.{field}, {size});")
         return "\n".join(lines + ["  return status;", "}"])
-    for kind, fields, first, _ in kinds:
+    for kind, fields, first in (
+        ("inputs", entry.input_fields, 0),
+        ("outputs", entry.output_fields, len(entry.input_fields)),
+    ):
         lines.append(f"  struct {entry.prefix}_{kind} {kind} = {{")
         for index, field in enumerate(fields, start=first):
             lines.append(f"      .{field} = mlf_aot_data(args[{index}]),")

@@ -82,22 +82,19 @@ def load_npz(path: Any, npy_name: Optional[str] = None) -> Dict[str, np.ndarray]
     input), refused when there is none."""
     try:
         loaded = np.load(str(path), allow_pickle=False)
+        if not isinstance(loaded, np.ndarray):  # an .npz (a .npy is one array)
+            with loaded as data:
+                return {key: np.asarray(data[key]) for key in data.files}
     except FileNotFoundError:
         raise GenerateError(f"sample inputs {path}: no such file") from None
     except (OSError, ValueError, zipfile.BadZipFile) as err:
         raise GenerateError(f"sample inputs {path}: not a readable .npz file ({err})") from None
-    if isinstance(loaded, np.ndarray):  # a .npy: one array
-        if npy_name is None:
-            raise GenerateError(
-                f"sample inputs {path}: a .npy holds one array; give an .npz keyed by input "
-                "name (and output0..N-1 for expected outputs)"
-            )
-        return {npy_name: loaded}
-    try:
-        with loaded as data:
-            return {key: np.asarray(data[key]) for key in data.files}
-    except (OSError, ValueError, zipfile.BadZipFile) as err:
-        raise GenerateError(f"sample inputs {path}: not a readable .npz file ({err})") from None
+    if npy_name is None:
+        raise GenerateError(
+            f"sample inputs {path}: a .npy holds one array; give an .npz keyed by input "
+            "name (and output0..N-1 for expected outputs)"
+        )
+    return {npy_name: loaded}
 
 
 def input_numpy_dtype(name: str, dtype: str) -> np.dtype:

@@ -69,6 +69,8 @@ from .report import Footprint
 
 def _planned(info: Mapping[str, Any]) -> Tuple[Dict[str, int], Dict[str, Optional[int]]]:
     """Planned RAM and flash items from what the generator computed (project.json)."""
+    from ..generate.executors.aot import POOLS_RAM_ITEM
+
     models = info.get("models", [])
     ram_items = dict(info.get("fit", {}).get("ram", {}).get("items", {}))
     planned_ram: Dict[str, int] = {
@@ -78,12 +80,7 @@ def _planned(info: Mapping[str, Any]) -> Tuple[Dict[str, int], Dict[str, Optiona
         "graph tables": sum(int(m["sizes"].get("graph_parse_bytes") or 0) for m in models),
         "rx buffer": int(ram_items.get(_link_buffer_item(info), 0)),
         "stack": int(info.get("stack_bytes") or 0),
-        "model pools": sum(
-            int(pool["bytes"])
-            for m in models
-            for pool in [*(m.get("static_pools") or ()), *(m.get("caller_pools") or ())]
-            if not pool.get("constant")
-        ),
+        "model pools": fit_items_bytes(info, "ram", POOLS_RAM_ITEM),
     }
     planned_flash: Dict[str, Optional[int]] = {
         "params": sum(int(m["sizes"]["params_blob_bytes"]) for m in models),
@@ -95,6 +92,13 @@ def _planned(info: Mapping[str, Any]) -> Tuple[Dict[str, int], Dict[str, Optiona
         "samples": sum(int(m["sizes"].get("samples_bytes") or 0) for m in models),
     }
     return planned_ram, planned_flash
+
+
+def fit_items_bytes(info: Mapping[str, Any], memory: str, item: str) -> int:
+    """The bytes of the fit check's ``item`` in ``memory`` ("ram", "flash") for every model
+    (project.json: "<model> <item>" when the firmware holds several)."""
+    items = info.get("fit", {}).get(memory, {}).get("items", {})
+    return sum(int(size) for what, size in items.items() if what.endswith(item))
 
 
 def _link_buffer_item(info: Mapping[str, Any]) -> str:
@@ -134,7 +138,12 @@ def project_footprint(
     planned_ram, planned_flash = _planned(project.info)
     notes: List[str] = []
     if estimate:
-        planned_flash.update(_code_estimates(project, notes))
+        from ..generate.executors.aot import CONSTANT_POOLS_FLASH_ITEM
+
+        code = _code_estimates(project, notes)
+        if code["model code"] is not None:  # the constant pools defined beside the adapter
+            code["model code"] += fit_items_bytes(project.info, "flash", CONSTANT_POOLS_FLASH_ITEM)
+        planned_flash.update(code)
     params_ram, in_place, total = _project_params_ram(project)
     result = Footprint(
         project_dir=Path(project.dir),

@@ -108,10 +108,6 @@ def _code_estimates(project: Any, notes: List[str]) -> Dict[str, Optional[int]]:
     model_dirs: List[Path] = [runtime_include]
     objects_bytes = 0
     for model in project.models:
-        # constant pools the model takes from its caller: defined beside its adapter
-        objects_bytes += sum(
-            int(pool["bytes"]) for pool in model.get("caller_pools") or () if pool["constant"]
-        )
         base = root / "model" / str(model.get("c_name", model["name"]))
         if not base.is_dir():
             continue

@@ -124,6 +124,11 @@ class AotEntry:
         given = sum(pool.size for pool in self.caller_pools if not pool.constant)
         return sum(pool.size for pool in self.static_pools) + given
 
+    @property
+    def constant_pool_bytes(self) -> int:
+        """Flash of the constant pools the firmware gives the model."""
+        return sum(pool.size for pool in self.caller_pools if pool.constant)
+
     def describe(self) -> Dict[str, object]:
         return {
             "interface": self.interface,

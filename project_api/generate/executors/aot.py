@@ -30,6 +30,10 @@ from .base import ExecutorKind, LibraryCode, LibraryRequest
 from .graph import system_library
 
 AOT_GRAPH_MEMBER = "(AOT entry point)"
+# The fit check's items for the model's pools (per model: "<name> " before them when several);
+# footprint plans from them.
+POOLS_RAM_ITEM = "model pools (USMP)"
+CONSTANT_POOLS_FLASH_ITEM = "model constant pools"
 POOL_SECTION = ".bss.noinit.tvm"  # beside USMP's own pools: not zeroed at start-up
 POOL_ALIGN = 16  # TVM aligns its pool buffers to 16 bytes (and USMP offsets to the
 # workspace-byte-alignment, 16 by default)
@@ -72,11 +76,11 @@ class AotExecutor(ExecutorKind):
 
     def ram_items(self, model: Model) -> Dict[str, int]:
         pools = aot_entry(model).pool_ram_bytes
-        return {"model pools (USMP)": pools} if pools else {}
+        return {POOLS_RAM_ITEM: pools} if pools else {}
 
     def flash_items(self, model: Model) -> Dict[str, int]:
-        constants = sum(pool.size for pool in aot_entry(model).caller_pools if pool.constant)
-        return {"model constant pools": constants} if constants else {}
+        constants = aot_entry(model).constant_pool_bytes
+        return {CONSTANT_POOLS_FLASH_ITEM: constants} if constants else {}
 
     def describe(self, model: Model) -> Dict[str, Any]:
         return {"executor": self.name, **aot_entry(model).describe()}

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
-from .boards import Board, load_board
+from .board import Board, load_board
 from .errors import FlashError, GenerateError, TransportTimeoutError
 
 PathLike = Union[str, "Path"]

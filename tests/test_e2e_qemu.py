@@ -33,7 +33,7 @@ from conftest import (
     requires_arm,
 )
 
-from project_api.boards import list_boards
+from project_api.board import list_boards
 from project_api.cli import main
 from project_api.driver import Project
 from project_api.errors import DeviceError, TransportClosedError

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from mlf_builders import write_tar
 
-from project_api.boards import load_board
+from project_api.board import load_board
 from project_api.errors import (
     BoardError,
     DependencyError,

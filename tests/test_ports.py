@@ -13,7 +13,7 @@ from typing import Optional
 import pytest
 from serial.tools.list_ports_common import ListPortInfo
 
-from project_api.boards import load_board
+from project_api.board import load_board
 from project_api.errors import FlashError, TransportError
 from project_api.run import flasher
 from project_api.run.base import live_children

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Tuple
 import pytest
 from conftest import corpus_archive, have_tool, requires_arm
 
-from project_api.boards import load_board
+from project_api.board import load_board
 from project_api.cli import main
 from project_api.driver import Project
 from project_api.errors import DeviceError, GenerateError, ProtocolError

@@ -23,7 +23,7 @@ from typing import Dict, List, Tuple
 import pytest
 from conftest import REPO_ROOT, child_processes, requires_arm
 
-from project_api.boards import Board, list_boards, load_board
+from project_api.board import Board, list_boards, load_board
 from project_api.errors import FlashError
 from project_api.resources import crt_dir
 from project_api.run.base import live_children, reap
@@ -344,7 +344,7 @@ INTERPRETER_EXIT_SCRIPT = textwrap.dedent(
     """
     import os, sys, time
     sys.path.insert(0, {repo!r})
-    from project_api.boards import load_board
+    from project_api.board import load_board
     from project_api.run.qemu import QemuRunner
     runner = QemuRunner(load_board("qemu-mps2-an385"), {firmware!r})
     runner.start(10)

@@ -167,8 +167,8 @@ def test_cpu_flags() -> None:
 
 
 def test_cpu_flags_from_a_board_cpu() -> None:
-    boards = pytest.importorskip("project_api.boards")
-    cpu = boards.Cpu(mcpu="cortex-m4", float_abi="hard", fpu="fpv4-sp-d16", dsp=True)
+    boards = pytest.importorskip("project_api.board")
+    cpu = boards.ArmCpu(mcpu="cortex-m4", float_abi="hard", fpu="fpv4-sp-d16", dsp=True)
     assert cpu_flags(cpu) == [
         "-mcpu=cortex-m4",
         "-mthumb",

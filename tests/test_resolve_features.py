@@ -14,7 +14,7 @@ from typing import List, Optional
 
 import pytest
 
-from project_api.boards import load_board
+from project_api.board import load_board
 from project_api.driver import Project
 from project_api.errors import DependencyError
 from project_api.modelgen import Network, emit

@@ -118,7 +118,7 @@ def test_board_choices_come_from_the_board_list(monkeypatch: pytest.MonkeyPatch)
     real_import = options_module.importlib.import_module
 
     def fake_import(name: str, *args: Any) -> Any:
-        if name == "project_api.boards":
+        if name == "project_api.board":
             return FakeBoards
         return real_import(name, *args)
 
@@ -144,7 +144,7 @@ def test_board_choices_none_when_nothing_is_known(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
     def missing(name: str, *args: Any) -> Any:
-        raise ModuleNotFoundError("no", name="project_api.boards")
+        raise ModuleNotFoundError("no", name="project_api.board")
 
     monkeypatch.setattr("project_api.resources.boards_dir", lambda: tmp_path)
     monkeypatch.setattr(options_module.importlib, "import_module", missing)

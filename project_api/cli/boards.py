@@ -4,7 +4,7 @@ import argparse
 import json
 from typing import List
 
-from ..boards import Board, list_boards, load_board
+from ..board import Board, list_boards, load_board
 from .command import EXIT_OK, Command
 
 
@@ -33,10 +33,7 @@ class BoardsCommand(Command):
 
 
 def _cpu(board: Board) -> str:
-    if board.cpu is None:
-        return "host"
-    fpu = f"+{board.cpu.fpu}" if board.cpu.has_fpu else ""
-    return f"{board.cpu.mcpu}{fpu}"
+    return "host" if board.cpu is None else board.cpu.label
 
 
 def _memory(board: Board) -> str:

@@ -187,7 +187,7 @@ def _check_output_path(path: Optional[str]) -> None:
 def _check_board_first(args: argparse.Namespace) -> None:
     """The board an archive would be generated for exists, and suits --icount: said before any
     generating is announced."""
-    from ..boards import load_board
+    from ..board import load_board
 
     if not args.board:
         return

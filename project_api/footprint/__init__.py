@@ -180,7 +180,7 @@ def refused_footprint(
     """The planned footprint of a model the generator refuses for ``board`` because it does
     not fit (its fit check runs before anything is written): the same planning, no
     project."""
-    from ..boards import load_board
+    from ..board import load_board
     from ..generate import normalize_options
     from ..generate.plan import _plan_models, memory_fit
     from ..read import open_archive

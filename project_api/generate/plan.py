@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
-from ..boards import Board, list_boards
+from ..board import Board, list_boards
 from ..errors import GenerateError, UnsupportedModelError
 from ..options import GRAPH_FORMATS
 from ..read import Archive, Model
@@ -281,7 +281,7 @@ def _check_cpu(models: Sequence[Model], board: Board) -> None:
     for model in models:
         if model.arm_dsp:
             targets = ", ".join(model.targets) or "its target"
-            core = f"a {board.cpu.mcpu}" if board.cpu is not None else "the host's CPU"
+            core = f"a {board.cpu.core}" if board.cpu is not None else "the host's CPU"
             fitting = [b.name for b in list_boards() if b.cpu is not None and b.cpu.dsp]
             raise GenerateError(
                 f"model {model.name!r} calls Arm DSP intrinsics (its C includes arm_acle.h: "

@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
-from ..boards import load_board
+from ..board import load_board
 from ..errors import GenerateError
 from ..jsontext import parse_json
 from ..options import normalize_options

@@ -13,7 +13,7 @@ import tarfile
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ..boards import Board
+from ..board import Board
 from ..errors import GenerateError
 from ..read import Archive
 from ..read.code import is_junk

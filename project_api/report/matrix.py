@@ -74,7 +74,7 @@ def references(archive: Path) -> tuple:
 
 
 def run_cell(archive: Path, target: Target, settings: MatrixOptions) -> Cell:
-    from ..boards import load_board
+    from ..board import load_board
     from ..driver import Project
     from ..footprint import linked_sizes
     from ..generate.samples import random_inputs

@@ -30,7 +30,7 @@ def _require_firmware(firmware: PathLike) -> Path:
 def make_runner(
     board: Any, firmware: PathLike, options: Optional[Mapping[str, Any]] = None
 ) -> Runner:
-    """The runner for ``firmware`` on ``board`` (a :class:`project_api.boards.Board`).
+    """The runner for ``firmware`` on ``board`` (a :class:`project_api.board.Board`).
 
     Options: ``qemu_icount`` (QEMU boards), ``serial_port``/``serial_number`` (real boards),
     ``log_path`` (host: where the firmware's stderr goes); ``labgrid_place`` (with

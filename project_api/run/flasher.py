@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, List, Optional, Union
 
-from ..boards import Board
+from ..board import Board
 from ..errors import FlashError, TransportError
 from .base import Runner, reap, spawn
 from .ports import find_port

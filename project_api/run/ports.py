@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
 
-from ..boards import Board
+from ..board import Board
 from ..errors import TransportError
 
 BY_ID_DIR = Path("/dev/serial/by-id")

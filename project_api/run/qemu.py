@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, List, Optional, Sequence, Union
 
-from ..boards import QEMU_BINARY, Board
+from ..board import Board
 from ..errors import FlashError, TransportError
 from .base import Runner, reap, spawn
 
@@ -239,14 +239,14 @@ class QemuRunner(Runner):
                 for reader in self._readers:
                     reader.join(timeout=1.0)
                 raise FlashError(
-                    f"{QEMU_BINARY} ended before the console of {self.board.name} could be "
+                    f"{self.command[0]} ended before the console of {self.board.name} could be "
                     f"opened: {describe_exit(self._proc.returncode, self.log)}; "
                     f"{_tail(self.log) or 'no output'}",
                     hint=" ".join(self.command),
                 )
             if time.monotonic() >= deadline:
                 raise FlashError(
-                    f"{QEMU_BINARY} did not open the console pty of {self.board.name} within "
+                    f"{self.command[0]} did not open the console pty of {self.board.name} within "
                     f"{timeout:g} s: {_tail(self.log) or 'no output'}",
                     hint=" ".join(self.command),
                 )

@@ -66,7 +66,7 @@ def board_kind(board: Any) -> str:
     if board is None or isinstance(board, str):
         name = board or "host"
         try:
-            boards: Any = importlib.import_module("project_api.boards")
+            boards: Any = importlib.import_module("project_api.board")
             board = boards.load_board(name)
         except Exception:  # noqa: BLE001 - unknown board or no board module: go by the name
             lowered = name.lower()

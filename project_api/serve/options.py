@@ -68,11 +68,11 @@ class ProjectOption(NamedTuple):
 def board_names() -> Optional[List[str]]:
     """The board names for the ``board`` option's choices, or None when they can't be known.
 
-    Asks :func:`project_api.boards.list_boards`; if that module is missing or fails, falls
+    Asks :func:`project_api.board.list_boards`; if that module is missing or fails, falls
     back to the names of the ``boards/*.toml`` files so the server still starts.
     """
     try:
-        boards: Any = importlib.import_module("project_api.boards")
+        boards: Any = importlib.import_module("project_api.board")
         names = [b if isinstance(b, str) else str(b.name) for b in boards.list_boards()]
         if names:
             return sorted(names)

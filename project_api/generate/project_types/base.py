@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ...boards import Board
+from ...board import Board
 from ...read import Archive, Model
 from ...read.dtypes import CODE_BFLOAT, CODE_FLOAT, parse_dtype
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Sequence
 
-from ...boards import Board
+from ...board import Board
 from .base import ProjectType
 
 if TYPE_CHECKING:  # pragma: no cover

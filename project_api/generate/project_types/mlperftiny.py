@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ...boards import Board
+from ...board import Board
 from ...errors import GenerateError, UnsupportedModelError
 from ...read import Model
 from ...read.dtypes import CODE_INT, CODE_UINT, parse_dtype

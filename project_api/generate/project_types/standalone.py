@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Sequence, Tuple
 
-from ...boards import Board
+from ...board import Board
 from ...read import Archive
 from .. import samples as samples_mod
 from .base import NO_TEXT_FLOATS, ProjectType, float_outputs

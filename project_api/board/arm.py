@@ -1,0 +1,99 @@
+"""Arm Cortex-M boards: the ``[cpu]`` table (``-mcpu``, Thumb, float ABI, FPU, DSP/MVE), the
+``arm-none-eabi`` toolchain file, the shared ``cortex_m`` seam (vectors, reset, SysTick,
+faults, semihosting) under each family's drivers, and ``qemu-system-arm``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
+
+from ..resources import boards_dir
+from .architecture import Architecture, Cpu
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .schema import TableReader
+
+FLOAT_ABIS = ("soft", "softfp", "hard")
+
+
+@dataclass(frozen=True)
+class ArmCpu(Cpu):
+    """What the compiler needs to know about a Cortex-M core."""
+
+    mcpu: str
+    thumb: bool = True
+    float_abi: str = "soft"
+    fpu: Optional[str] = None
+    dsp: bool = False
+    mve: bool = False
+
+    @property
+    def core(self) -> str:
+        return self.mcpu
+
+    @property
+    def has_fpu(self) -> bool:
+        return self.fpu is not None and self.float_abi != "soft"
+
+    @property
+    def label(self) -> str:
+        return f"{self.mcpu}+{self.fpu}" if self.has_fpu else self.mcpu
+
+    def flags(self) -> List[str]:
+        """``['-mcpu=cortex-m4', '-mthumb', '-mfloat-abi=hard', '-mfpu=fpv4-sp-d16']``."""
+        flags = [f"-mcpu={self.mcpu}"]
+        if self.thumb:
+            flags.append("-mthumb")
+        flags.append(f"-mfloat-abi={self.float_abi}")
+        if self.has_fpu:
+            flags.append(f"-mfpu={self.fpu}")
+        return flags
+
+    def summary(self) -> Dict[str, Any]:
+        return {
+            "mcpu": self.mcpu,
+            "thumb": self.thumb,
+            "float_abi": self.float_abi,
+            "fpu": self.fpu,
+            "dsp": self.dsp,
+            "mve": self.mve,
+            "flags": self.flags(),
+        }
+
+
+class CortexM(Architecture):
+    name = "cortex-m"
+    qemu_binary = "qemu-system-arm"
+    console_kinds = ("cmsdk-uart", "pl011", "stm32-usart", "stm32-lpuart")
+    timer_kinds = ("systick",)
+
+    def parse_cpu(self, table: TableReader) -> Optional[Cpu]:
+        float_abi = table.choice("float_abi", FLOAT_ABIS, default="soft")
+        fpu = table.optional_string("fpu")
+        if float_abi != "soft" and fpu is None:
+            table.fail("fpu", f"is required with float_abi = {float_abi!r}")
+        return ArmCpu(
+            mcpu=table.string("mcpu"),
+            thumb=table.boolean("thumb", default=True),
+            float_abi=float_abi,
+            fpu=fpu,
+            dsp=table.boolean("dsp", default=False),
+            mve=table.boolean("mve", default=False),
+        )
+
+    def cpu_flags(self, cpu: Optional[Cpu]) -> List[str]:
+        assert isinstance(cpu, ArmCpu)
+        return cpu.flags()
+
+    def toolchain_file(self) -> Optional[Path]:
+        return boards_dir() / "cmake" / "arm-none-eabi.cmake"
+
+    def family_dir(self, family: str) -> Path:
+        return boards_dir() / "families" / family
+
+    def seam_dirs(self, family: str) -> List[Path]:
+        return [boards_dir() / "families" / "cortex_m", self.family_dir(family)]
+
+    def linker_template(self) -> Optional[Path]:
+        return boards_dir() / "families" / "cortex_m" / "linker.ld.j2"

@@ -26,12 +26,13 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
 ARCHES = ("host", "cortex-m")
 FLOAT_ABIS = ("soft", "softfp", "hard")
 CONSOLE_KINDS = ("stdio", "cmsdk-uart", "pl011", "stm32-usart", "stm32-lpuart")
-TIMER_KINDS = ("host-monotonic", "systick")
+TIMER_KINDS = ("host-monotonic", "systick", "stm32-tim2")
 RUN_KINDS = ("host", "qemu", "openocd", "pyocd")
 
 QEMU_BINARY = "qemu-system-arm"
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_DEFINE_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _VID_PID_RE = re.compile(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{4})$")
 
 
@@ -124,6 +125,12 @@ class Board:
     ram: Optional[MemoryRegion] = None
     serial: SerialHints = field(default_factory=SerialHints)
     source: Optional[Path] = None
+    # Seam directories under families/ that the family builds on (code shared by sibling
+    # families, e.g. the STM32 series), compiled after cortex_m and before the family.
+    family_shared: Tuple[str, ...] = ()
+    # Further board constants for the family's C seam ([definitions]: name -> value), e.g.
+    # which pins and clock enable an STM32 console uses.
+    definitions: Tuple[Tuple[str, str], ...] = ()
 
     # --- kinds --------------------------------------------------------------------------
 
@@ -190,7 +197,8 @@ class Board:
         the shared ``cortex_m`` start-up/timer/fault code, then the family's drivers)."""
         if self.is_host:
             return [self.family_dir]
-        return [boards_dir() / "families" / "cortex_m", self.family_dir]
+        shared = [boards_dir() / "families" / name for name in self.family_shared]
+        return [boards_dir() / "families" / "cortex_m", *shared, self.family_dir]
 
     def seam_sources(self) -> List[Path]:
         """The C files implementing ``mlf_platform.h`` for this board."""
@@ -211,7 +219,10 @@ class Board:
             "MLF_BOARD_TICK_HZ": str(self.timer.clock_hz),
             "MLF_BOARD_SEMIHOSTING": "1" if self.semihosting else "0",
             "MLF_BOARD_MAX_PAYLOAD": str(self.max_payload),
+            # Selects the timer's C file (e.g. MLF_BOARD_TIMER_SYSTICK for kind "systick").
+            "MLF_BOARD_TIMER_" + re.sub(r"\W", "_", self.timer.kind).upper(): "1",
         }
+        definitions.update(self.definitions)
         if not self.is_host:
             assert self.console.address is not None and self.console.clock_hz is not None
             definitions.update(
@@ -318,6 +329,8 @@ class Board:
             "description": self.description,
             "arch": self.arch,
             "family": self.family,
+            "family_shared": list(self.family_shared),
+            "definitions": dict(self.definitions),
             "cpu": None
             if self.cpu is None
             else {
@@ -411,6 +424,13 @@ def parse_board(data: Mapping[str, Any], *, source: Optional[Path] = None) -> Bo
     family = reader.string("family")
     if not _NAME_RE.match(family):
         reader.fail("family", "must name a directory under boards/families/")
+    family_shared = tuple(reader.string_list("family_shared"))
+    for shared in family_shared:
+        if not _NAME_RE.match(shared) or shared in (family, "cortex_m"):
+            reader.fail(
+                "family_shared",
+                f"entry {shared!r} must name another directory under boards/families/",
+            )
     is_host = arch == "host"
 
     cpu: Optional[Cpu] = None
@@ -507,6 +527,21 @@ def parse_board(data: Mapping[str, Any], *, source: Optional[Path] = None) -> Bo
     if ram is not None and max_payload > ram.length // 4:
         link.fail("max_payload", f"({max_payload}) is more than a quarter of RAM ({ram.length})")
 
+    definitions: List[Tuple[str, str]] = []
+    if "definitions" in data:
+        table = reader.table("definitions")
+        for key, value in table.data.items():
+            table.used.add(key)
+            if not _DEFINE_RE.match(str(key)) or key.startswith("MLF_BOARD_"):
+                table.fail(key, "must be an upper-case C macro name not starting with MLF_BOARD_")
+            if isinstance(value, bool) or not isinstance(value, (int, str)):
+                table.fail(key, f"must be an integer or a string (got {value!r})")
+            if isinstance(value, int) and value < 0 or value == "":
+                table.fail(
+                    key, f"must be a non-negative integer or a non-empty string (got {value!r})"
+                )
+            definitions.append((key, f"0x{value:X}u" if isinstance(value, int) else value))
+
     reader.no_extra()
     return Board(
         name=name,
@@ -523,6 +558,8 @@ def parse_board(data: Mapping[str, Any], *, source: Optional[Path] = None) -> Bo
         ram=ram,
         serial=serial,
         source=source,
+        family_shared=family_shared,
+        definitions=tuple(definitions),
     )
 
 

@@ -53,8 +53,8 @@
 #define MLF_SYST_CSR_TICKINT (1u << 1)
 #define MLF_SYST_CSR_CLKSOURCE_CPU (1u << 2)
 
-/* Implemented by each family (mps2, lm3s, stm32l4, stm32f4, stm32f7): clocks and console UART, called once from
- * mlf_platform_init() before the tick counter starts. The family also implements
+/* Implemented by each family (mps2, lm3s, stm32l4, stm32f4, stm32f7): clocks and console UART,
+ * called once from mlf_platform_init() before the tick counter starts. The family also implements
  * mlf_platform_read() and mlf_platform_write() from mlf_platform.h. */
 void mlf_family_init(void);
 

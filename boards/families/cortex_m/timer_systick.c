@@ -35,7 +35,6 @@ void mlf_timer_start(void) {
   }
 }
 
-
 /* The tick count now; interrupts must be masked. */
 static uint64_t ticks_masked(void) {
   uint32_t count = MLF_SYST_CVR;

@@ -43,16 +43,18 @@ static inline void mlf_stm32_gpio_alternate(uint32_t port, uint32_t pin, uint32_
   MLF_STM32_GPIO_OSPEEDR(port) = (MLF_STM32_GPIO_OSPEEDR(port) & ~(3u << (2u * pin))) |
                                  (MLF_STM32_GPIO_SPEED_HIGH << (2u * pin));
   uint32_t shift = 4u * (pin & 7u);
-  MLF_STM32_GPIO_AFR(port, pin) = (MLF_STM32_GPIO_AFR(port, pin) & ~(0xFu << shift)) | (af << shift);
+  MLF_STM32_GPIO_AFR(port, pin) =
+      (MLF_STM32_GPIO_AFR(port, pin) & ~(0xFu << shift)) | (af << shift);
 }
 
 /* The console's pins and clock enable come from the board file ([definitions]); a family
  * whose boards all share them may define defaults before including this header. */
 #if !defined(MLF_STM32_CONSOLE_TX_PORT) || !defined(MLF_STM32_CONSOLE_TX_PIN) || \
-    !defined(MLF_STM32_CONSOLE_RX_PORT) || !defined(MLF_STM32_CONSOLE_RX_PIN) ||  \
-    !defined(MLF_STM32_CONSOLE_AF) || !defined(MLF_STM32_CONSOLE_RCC_ENR) ||       \
+    !defined(MLF_STM32_CONSOLE_RX_PORT) || !defined(MLF_STM32_CONSOLE_RX_PIN) || \
+    !defined(MLF_STM32_CONSOLE_AF) || !defined(MLF_STM32_CONSOLE_RCC_ENR) ||     \
     !defined(MLF_STM32_CONSOLE_RCC_BIT)
-#error "stm32: the board's [definitions] must give MLF_STM32_CONSOLE_TX_PORT/_PIN, _RX_PORT/_PIN, _AF, _RCC_ENR and _RCC_BIT"
+#error \
+    "stm32: the board's [definitions] must give MLF_STM32_CONSOLE_TX_PORT/_PIN, _RX_PORT/_PIN, _AF, _RCC_ENR and _RCC_BIT"
 #endif
 
 /* Clock, pins: what every STM32 console needs before its UART is programmed. */

@@ -1,6 +1,6 @@
 /*
- * mlf_stm32_series.h — STM32F7: GPIO ports on AHB1 (as on the F4), clocked from RCC_AHB1ENR. Read by the
- * shared STM32 code (families/stm32/mlf_stm32.h).
+ * mlf_stm32_series.h — STM32F7: GPIO ports on AHB1 (as on the F4), clocked from RCC_AHB1ENR. Read
+ * by the shared STM32 code (families/stm32/mlf_stm32.h).
  */
 #ifndef MLF_STM32_SERIES_H_
 #define MLF_STM32_SERIES_H_

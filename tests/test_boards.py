@@ -39,7 +39,12 @@ REQUIRED = [
     "qemu-mps2-an500",
     "qemu-mps2-an505",
     "qemu-lm3s6965evb",
+    "qemu-mps3-an547",
+    "qemu-netduinoplus2",
     "nucleo-l4r5zi",
+    "nucleo-f746zg",
+    "stm32f746g-disco",
+    "nucleo-f401re",
 ]
 requires_arm_gcc = pytest.mark.skipif(
     not have_tool("arm-none-eabi-gcc"),
@@ -121,7 +126,7 @@ def test_seam_sources_and_include_dirs_exist():
         sources = board.seam_sources()
         assert sources and all(path.is_file() for path in sources)
         names = {path.parent.name for path in sources}
-        assert names == {"cortex_m", board.family}
+        assert names == {"cortex_m", *board.family_shared, board.family}
         assert all(path.is_dir() for path in board.seam_include_dirs())
 
 
@@ -374,7 +379,7 @@ BAD_INPUTS = [
     ("console.kind", "stdio", "console.kind must be one of cmsdk-uart"),
     ("console.kind", "usb", "console.kind must be one of"),
     ("console.address", DELETE, "console.address is missing"),
-    ("timer.kind", "host-monotonic", "timer.kind must be one of systick for cortex-m"),
+    ("timer.kind", "host-monotonic", "timer.kind must be one of systick, stm32-tim2 for cortex-m"),
     ("timer.clock_hz", 0, "timer.clock_hz must be at least 1"),
     ("run.kind", "host", "run.kind is 'host' exactly for a host board"),
     ("run.machine", DELETE, "run.machine is missing"),
@@ -383,6 +388,12 @@ BAD_INPUTS = [
     ("link.max_payload", 16, "link.max_payload must be at least 64"),
     ("link", DELETE, "link is missing"),
     ("colour", "blue", "colour is not a known key"),
+    ("family_shared", ["cortex_m"], "family_shared entry 'cortex_m' must name another"),
+    ("family_shared", "stm32", "family_shared must be a list of strings"),
+    ("definitions", {"MLF_BOARD_TICK_HZ": 1}, "definitions.MLF_BOARD_TICK_HZ must be an upper"),
+    ("definitions", {"lower": 1}, "definitions.lower must be an upper-case C macro"),
+    ("definitions", {"X": 1.5}, "definitions.X must be an integer or a string"),
+    ("definitions", {"X": -1}, "definitions.X must be a non-negative integer"),
 ]
 
 
@@ -467,3 +478,50 @@ def test_cli_unknown_board_is_exit_2(capsys):
     err = capsys.readouterr().err
     assert err.startswith("mlf-project boards: error: unknown board 'nosuch'")
     assert "qemu-mps2-an385" in err
+
+
+# --- the boards of issue 29 -----------------------------------------------------------------
+
+
+def test_an547_is_a_secure_m55_with_helium_booting_from_itcm():
+    board = load_board("qemu-mps3-an547")
+    assert board.cpu is not None and board.cpu.mve and board.cpu.dsp
+    assert board.cpu_flags()[:3] == ["-mcpu=cortex-m55", "-mthumb", "-mfloat-abi=hard"]
+    assert board.flash is not None and board.flash.origin == 0  # VTOR_S resets to 0 (ITCM)
+    assert board.ram is not None and board.ram.origin == 0x21000000
+    command = board.qemu_command(Path("fw.elf"), icount=True)
+    assert command[command.index("-m") + 1] == "2G"
+    assert board.instructions_per_tick() == 31.25  # SysTick at the 32 MHz main clock
+
+
+def test_stm32_boards_share_the_stm32_seam_and_name_their_console_pins():
+    for name, family in [
+        ("nucleo-l4r5zi", "stm32l4"),
+        ("qemu-netduinoplus2", "stm32f4"),
+        ("nucleo-f401re", "stm32f4"),
+        ("nucleo-f746zg", "stm32f7"),
+        ("stm32f746g-disco", "stm32f7"),
+    ]:
+        board = load_board(name)
+        assert board.family == family and board.family_shared == ("stm32",)
+        assert [d.name for d in board.seam_dirs()] == ["cortex_m", "stm32", family]
+        definitions = board.compile_definitions()
+        assert definitions["MLF_STM32_CONSOLE_AF"] in ("0x7u", "0x8u")
+        assert board.summary()["definitions"]["MLF_STM32_CONSOLE_RCC_BIT"]
+
+
+def test_timer_kind_selects_its_c_file():
+    netduino = load_board("qemu-netduinoplus2")
+    assert netduino.compile_definitions()["MLF_BOARD_TIMER_STM32_TIM2"] == "1"
+    assert "MLF_BOARD_TIMER_SYSTICK" not in netduino.compile_definitions()
+    assert netduino.instructions_per_tick() == 1.0  # TIM2 at QEMU's 1 GHz
+    assert load_board("nucleo-f401re").compile_definitions()["MLF_BOARD_TIMER_SYSTICK"] == "1"
+
+
+def test_real_boards_say_they_have_not_run_and_how_they_are_flashed():
+    for name in ("nucleo-f746zg", "stm32f746g-disco", "nucleo-f401re"):
+        board = load_board(name)
+        assert board.is_real and "not yet run on hardware" in board.description
+        assert board.run.openocd_args and board.run.pyocd_target
+        assert (0x0483, 0x374B) in board.serial.vid_pid
+        assert name in (boards_dir() / "README.md").read_text()

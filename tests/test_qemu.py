@@ -32,6 +32,7 @@ from project_api.run.qemu import EXIT_ABORT, EXIT_FAULT, QemuRunner, describe_ex
 QEMU_BOARDS = [board.name for board in list_boards() if board.is_qemu]
 FIRMWARE_SOURCE = Path(__file__).resolve().parent / "firmware_qemu"
 GREETING = b"SEAM\n"
+SYNC_KEY = 0x33  # echoed as 0x69 ('i'), a byte no greeting holds
 TIMEOUT = 10.0
 # Measured figures, printed at the end of the session (pytest -s shows them).
 MEASURED: Dict[str, Dict[str, float]] = {}
@@ -165,8 +166,24 @@ def start(board: Board, firmware: Path, **kwargs) -> Tuple[QemuRunner, object]:
     runner = QemuRunner(board, firmware, **kwargs)
     port = runner.start(TIMEOUT)
     try:
-        port.write(b"g")  # asked, not awaited from boot: the pty drops bytes before it is open
-        assert read_exactly(port, len(GREETING)) == GREETING
+        # Asked, not awaited from boot: the pty drops bytes before it is open. Asked again
+        # while unanswered: a USART that drops input until the firmware enables it
+        # (netduinoplus2) loses a byte sent before the CPU got that far.
+        deadline = time.monotonic() + TIMEOUT
+        port.write(b"g")
+        first = port.read(1)
+        while not first and time.monotonic() < deadline:
+            port.write(b"g")
+            first = port.read(1)
+        assert first + read_exactly(port, len(GREETING) - 1) == GREETING
+        # A greeting asked again may still be on its way: an echo answered after it (the
+        # firmware serves in order) marks where the link is in step.
+        port.write(b"e\x01" + bytes([SYNC_KEY]))
+        while True:
+            byte = read_exactly(port, 1)
+            if byte == bytes([SYNC_KEY ^ 0x5A]):
+                break
+            assert byte in GREETING, f"unexpected byte {byte!r} before the echo"
     except BaseException:
         runner.stop()
         raise
@@ -311,8 +328,11 @@ def test_abort_ends_with_abort_status(firmware_builder):
     [
         # ARMv8-M: MSPLIM turns the overflow into a reported fault (UsageFault STKOF).
         ("qemu-mps2-an505", "cfsr=0x00100000"),
-        # ARMv7-M: no stack limit; the fault handler cannot even be entered, QEMU reports it.
-        ("qemu-mps2-an385", "CPU lockup"),
+        # ARMv7-M: no stack limit. What follows depends on QEMU's build: older 7.2 packages
+        # report a lockup (the fault handler cannot be entered); Debian's 7.2+dfsg-7+deb12u18
+        # lets the pushes below RAM land, so a corrupted exception return faults (INVSTATE)
+        # and the seam ends the firmware with a non-zero status. Either way it stops.
+        ("qemu-mps2-an385", ("CPU lockup", "firmware fault", "exited with status")),
     ],
 )
 def test_stack_overflow_is_reported(board_name, expected, firmware_builder):
@@ -322,7 +342,11 @@ def test_stack_overflow_is_reported(board_name, expected, firmware_builder):
         port.write(b"o")
         status = runner.wait(TIMEOUT)
         assert status is not None, "stack overflow not detected within the time-out"
-        assert expected in (runner.exit_reason() or "")
+        assert status != 0
+        reason = runner.exit_reason() or ""
+        assert any(
+            word in reason for word in ((expected,) if isinstance(expected, str) else expected)
+        ), reason
         if status < 0:
             assert runner.log.rstrip().splitlines()[-1].startswith("[mlf-project] CPU lockup")
 

@@ -95,6 +95,34 @@ def test_mve_board_keeps_dsp_when_the_model_assumed_dsp() -> None:
     assert built.flags == ("-U__ARM_FEATURE_DSP", "-U__ARM_FEATURE_MVE")
 
 
+DSP_OFF = ("-U__ARM_FEATURE_DSP",)
+
+
+@pytest.mark.parametrize(
+    "targets, board, level, flags, scratch",
+    [
+        # The corpus archives (no -mcpu: empty contexts) with the generator's scratch shim:
+        # each board's own kernels, the shim supplying the memory.
+        (["c -keys=cpu -model=host"], "qemu-mps2-an386", 1, (), True),
+        (["c -keys=cpu -model=host"], "qemu-mps3-an547", 2, (), True),
+        (["c -keys=cpu -model=host"], "qemu-mps2-an385", 0, (), False),
+        (["c -mcpu=cortex-m55"], "qemu-mps3-an547", 2, (), False),
+        (["c -mcpu=cortex-m4"], "qemu-mps3-an547", 2, (), True),
+        # More assumed than the board has: the rule without the shim (portable) applies.
+        (["c -mcpu=cortex-m55"], "qemu-mps2-an386", 0, DSP_OFF, False),
+    ],
+)
+def test_scratch_shim_builds_the_boards_own_level(
+    targets: list, board: str, level: int, flags: tuple, scratch: bool
+) -> None:
+    assumed = [("m", assumed_features(targets))]
+    built = cmsis_nn_build(assumed, board_cpu(board), board, scratch_shim=True)
+    assert (built.level, built.flags, built.scratch) == (level, flags, scratch)
+    assert (built.reason is not None) == (scratch or bool(flags))
+    if scratch:
+        assert board in str(built.reason) and "scratch" in str(built.reason)
+
+
 def test_models_that_disagree_get_the_portable_code() -> None:
     assumed = [
         ("a", assumed_features(["c -mcpu=cortex-m4"])),
@@ -154,7 +182,8 @@ def softmax_archive(path: Path, target: Optional[str]) -> Path:
 @pytest.mark.parametrize(
     "target, board, flag",
     [
-        (None, "qemu-mps2-an386", "-U__ARM_FEATURE_DSP"),
+        # No -mcpu (empty contexts): the board's DSP code, its scratch from the shim.
+        (None, "qemu-mps2-an386", "mlf_cmsis_nn_scratch.c"),
         (None, "host", None),
         ("c -keys=arm_cpu,cpu -mcpu=cortex-m4", "qemu-mps2-an386", None),
         ("c -keys=arm_cpu,cpu -mcpu=cortex-m55", "qemu-mps2-an500", "-U__ARM_FEATURE_DSP"),
@@ -180,7 +209,9 @@ def test_generated_project_builds_cmsis_nn_for_the_models_target(
         assert entry["cpu_features_note"] is None and notes == []
     else:
         assert flag in fragment
-        assert entry["cpu_features"] == "portable"
+        shimmed = flag.endswith(".c")
+        assert entry["cpu_features"] == ("dsp" if shimmed else "portable")
+        assert (project.dir / "runtime" / "cmsis_nn" / flag).is_file() == shimmed
         assert len(notes) == 1 and board in notes[0]
 
 

@@ -8,7 +8,7 @@ a new module and one line in :data:`ARCHITECTURES`, not a branch through the boa
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
     from .schema import TableReader
@@ -65,9 +65,10 @@ class Architecture:
         """The directory of a family's C seam."""
         raise NotImplementedError
 
-    def seam_dirs(self, family: str) -> List[Path]:
-        """Directories whose ``*.c`` make up the seam, most generic first."""
-        return [self.family_dir(family)]
+    def seam_dirs(self, family: str, shared: Sequence[str] = ()) -> List[Path]:
+        """Directories whose ``*.c`` make up the seam, most generic first: what the family
+        builds on (``shared``), then the family."""
+        return [*map(self.family_dir, shared), self.family_dir(family)]
 
     def linker_template(self) -> Optional[Path]:
         """The GNU ld script template rendered from a board's memory regions."""

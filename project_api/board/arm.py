@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 from ..resources import boards_dir
 from .architecture import Architecture, Cpu
@@ -66,7 +66,7 @@ class CortexM(Architecture):
     name = "cortex-m"
     qemu_binary = "qemu-system-arm"
     console_kinds = ("cmsdk-uart", "pl011", "stm32-usart", "stm32-lpuart")
-    timer_kinds = ("systick",)
+    timer_kinds = ("systick", "stm32-tim2")
 
     def parse_cpu(self, table: TableReader) -> Optional[Cpu]:
         float_abi = table.choice("float_abi", FLOAT_ABIS, default="soft")
@@ -92,8 +92,8 @@ class CortexM(Architecture):
     def family_dir(self, family: str) -> Path:
         return boards_dir() / "families" / family
 
-    def seam_dirs(self, family: str) -> List[Path]:
-        return [boards_dir() / "families" / "cortex_m", self.family_dir(family)]
+    def seam_dirs(self, family: str, shared: Sequence[str] = ()) -> List[Path]:
+        return [boards_dir() / "families" / "cortex_m", *super().seam_dirs(family, shared)]
 
     def linker_template(self) -> Optional[Path]:
         return boards_dir() / "families" / "cortex_m" / "linker.ld.j2"

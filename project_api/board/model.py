@@ -9,6 +9,7 @@ openocd/pyOCD and found by its USB serial port). What depends on the architectur
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -90,6 +91,12 @@ class Board:
     ram: Optional[MemoryRegion] = None
     serial: SerialHints = field(default_factory=SerialHints)
     source: Optional[Path] = None
+    # Seam directories under families/ that the family builds on (code shared by sibling
+    # families, e.g. the STM32 series), compiled after the architecture's and before the family.
+    family_shared: Tuple[str, ...] = ()
+    # Further board constants for the family's C seam ([definitions]: name -> value), e.g.
+    # which pins and clock enable an STM32 console uses.
+    definitions: Tuple[Tuple[str, str], ...] = ()
 
     # --- kinds --------------------------------------------------------------------------
 
@@ -149,7 +156,7 @@ class Board:
     def seam_dirs(self) -> List[Path]:
         """Directories whose ``*.c`` files make up the seam, most generic first (for Cortex-M:
         the shared ``cortex_m`` start-up/timer/fault code, then the family's drivers)."""
-        return self.architecture.seam_dirs(self.family)
+        return self.architecture.seam_dirs(self.family, self.family_shared)
 
     def seam_sources(self) -> List[Path]:
         """The C files implementing ``mlf_platform.h`` for this board."""
@@ -170,7 +177,10 @@ class Board:
             "MLF_BOARD_TICK_HZ": str(self.timer.clock_hz),
             "MLF_BOARD_SEMIHOSTING": "1" if self.semihosting else "0",
             "MLF_BOARD_MAX_PAYLOAD": str(self.max_payload),
+            # Selects the timer's C file (e.g. MLF_BOARD_TIMER_SYSTICK for kind "systick").
+            "MLF_BOARD_TIMER_" + re.sub(r"\W", "_", self.timer.kind).upper(): "1",
         }
+        definitions.update(self.definitions)
         if not self.is_host:
             assert self.console.address is not None and self.console.clock_hz is not None
             definitions.update(
@@ -280,6 +290,8 @@ class Board:
             "description": self.description,
             "arch": self.arch,
             "family": self.family,
+            "family_shared": list(self.family_shared),
+            "definitions": dict(self.definitions),
             "cpu": None if self.cpu is None else self.cpu.summary(),
             "flash": None
             if self.flash is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import Any, List, Mapping, Optional, Sequence
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import BoardError
 from ..resources import boards_dir
@@ -21,6 +21,7 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
 RUN_KINDS = ("host", "qemu", "openocd", "pyocd")
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_DEFINE_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _VID_PID_RE = re.compile(r"^([0-9a-fA-F]{4}):([0-9a-fA-F]{4})$")
 
 
@@ -84,6 +85,13 @@ def parse_board(data: Mapping[str, Any], *, source: Optional[Path] = None) -> Bo
     family = reader.string("family")
     if not _NAME_RE.match(family):
         reader.fail("family", "must name a directory under boards/families/")
+    family_shared = tuple(reader.string_list("family_shared"))
+    for shared in family_shared:
+        if not _NAME_RE.match(shared) or shared in (family, "cortex_m"):
+            reader.fail(
+                "family_shared",
+                f"entry {shared!r} must name another directory under boards/families/",
+            )
     is_host = seam.is_host
 
     cpu: Optional[Cpu] = None
@@ -169,6 +177,8 @@ def parse_board(data: Mapping[str, Any], *, source: Optional[Path] = None) -> Bo
     if ram is not None and max_payload > ram.length // 4:
         link.fail("max_payload", f"({max_payload}) is more than a quarter of RAM ({ram.length})")
 
+    definitions = _definitions(reader) if "definitions" in data else ()
+
     reader.no_extra()
     return Board(
         name=name,
@@ -185,7 +195,25 @@ def parse_board(data: Mapping[str, Any], *, source: Optional[Path] = None) -> Bo
         ram=ram,
         serial=serial,
         source=source,
+        family_shared=family_shared,
+        definitions=definitions,
     )
+
+
+def _definitions(reader: TableReader) -> Tuple[Tuple[str, str], ...]:
+    """``[definitions]``: constants for the family's C seam, as C macro name → C text."""
+    table = reader.table("definitions")
+    definitions: List[Tuple[str, str]] = []
+    for key, value in table.data.items():
+        table.used.add(key)
+        if not _DEFINE_RE.match(str(key)) or key.startswith("MLF_BOARD_"):
+            table.fail(key, "must be an upper-case C macro name not starting with MLF_BOARD_")
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            table.fail(key, f"must be an integer or a string (got {value!r})")
+        if isinstance(value, int) and value < 0 or value == "":
+            table.fail(key, f"must be a non-negative integer or a non-empty string (got {value!r})")
+        definitions.append((key, f"0x{value:X}u" if isinstance(value, int) else value))
+    return tuple(definitions)
 
 
 def _region(memory: TableReader, key: str) -> MemoryRegion:

@@ -230,6 +230,7 @@ def _junk_names(directory: str, names: List[str]) -> List[str]:
 # what its type names (ProjectType.firmware_sources), plus the profile hooks when asked.
 _NOT_COMPILED = {"mlf_tvm_compat.c"}
 _PROFILE_SOURCE = "mlf_profile.c"
+_SCRATCH_SHIM = "mlf_cmsis_nn_scratch.c"
 _JSON_ONLY = {"mlf_graph_json.c", "mlf_json.c"}
 
 
@@ -368,9 +369,14 @@ def _install_dependencies(
             for plan in plans
             if detect_cmsis_nn(plan.model.sources)
         ]
-        cmsis = cmsis_nn_build(assumed, board.cpu, board.name)
+        cmsis = cmsis_nn_build(assumed, board.cpu, board.name, scratch_shim=True)
         if cmsis.reason:
             say(cmsis.reason)
+    scratch = None
+    if cmsis is not None and cmsis.scratch:
+        scratch = f"runtime/cmsis_nn/{_SCRATCH_SHIM}"
+        (root / scratch).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(crt_dir() / "cmsis_nn" / _SCRATCH_SHIM, root / scratch)
     targets = ["firmware"] + [f"mlf_model_{plan.c_name}" for plan in plans]
     placed = install_dependencies(
         resolved,
@@ -379,6 +385,7 @@ def _install_dependencies(
         target_name=targets,
         lock=lock,
         cmsis_nn_flags=cmsis.flags if cmsis else (),
+        cmsis_nn_scratch=scratch,
     )
     described = []
     for dep in placed:

@@ -143,7 +143,10 @@ class CmsisNnBuild:
 
     level: int
     flags: Tuple[str, ...]
-    reason: Optional[str]  # a sentence when the board's own level is not used
+    reason: Optional[str]  # a sentence when the board's own level is not used, or is with scratch
+    # The calls TVM made go through crt/cmsis_nn/mlf_cmsis_nn_scratch.c, which hands kernels
+    # that need scratch memory TVM did not size a static buffer.
+    scratch: bool = False
 
     @property
     def name(self) -> str:
@@ -151,7 +154,11 @@ class CmsisNnBuild:
 
 
 def cmsis_nn_build(
-    assumed: Sequence[Tuple[str, CpuFeatures]], cpu: Any, board_name: str = "the board"
+    assumed: Sequence[Tuple[str, CpuFeatures]],
+    cpu: Any,
+    board_name: str = "the board",
+    *,
+    scratch_shim: bool = False,
 ) -> CmsisNnBuild:
     """The CMSIS-NN feature level for models generated as ``assumed`` ((model, features)
     pairs) on a board whose CPU is ``cpu``; flags are ``-U`` options for the board's compiler.
@@ -160,11 +167,22 @@ def cmsis_nn_build(
     agree on and the board has is built by undefining what lies above it; anything else
     (models that disagree, a board without what was assumed) falls back to the portable C,
     which needs the least scratch memory of all.
+
+    With ``scratch_shim`` (the generator links the scratch shim) the board's own level is
+    always built: the shim gives the kernels the scratch memory TVM did not size.
     """
     have = board_level(cpu)
     if not assumed:
         return CmsisNnBuild(have, (), None)
     levels = {features.level for _, features in assumed}
+    if scratch_shim and have > min(levels):
+        why = "; ".join(f"model {name}: {features.describe()}" for name, features in assumed)
+        reason = (
+            f"CMSIS-NN is compiled for {board_name}'s {_FEATURES[have]} although {why}: the "
+            "calls TVM generated get static scratch memory where its contexts are empty "
+            "(MLF_CMSIS_NN_SCRATCH_BYTES)"
+        )
+        return CmsisNnBuild(have, (), reason, scratch=True)
     agreed = min(levels)
     level = agreed if len(levels) == 1 and agreed <= have else 0
     if level == have:

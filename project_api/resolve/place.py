@@ -159,6 +159,7 @@ def install_dependencies(
     target_name: Union[str, Sequence[str]] = "firmware",
     lock: Optional[LockFile] = None,
     cmsis_nn_flags: Sequence[str] = (),
+    cmsis_nn_scratch: Optional[str] = None,
 ) -> List[ResolvedDependency]:
     """Place the dependencies, write ``deps.cmake`` and ``dependencies.lock.json`` in
     ``project_dir``; return the placed dependencies. The project's CMakeLists.txt then does
@@ -171,6 +172,7 @@ def install_dependencies(
         cpu=cpu,
         target_name=target_name,
         cmsis_nn_flags=cmsis_nn_flags,
+        cmsis_nn_scratch=cmsis_nn_scratch,
     )
     (project_dir / FRAGMENT_NAME).write_text(text, encoding="utf-8")
     write_lock(project_dir / LOCK_FILE_NAME, placed)

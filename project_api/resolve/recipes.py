@@ -309,6 +309,7 @@ def cmake_fragment(
     target_name: Union[str, Sequence[str]] = "firmware",
     fragment_dir: Optional[Path] = None,
     cmsis_nn_flags: Sequence[str] = (),
+    cmsis_nn_scratch: Optional[str] = None,
 ) -> str:
     """CMake text that compiles the dependencies and links them to the firmware target(s).
 
@@ -331,6 +332,11 @@ def cmake_fragment(
     - ``cmsis_nn_flags`` (e.g. ``-U__ARM_FEATURE_DSP``, from :func:`.features.cmsis_nn_build`)
       are PUBLIC compile options of a CMSIS-NN library: the library and the code calling it
       see the CPU features TVM generated the code for, not more;
+    - ``cmsis_nn_scratch`` (the scratch shim's C file, relative to the fragment's directory)
+      is compiled into a CMSIS-NN library, and the library's users (the model's code) call
+      its ``mlf_cmsis_nn_*`` functions instead of the kernels TVM named (INTERFACE
+      definitions ``arm_X=mlf_cmsis_nn_X``); ``MLF_CMSIS_NN_SCRATCH_BYTES`` (default 8192)
+      is its buffer;
     - no ``cmake_minimum_required``/``project`` inside; C language must be enabled.
     """
     fragment_base = fragment_dir or project_dir
@@ -441,10 +447,33 @@ def cmake_fragment(
                 + " ".join(_quote(f) for f in cmsis_nn_flags)
                 + ")",
             ]
+        if cmsis_nn_scratch and dep.recipe.kind == "cmsis-nn" and plan.sources:
+            lines += _scratch_lines(lib, cmsis_nn_scratch)
         for target in targets:
             lines.append(f"target_link_libraries({target} PRIVATE {lib})")
         lines.append(f"list(APPEND MLF_DEPENDENCY_TARGETS {lib})")
     return "\n".join(lines) + "\n"
+
+
+# The CMSIS-NN entry points TVM 0.14 calls with a context (crt/cmsis_nn/mlf_cmsis_nn_scratch.c).
+SCRATCH_KERNELS = tuple(
+    f"{kernel}_{bits}"
+    for kernel in ("convolve_wrapper", "depthwise_conv_wrapper", "fully_connected", "avgpool")
+    for bits in ("s8", "s16")
+)
+
+
+def _scratch_lines(lib: str, source: str) -> List[str]:
+    renames = " ".join(f"arm_{k}=mlf_cmsis_nn_{k}" for k in SCRATCH_KERNELS)
+    return [
+        "# TVM sized no scratch for these kernels: its calls go through the scratch shim.",
+        "if(NOT DEFINED MLF_CMSIS_NN_SCRATCH_BYTES)",
+        "  set(MLF_CMSIS_NN_SCRATCH_BYTES 8192)",
+        "endif()",
+        f'target_sources({lib} PRIVATE "${{CMAKE_CURRENT_LIST_DIR}}/{source}")',
+        f"target_compile_definitions({lib} PRIVATE "
+        "MLF_CMSIS_NN_SCRATCH_BYTES=${MLF_CMSIS_NN_SCRATCH_BYTES} INTERFACE " + renames + ")",
+    ]
 
 
 def describe_plans(

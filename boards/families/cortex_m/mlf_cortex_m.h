@@ -53,20 +53,35 @@
 #define MLF_SYST_CSR_TICKINT (1u << 1)
 #define MLF_SYST_CSR_CLKSOURCE_CPU (1u << 2)
 
-/* Implemented by each family (mps2, lm3s, stm32): clocks and console UART, called once from
- * mlf_platform_init() before the tick counter starts. The family also implements
+/* Implemented by each family (mps2, lm3s, stm32l4, stm32f4, stm32f7): clocks and console UART,
+ * called once from mlf_platform_init() before the tick counter starts. The family also implements
  * mlf_platform_read() and mlf_platform_write() from mlf_platform.h. */
 void mlf_family_init(void);
 
-/* Implemented in cortex_m: starts the 64-bit SysTick counter at MLF_BOARD_TICK_HZ. */
-void mlf_systick_start(void);
+/* Masks interrupts (PRIMASK) and returns the previous mask for mlf_restore_interrupts(). */
+static inline uint32_t mlf_mask_interrupts(void) {
+  uint32_t primask;
+  __asm__ volatile("mrs %0, primask\n\tcpsid i" : "=r"(primask)::"memory");
+  return primask;
+}
+
+static inline void mlf_restore_interrupts(uint32_t primask) {
+  __asm__ volatile("msr primask, %0" ::"r"(primask) : "memory");
+}
+
+/* Implemented by the board's timer (its [timer] kind: cortex_m/timer_systick.c for systick,
+ * a family's timer_*.c otherwise, each compiled only when MLF_BOARD_TIMER_<KIND> is set):
+ * starts the 64-bit tick counter at MLF_BOARD_TICK_HZ, after mlf_family_init(). The timer
+ * also implements mlf_platform_ticks() and mlf_systick_rephase() below. */
+void mlf_timer_start(void);
 
 /* Restarts the SysTick period at this instant, keeping the 64-bit count (less the fraction of
  * a tick already elapsed, so it stays monotonic). Families call it when mlf_platform_read()
  * and mlf_platform_write() return: those are the only places whose duration depends on the
  * host (polling for bytes), and re-phasing there makes the ticks between two later points
  * depend only on the instructions executed between them. Under QEMU -icount that makes a
- * measured span reproducible to the tick instead of +-1. */
+ * measured span reproducible to the tick instead of +-1. A timer that counts instructions
+ * exactly under -icount needs no re-phasing and implements this as nothing. */
 void mlf_systick_rephase(void);
 
 /* Semihosting (ARM semihosting v2 operations). Only meaningful when MLF_BOARD_SEMIHOSTING:

@@ -1,7 +1,7 @@
 /*
- * platform.c — the parts of mlf_platform.h every Cortex-M board shares: start-up order, the
- * 64-bit SysTick tick counter, semihosting log/exit on QEMU boards, and the newlib hooks a
- * bare-metal program still needs (_exit, _sbrk).
+ * platform.c — the parts of mlf_platform.h every Cortex-M board shares: start-up order,
+ * semihosting log/exit on QEMU boards, and the newlib hooks a bare-metal program still needs
+ * (_exit, _sbrk). The tick counter is the board's timer kind (timer_systick.c, or a family's).
  */
 #include <errno.h>
 #include <stddef.h>
@@ -10,81 +10,9 @@
 #include "mlf_cortex_m.h"
 #include "mlf_platform.h"
 
-#define SYSTICK_RELOAD 0x00FFFFFFu
-#define SYSTICK_PERIOD ((uint64_t)SYSTICK_RELOAD + 1u)
-
-/* Ticks already accounted for by the overflow interrupt; the live 24-bit counter adds the
- * rest. Shared between the interrupt and mlf_platform_ticks(), hence file-scope volatile. */
-static volatile uint64_t systick_wrapped_ticks;
-
-void mlf_systick_handler(void);
-
-void mlf_systick_handler(void) { systick_wrapped_ticks += SYSTICK_PERIOD; }
-
-void mlf_systick_start(void) {
-  MLF_SYST_CSR = 0;
-  systick_wrapped_ticks = 0;
-  MLF_SYST_RVR = SYSTICK_RELOAD;
-  MLF_SYST_CVR = 0;
-  MLF_SYST_CSR = MLF_SYST_CSR_ENABLE | MLF_SYST_CSR_TICKINT | MLF_SYST_CSR_CLKSOURCE_CPU;
-  /* Writing CVR leaves it at 0 until the first tick reloads it; a read in that window would
-   * look like a full period, so let the counter start properly first. */
-  while (MLF_SYST_CVR == 0) {
-  }
-}
-
 void mlf_platform_init(void) {
   mlf_family_init();
-  mlf_systick_start();
-}
-
-/* The tick count now; interrupts must be masked. */
-static uint64_t ticks_masked(void) {
-  uint32_t count = MLF_SYST_CVR;
-  uint64_t base = systick_wrapped_ticks;
-  if ((MLF_SCB_ICSR & MLF_SCB_ICSR_PENDSTSET) != 0u) {
-    /* The counter reached zero but the interrupt has not run yet (we masked it): account for
-     * the period here. Re-read so that count and base agree; a zero still belongs to the
-     * period that is ending. */
-    count = MLF_SYST_CVR;
-    if (count != 0u) {
-      base += SYSTICK_PERIOD;
-    }
-  }
-  return base + (uint64_t)(SYSTICK_RELOAD - count);
-}
-
-static uint32_t mask_interrupts(void) {
-  uint32_t primask;
-  __asm__ volatile("mrs %0, primask\n\tcpsid i" : "=r"(primask)::"memory");
-  return primask;
-}
-
-static void restore_interrupts(uint32_t primask) {
-  __asm__ volatile("msr primask, %0" ::"r"(primask) : "memory");
-}
-
-uint64_t mlf_platform_ticks(void) {
-  uint32_t primask = mask_interrupts();
-  uint64_t now = ticks_masked();
-  restore_interrupts(primask);
-  return now;
-}
-
-void mlf_systick_rephase(void) {
-  if ((MLF_SYST_CSR & MLF_SYST_CSR_ENABLE) == 0u) {
-    return; /* not started yet: nothing to keep in phase */
-  }
-  uint32_t primask = mask_interrupts();
-  uint64_t now = ticks_masked();
-  /* Any write clears the counter; it reloads one tick later, so from here on tick edges fall
-   * at a fixed instruction distance from this point. A wrap up to now is already in `now`. */
-  MLF_SYST_CVR = 0;
-  MLF_SCB_ICSR = MLF_SCB_ICSR_PENDSTCLR;
-  while (MLF_SYST_CVR == 0u) {
-  }
-  systick_wrapped_ticks = now;
-  restore_interrupts(primask);
+  mlf_timer_start();
 }
 
 uint64_t mlf_platform_tick_hz(void) { return (uint64_t)MLF_BOARD_TICK_HZ; }

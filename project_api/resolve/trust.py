@@ -190,7 +190,7 @@ def _local_path(url: str, base_dir: Path) -> Path:
     text = url.strip()
     if text.lower().startswith("file:"):
         text = urllib.request.url2pathname(urllib.parse.urlsplit(text).path)
-    path = Path(text)
+    path = Path(text).expanduser()
     if not path.is_absolute():
         path = Path(base_dir) / path
     return Path(posixpath.normpath(path.as_posix()))

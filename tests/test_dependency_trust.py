@@ -408,3 +408,55 @@ def test_cmsis_nn_named_by_the_user_still_works(
     assert status == 0, err
     lock = json.loads((tmp_path / "q" / "dependencies.lock.json").read_text())
     assert lock["dependencies"][0]["url"] == dependency["url"]
+
+
+def test_an_archives_download_is_redirected_only_to_allowed_hosts(
+    tmp_path: Path, capsys: pytest.CaptureFixture, clean_env: Path
+) -> None:
+    import functools
+    import http.server
+    import threading
+
+    www = tmp_path / "www"
+    www.mkdir()
+    with tarfile.open(www / "lib.tar.gz", "w:gz") as tar:
+        info = tarfile.TarInfo("lib-1/src/lib.c")
+        info.size = len(LIB_C)
+        tar.addfile(info, io.BytesIO(LIB_C))
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/moved.tar.gz":  # to the same server under another host name
+                self.send_response(302)
+                self.send_header("Location", f"http://localhost:{port}/lib.tar.gz")
+                self.end_headers()
+                return
+            super().do_GET()
+
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Handler, directory=str(www))
+    )
+    port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{port}/moved.tar.gz"
+        archive = archive_tar(
+            tmp_path / "m.tar", [{"short_name": "lib", "url": url, "url_type": "url"}]
+        )
+        status, err = generate(capsys, archive, tmp_path / "p", "--allow-host", "127.0.0.1")
+        assert status == 2 and "refused (not an allowed host)" in err, err
+        assert not (tmp_path / "p").exists()
+        flags = ["--allow-host", "127.0.0.1", "--allow-host", "localhost"]
+        status, err = generate(capsys, archive, tmp_path / "p", *flags)
+        assert status == 0, err
+        # Named by the user, the same redirect is followed as before.
+        spec = f"short_name=lib,url={url},url_type=url"
+        status, err = generate(capsys, archive, tmp_path / "q", "--dependency", spec)
+        assert status == 0, err
+    finally:
+        server.shutdown()
+        server.server_close()

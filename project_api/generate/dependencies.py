@@ -145,6 +145,7 @@ def install_project_dependencies(
         refresh=bool(opts["refresh_dependencies"]),
         progress=say,
         notify=say,
+        policy=declared.policy,
     )
     check_builds(resolved, declared.policy)
     cmsis = None

@@ -460,3 +460,28 @@ def test_an_archives_download_is_redirected_only_to_allowed_hosts(
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_path_inside_a_directory_archive_and_consent_over_the_project_api(
+    tmp_path: Path, capsys: pytest.CaptureFixture, clean_env: Path
+) -> None:
+    from project_api.resources import template_dir
+    from project_api.serve.handler import ProjectApiHandler
+
+    # A directory archive whose path entry lies inside it: no consent needed.
+    files = members([{"short_name": "x", "url": "vendor/x", "url_type": "path"}])
+    archive = write_dir(tmp_path / "arch", {**files, "vendor/x/lib.c": LIB_C})
+    status, err = generate(capsys, archive, tmp_path / "p")
+    assert status == 0, err
+    assert "named by the archive; inside the archive" in err
+    # A path outside, allowed by the Project API's option (tvmc sends strings).
+    outside = tmp_path / "vendor" / "y"
+    outside.mkdir(parents=True)
+    (outside / "lib.c").write_bytes(LIB_C)
+    tar = archive_tar(
+        tmp_path / "m.tar", [{"short_name": "y", "url": "vendor/y", "url_type": "path"}]
+    )
+    handler = ProjectApiHandler(template_dir())
+    options = {"board": "host", "project_type": "host_driven", "allow_archive_paths": "true"}
+    handler.generate_project(str(tar), "", str(tmp_path / "q"), options)
+    assert (tmp_path / "q" / "deps" / "y" / "lib.c").read_bytes() == LIB_C

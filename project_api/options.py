@@ -131,7 +131,6 @@ OPTIONS: Dict[str, Option] = _table(
         None,
         "A tar archive unpacked into the generated project directory.",
         optional=_GENERATE,
-        generator=False,
     ),
     Option(
         "warning_as_error",
@@ -212,6 +211,31 @@ OPTIONS: Dict[str, Option] = _table(
         optional=_GENERATE,
         # The generator also takes the --dependency form (short_name=...,url=...) and lists.
         api_type="json",
+    ),
+    Option(
+        "allow_archive_paths",
+        "bool",
+        False,
+        "Let the archive's external_dependencies name local paths outside the archive "
+        "(path entries, file:// and local git repositories); default: refused.",
+        optional=_GENERATE,
+    ),
+    Option(
+        "allowed_hosts",
+        "str",
+        None,
+        "More hosts the archive's git/url dependencies may come from, HOST or HOST/PATH, "
+        "comma-separated (beside $MLF_PROJECT_ALLOWED_HOSTS and the allowed_hosts file); "
+        "default: the homes of CMSIS-NN and CMSIS 5 only.",
+        optional=_GENERATE,
+    ),
+    Option(
+        "allow_dependency_cmake",
+        "bool",
+        False,
+        "Let a dependency the archive names run its own CMakeLists.txt; default: it must "
+        "build from a recipe (C sources and include directories).",
+        optional=_GENERATE,
     ),
     Option(
         "build_dir",

@@ -59,6 +59,11 @@ def commit_factor(repo: Path, factor: int) -> str:
     return git(repo, "rev-parse", "HEAD")
 
 
+# The archive names its library by a file: url (a repository made here), which only the user's
+# consent lets it use (docs/security.md); tests/test_dependency_trust.py checks the refusal.
+ALLOW = "--allow-archive-paths"
+
+
 def git_flag(repo: Path, version: str) -> str:
     return f"short_name=mylib,url={repo.as_uri()},url_type=git,version_spec={version}"
 
@@ -136,6 +141,7 @@ def run_scaler(
         Path(str(world["root"])) / "in.npz",
         "--output",
         out,
+        ALLOW,
         *flags,
     )
     assert status == 0, err
@@ -261,7 +267,13 @@ def test_offline_uses_a_warm_cache_and_names_what_a_cold_one_lacks(
     world: Dict[str, object], tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     status, _, err = cli(
-        capsys, "generate", world["archive"], tmp_path / "warm", "--cache-dir", world["cache"]
+        capsys,
+        "generate",
+        world["archive"],
+        tmp_path / "warm",
+        "--cache-dir",
+        world["cache"],
+        ALLOW,
     )
     assert status == 0, err  # fills the shared cache if no other test did
     warm = tmp_path / "offline"
@@ -270,7 +282,7 @@ def test_offline_uses_a_warm_cache_and_names_what_a_cold_one_lacks(
     cold = tmp_path / "cold-cache"
     status, _, err = cli(
         capsys, "generate", world["archive"], tmp_path / "nothing", "--cache-dir", cold,
-        "--offline",
+        "--offline", ALLOW,
     )  # fmt: skip
     assert status == 2
     assert "offline: 1 dependency is not in the cache" in err
@@ -377,7 +389,7 @@ def test_path_dependency_relative_to_the_archive(
     out = tmp_path / "out.npz"
     status, _, err = cli(
         capsys, "run", archive, "--project-dir", tmp_path / "p", "--input",
-        Path(str(world["root"])) / "in.npz", "--output", out,
+        Path(str(world["root"])) / "in.npz", "--output", out, ALLOW,
     )  # fmt: skip
     assert status == 0, err
     assert np.array_equal(np.load(out)["output0"], expected(world, 6))

@@ -137,3 +137,11 @@ def test_extra_files_tar_from_the_command_line(archives: Dict[str, Path], tmp_pa
     argv[-1] = str(tmp_path / "q")
     assert main(argv + ["-o", f"extra_files_tar={tmp_path / 'none.tar'}"]) == 2
     assert not (tmp_path / "q").exists()
+    # A member escaping the project: refused before anything is generated, in one place
+    # (generate/extra_files.py) for every front end.
+    evil = tmp_path / "evil.tar"
+    with tarfile.open(evil, "w") as tar:
+        tar.add(tmp_path / "extra" / "hello.txt", arcname="../escaped.txt")
+    argv[-1] = str(tmp_path / "r")
+    assert main(argv + ["-o", f"extra_files_tar={evil}"]) == 2
+    assert not (tmp_path / "r").exists() and not (tmp_path / "escaped.txt").exists()

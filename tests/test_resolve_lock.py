@@ -195,9 +195,11 @@ def test_a_damaged_own_lock_is_replaced(tmp_path: Path, capsys: pytest.CaptureFi
         external_dependencies=[{"short_name": "mylib", "url": "mylib", "url_type": "path"}],
     )
     project = tmp_path / "p"
-    assert main(["generate", str(archive), str(project)]) == 0
+    # The archive names a directory beside it: the user's consent (docs/security.md).
+    allow = "--allow-archive-paths"
+    assert main(["generate", str(archive), str(project), allow]) == 0
     (project / "dependencies.lock.json").write_text("{broken")
     capsys.readouterr()
-    assert main(["generate", str(archive), str(project), "--force"]) == 0
+    assert main(["generate", str(archive), str(project), "--force", allow]) == 0
     assert "ignoring the project's damaged lock file" in capsys.readouterr().err
     assert read_lock(project / "dependencies.lock.json").entries["mylib"].placed == "deps/mylib"

@@ -542,7 +542,7 @@ static mlf_status parse(const char* json, size_t json_len, void* mem, size_t* si
   parser p;
   memset(&p, 0, sizeof(p));
   mlf_error_clear(err);
-  if (json == NULL || size == NULL || json_len >= (1u << 28)) {
+  if (json == NULL || size == NULL || json_len >= MLF_JSON_MAX_BYTES) {
     return mlf_fail(err, MLF_ERR_ARGUMENT, MLF_WHY_GRAPH_ARGUMENT);
   }
   p.err = err;

@@ -116,6 +116,9 @@ int mlf_name_equal(mlf_name a, mlf_name b);
  * needs no libc beyond memcpy/memset (GCC turns an unbounded loop back into a strlen call). */
 size_t mlf_cstr_length(const char* s, size_t limit);
 
+/* graph.json texts are shorter than this (offsets in errors and tables stay far from 32 bits). */
+#define MLF_JSON_MAX_BYTES ((size_t)1 << 28)
+
 /* Resets err to "no error" (node and offset UINT32_MAX). */
 void mlf_error_clear(mlf_error* err);
 

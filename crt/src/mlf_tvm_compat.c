@@ -18,6 +18,9 @@ struct TVMGraphExecutor {
 
 static const DLDevice kCpu = {kDLCPU, 0};
 
+/* Names are compared as 32-bit lengths (mlf_name): a longer one cannot match any. */
+static size_t name_length(const char* name) { return mlf_cstr_length(name, UINT32_MAX); }
+
 static void report(const mlf_error* err) {
   char message[128];
   mlf_error_format(err, message, sizeof(message));
@@ -43,12 +46,15 @@ static void release_memory(TVMGraphExecutor* g) {
 
 static mlf_status build(TVMGraphExecutor* g, const char* sym_json, const TVMModule* lib,
                         mlf_error* err) {
-  size_t len = strlen(sym_json), bytes;
+  /* Bounded: a text without its NUL within the parser's limit is refused before it is copied. */
+  size_t len = mlf_cstr_length(sym_json, MLF_JSON_MAX_BYTES), bytes;
   const mlf_graph* graph;
+  if (len >= MLF_JSON_MAX_BYTES) return mlf_fail(err, MLF_ERR_ARGUMENT, MLF_WHY_GRAPH_ARGUMENT);
   if ((g->json = (char*)allocate(len + 1)) == NULL) {
     return mlf_fail(err, MLF_ERR_NO_MEMORY, MLF_WHY_PLATFORM_ALLOCATE);
   }
-  memcpy(g->json, sym_json, len + 1);
+  memcpy(g->json, sym_json, len);
+  g->json[len] = '\0';
   if (mlf_graph_measure_json(g->json, len, &bytes, err) != MLF_OK) return err->status;
   if ((g->tables = allocate(bytes)) == NULL) {
     return mlf_fail(err, MLF_ERR_NO_MEMORY, MLF_WHY_PLATFORM_ALLOCATE);
@@ -95,7 +101,7 @@ int TVMGraphExecutor_Create(const char* sym_json, TVMModuleHandle module_handle,
 int TVMGraphExecutor_GetInputIndex(TVMGraphExecutor* executor, const char* name) {
   uint32_t index;
   if (executor == NULL || name == NULL ||
-      mlf_executor_input_index(&executor->ex, name, strlen(name), &index) != MLF_OK) {
+      mlf_executor_input_index(&executor->ex, name, name_length(name), &index) != MLF_OK) {
     return -1;
   }
   return (int)index;
@@ -123,7 +129,7 @@ static int status_to_int(mlf_status status, const char* what) {
 
 int TVMGraphExecutor_SetInput(TVMGraphExecutor* executor, const char* name, DLTensor* data_in) {
   if (executor == NULL || name == NULL || data_in == NULL) return -1;
-  return status_to_int(mlf_executor_set_input_by_name(&executor->ex, name, strlen(name),
+  return status_to_int(mlf_executor_set_input_by_name(&executor->ex, name, name_length(name),
                                                       data_in->data, tensor_bytes(data_in)),
                        "TVMGraphExecutor_SetInput: no such input, or wrong size");
 }

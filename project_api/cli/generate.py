@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 from ..errors import GenerateError
 from ..options import PROJECT_TYPES
@@ -63,12 +63,54 @@ def add_generate_arguments(parser: argparse.ArgumentParser, *, board_default: st
         metavar="FILE",
         help="regenerate the dependencies exactly as this dependencies.lock.json pins them",
     )
+    add_trust_arguments(deps)
     deps.add_argument(
         "--refresh-dependencies",
         action="store_true",
         help="fetch git/url dependencies again (e.g. a moved branch) instead of reusing the "
         "cache and the project's own lock file",
     )
+
+
+def add_trust_arguments(group: Any) -> None:
+    """What the user allows the archive's own external_dependencies (docs/security.md)."""
+    group.add_argument(
+        "--allow-archive-paths",
+        action="store_true",
+        help="let the archive's dependencies name local paths outside it (path entries, "
+        "file:// or local git repositories); refused by default",
+    )
+    group.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST[/PATH]",
+        help="a host (or host/path prefix) the archive's git/url dependencies may come from, "
+        "beside the homes of CMSIS-NN and CMSIS 5, $MLF_PROJECT_ALLOWED_HOSTS and "
+        "~/.config/mlf-project-api/allowed_hosts; repeatable",
+    )
+    group.add_argument(
+        "--allow-dependency-cmake",
+        action="store_true",
+        help="let a dependency the archive names run its own CMakeLists.txt; by default it "
+        "is built from a recipe (C sources only)",
+    )
+
+
+def trust_options(args: argparse.Namespace, options: Dict[str, Any]) -> Dict[str, Any]:
+    """``options`` with the flags of :func:`add_trust_arguments` added."""
+    options = dict(options)
+    flags = {
+        "allow_archive_paths": getattr(args, "allow_archive_paths", False),
+        "allow_dependency_cmake": getattr(args, "allow_dependency_cmake", False),
+        "allowed_hosts": ",".join(getattr(args, "allow_host", None) or []),
+    }
+    for name, value in flags.items():
+        if value:
+            if name in options:
+                raise GenerateError(f"option {name} given twice (a flag and -o)")
+            options[name] = "true" if value is True else value
+    return options
 
 
 def add_option_argument(parser: argparse.ArgumentParser, *, help: str) -> None:
@@ -105,18 +147,7 @@ def dependency_options(args: argparse.Namespace, options: Dict[str, Any]) -> Dic
         options["offline"] = "true"
     if getattr(args, "refresh_dependencies", False):
         options["refresh_dependencies"] = "true"
-    return options
-
-
-def _extra_files(value: Any) -> Optional[Path]:
-    """TVM's option extra_files_tar: a tar unpacked into the project once it is generated
-    (checked first, so a wrong path costs no generation)."""
-    if not value:
-        return None
-    path = Path(str(value)).expanduser().resolve()
-    if not path.is_file():
-        raise GenerateError(f"option extra_files_tar {value}: no such file")
-    return path
+    return trust_options(args, options)
 
 
 class GenerateCommand(Command):
@@ -151,7 +182,6 @@ class GenerateCommand(Command):
         from .build import ProgressPrinter
 
         options = dependency_options(args, parse_option_assignments(args.option))
-        extra = _extra_files(options.get("extra_files_tar"))
         project = Project.generate(
             args.archive,
             args.project_dir,
@@ -162,11 +192,6 @@ class GenerateCommand(Command):
             progress=ProgressPrinter(),
             force=args.force,
         )
-        if extra is not None:
-            from ..serve.handler import extract_extra_files
-
-            extract_extra_files(extra, Path(project.dir))
-            print(f"unpacked {extra} into {project.dir}")
         for model in project.models:
             sizes = model["sizes"]
             print(

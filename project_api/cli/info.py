@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any, Dict, List
 
+from ..generate.dependencies import archive_base_dir
 from ..read import Archive, Model, TensorSpec, open_archive
 from ..resolve import check_dependencies, collect_dependencies
+from ..resolve.trust import TrustPolicy, Verdict, assess_all
 from .command import EXIT_OK, Command
+from .generate import add_trust_arguments, trust_options
 
 
 class InfoCommand(Command):
@@ -18,32 +22,54 @@ class InfoCommand(Command):
         "Open and fully validate a TVM Model Library Format archive (tar, tar.gz or extracted "
         "directory) and its external_dependencies (without fetching them), and print its "
         "version and, for each model: executor, targets, inputs, outputs, parameter and "
-        "memory sizes, operators and external dependencies."
+        "memory sizes, operators and external dependencies: where each would come from and "
+        "whether it is allowed (docs/security.md), before anything is fetched."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("archive", help="MLF archive (.tar, .tar.gz) or extracted directory")
         parser.add_argument("--json", action="store_true", help="print one JSON object")
+        add_trust_arguments(parser.add_argument_group("what the archive's dependencies may do"))
 
     def do_run(self, args: argparse.Namespace) -> int:
+        policy = TrustPolicy.from_options(trust_options(args, {}))
         with open_archive(args.archive) as archive:
-            check_archive_dependencies(archive)
+            verdicts = check_archive_dependencies(archive, policy)
             if args.json:
-                print(json.dumps(archive_summary(archive), indent=2))
+                summary = archive_summary(archive)
+                summary["dependencies"] = [verdict.to_json() for verdict in verdicts]
+                print(json.dumps(summary, indent=2))
             else:
-                print("\n".join(describe_archive(archive)))
+                print("\n".join(describe_archive(archive) + describe_verdicts(verdicts)))
         return EXIT_OK
 
 
-def check_archive_dependencies(archive: Archive) -> None:
+def check_archive_dependencies(archive: Archive, policy: TrustPolicy) -> List[Verdict]:
     """The checks generate makes of the archive's external_dependencies before fetching any
-    (their keys, url_type, short_name, urls, duplicates that disagree, mlf_path directories);
-    raises the same DependencyError. Nothing is fetched and nothing outside the archive read."""
+    (their keys, url_type, short_name, urls, duplicates that disagree, mlf_path directories),
+    raising the same DependencyError, and the trust rule's verdict on each. Nothing is
+    fetched and nothing outside the archive read."""
     specs = collect_dependencies(
         [model.external_dependencies for model in archive.models],
         model_names=[model.name for model in archive.models],
     )
     check_dependencies(specs, archive.root)
+    base_dir = archive_base_dir(Path(archive.path))
+    return assess_all(specs, policy, archive_root=archive.root, base_dir=base_dir)
+
+
+def describe_verdicts(verdicts: List[Verdict]) -> List[str]:
+    """One line per dependency: where it would come from, and whether it is allowed."""
+    if not verdicts:
+        return []
+    lines = ["", "external dependencies (nothing fetched yet):"]
+    for verdict in verdicts:
+        spec = verdict.spec
+        at = f" at {spec.version_spec}" if spec.version_spec else ""
+        state = "allowed" if verdict.allowed else "REFUSED"
+        lines.append(f"  {spec.short_name}: {spec.url_type} from {verdict.source}{at}: {state}")
+        lines.append(f"    {verdict.reason}")
+    return lines
 
 
 def archive_summary(archive: Archive) -> Dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import List
 
 from ..errors import InputError
 from .command import EXIT_FAILURE, EXIT_OK, Command
-from .generate import add_option_argument, dependency_options
+from .generate import add_option_argument, add_trust_arguments, dependency_options
 
 
 class MatrixCommand(Command):
@@ -55,6 +55,7 @@ class MatrixCommand(Command):
         parser.add_argument(
             "--cmsis-path", metavar="DIR", help="a CMSIS-NN checkout, as `generate --cmsis-path`"
         )
+        add_trust_arguments(parser)
 
     def do_run(self, args: argparse.Namespace) -> int:
         from ..generate import parse_option_assignments

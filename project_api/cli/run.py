@@ -15,13 +15,13 @@ import json
 import shutil
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
 from ..errors import GenerateError, InputError
+from ..npfiles import load_arrays
 from .command import EXIT_FAILURE, EXIT_OK, Command
 from .generate import add_generate_arguments, dependency_options
 from .lab import add_labgrid_arguments, apply_labgrid, check_labgrid
@@ -321,13 +321,13 @@ def _describe_specs(specs: List[Dict[str, Any]]) -> str:
 
 
 def _holds_inputs_of(path: str, model: Mapping[str, Any]) -> bool:
-    if Path(path).suffix == ".npy":
-        return len(model["inputs"]) == 1
     try:
-        with np.load(path, allow_pickle=False) as data:
-            return all(spec["name"] in data.files for spec in model["inputs"])
-    except (OSError, ValueError, zipfile.BadZipFile):
+        loaded = load_arrays(path, what="input file", error=InputError)
+    except InputError:
         return True  # let load_inputs report the problem
+    if not isinstance(loaded, dict):
+        return len(model["inputs"]) == 1
+    return all(spec["name"] in loaded for spec in model["inputs"])
 
 
 def load_inputs(
@@ -349,23 +349,17 @@ def load_inputs(
 
         return random_inputs([_Spec(s) for s in specs], seed=0)
     file = Path(path)
-    try:
-        if file.suffix == ".npy":
-            array = np.load(str(file), allow_pickle=False)
-            if len(specs) != 1:
-                raise InputError(
-                    f"{file}: a .npy holds one array, model {model['name']!r} takes "
-                    f"{len(specs)} inputs ({_describe_specs(specs)})",
-                    hint="give an .npz keyed by input name",
-                )
-            given = {specs[0]["name"]: array}
-        else:
-            with np.load(str(file), allow_pickle=False) as data:
-                given = {key: np.asarray(data[key]) for key in data.files}
-    except FileNotFoundError:
-        raise InputError(f"input file {file}: no such file") from None
-    except (OSError, ValueError, zipfile.BadZipFile) as err:
-        raise InputError(f"input file {file}: not a readable .npz/.npy ({err})") from None
+    loaded = load_arrays(file, what="input file", error=InputError)
+    if isinstance(loaded, dict):
+        given = loaded
+    elif len(specs) != 1:
+        raise InputError(
+            f"{file}: a .npy holds one array, model {model['name']!r} takes "
+            f"{len(specs)} inputs ({_describe_specs(specs)})",
+            hint="give an .npz keyed by input name",
+        )
+    else:
+        given = {specs[0]["name"]: loaded}
     names = [s["name"] for s in specs]
     missing = [n for n in names if n not in given]
     unknown = [] if only_known else [k for k in given if k not in names]

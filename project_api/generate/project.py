@@ -20,8 +20,9 @@ The project is self-contained and uses relative paths only, so it can be moved::
     board/                     the board's C seam, linker script, toolchain file
     deps/, deps.cmake, dependencies.lock.json   when the model has external dependencies
 
-Generation happens in a staging directory beside the destination, which is swapped in at
-the end: a failure leaves the destination as it was.
+The archive's external dependencies are judged (:mod:`project_api.resolve.trust`) before any
+directory is made. Generation happens in a staging directory beside the destination, which is
+swapped in at the end: a failure leaves the destination as it was.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from ..errors import GenerateError
 from ..jsontext import parse_json
 from ..options import normalize_options
 from ..read import open_archive
+from .dependencies import declare_dependencies
+from .extra_files import check_extra_files, unpack_extra_files
 from .plan import MODEL_TAR, PROJECT_FILE, PathLike, Progress, _plan_models
 from .project_types import project_type_for
 from .render import _write_project
@@ -61,14 +64,17 @@ def generate_project(
     archive_path = Path(archive)
     destination = Path(project_dir)
     _check_destination(destination, force)
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(
-        tempfile.mkdtemp(prefix=f".{destination.name}.generating-", dir=destination.parent)
-    )
-    try:
-        say(f"reading {archive_path}")
-        with open_archive(archive_path) as opened:
-            plans = _plan_models(opened, model, the_board, project_type, opts)
+    extra = check_extra_files(opts["extra_files_tar"])
+    say(f"reading {archive_path}")
+    with open_archive(archive_path) as opened:
+        plans = _plan_models(opened, model, the_board, project_type, opts)
+        # The archive's dependencies are judged before a directory is made or a byte fetched.
+        declared = declare_dependencies(opened, archive_path, plans, opts, say)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(
+            tempfile.mkdtemp(prefix=f".{destination.name}.generating-", dir=destination.parent)
+        )
+        try:
             info = _write_project(
                 staging,
                 opened,
@@ -79,13 +85,17 @@ def generate_project(
                 model,
                 opts,
                 say,
+                declared=declared,
                 previous=destination,
                 requested=dict(options or {}),
             )
-        _swap_in(staging, destination)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+            if extra is not None:
+                unpack_extra_files(extra, staging)
+                say(f"unpacked {extra} into the project")
+            _swap_in(staging, destination)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
     say(f"generated {destination}")
     return info
 

@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import tarfile
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional
 
 from ..board import Board
 from ..errors import GenerateError
 from ..read import Archive
 from ..read.code import is_junk
 from ..resources import crt_dir, template_dir
+from .dependencies import DeclaredDependencies, install_project_dependencies
 from .plan import (
     MODEL_TAR,
     PROJECT_FILE,
@@ -81,6 +81,7 @@ def _write_project(
     opts: Mapping[str, Any],
     say: Progress,
     *,
+    declared: DeclaredDependencies,
     previous: Path,
     requested: Mapping[str, Any],
 ) -> Dict[str, Any]:
@@ -105,8 +106,8 @@ def _write_project(
     )
     seam_sources, seam_dirs = _copy_board(root, board, stack)
 
-    dependencies = _install_dependencies(
-        root, archive, archive_path, plans, board, opts, say, previous=previous
+    dependencies = install_project_dependencies(
+        root, archive, declared, plans, board, opts, say, previous=previous
     )
 
     say("rendering the project")
@@ -230,7 +231,6 @@ def _junk_names(directory: str, names: List[str]) -> List[str]:
 # what its type names (ProjectType.firmware_sources), plus the profile hooks when asked.
 _NOT_COMPILED = {"mlf_tvm_compat.c"}
 _PROFILE_SOURCE = "mlf_profile.c"
-_SCRATCH_SHIM = "mlf_cmsis_nn_scratch.c"
 _JSON_ONLY = {"mlf_graph_json.c", "mlf_json.c"}
 
 
@@ -275,133 +275,6 @@ def _copy_board(root: Path, board: Board, stack_bytes: int) -> tuple[List[str], 
         assert toolchain is not None
         shutil.copyfile(toolchain, root / "board" / "toolchain.cmake")
     return sources, include_dirs
-
-
-def _install_dependencies(
-    root: Path,
-    archive: Archive,
-    archive_path: Path,
-    plans: Sequence[ModelPlan],
-    board: Board,
-    opts: Mapping[str, Any],
-    say: Progress,
-    *,
-    previous: Path,
-) -> Optional[List[Dict[str, Any]]]:
-    """Resolve, place and pin the external dependencies; ``deps.cmake`` builds them.
-
-    Lock files: ``lock_file`` regenerates exactly what it pins (every dependency must be in
-    it; it supplies those only it lists). Otherwise a project regenerated in place reuses its
-    own ``dependencies.lock.json`` for every dependency declared as before (same commit or
-    archive digest, even for a moving branch) and resolves changed or new ones afresh;
-    ``refresh_dependencies`` ignores it and fetches git/url dependencies again.
-    """
-    from ..errors import DependencyError
-    from ..resolve import (
-        LOCK_FILE_NAME,
-        LockFile,
-        assumed_features,
-        cmsis_nn_build,
-        collect_dependencies,
-        detect_cmsis_nn,
-        install_dependencies,
-        read_lock,
-        require_cmsis_nn,
-        resolve_dependencies,
-        reusable_lock,
-        specs_from_lock,
-    )
-
-    sources = [p for plan in plans for p in plan.model.sources]
-    cmsis_path = opts["cmsis_path"]
-    if cmsis_path is None and os.environ.get("CMSIS_PATH") and detect_cmsis_nn(sources):
-        cmsis_path = os.environ["CMSIS_PATH"]  # TVM's convention, only when the code needs it
-    overrides = opts["dependencies"] or []
-    if isinstance(overrides, dict):
-        overrides = [overrides]
-    specs = collect_dependencies(
-        [plan.model.external_dependencies for plan in plans],
-        overrides=overrides,
-        cmsis_path=cmsis_path,
-        model_names=[plan.name for plan in plans],
-    )
-    lock = None
-    partial = False
-    if opts["lock_file"]:
-        lock = read_lock(Path(opts["lock_file"]).expanduser())
-        user = collect_dependencies([], overrides=overrides, cmsis_path=cmsis_path)
-        specs = specs_from_lock(specs, lock, user_names=[spec.short_name for spec in user])
-        say(f"dependencies as pinned by {lock.path}")
-    require_cmsis_nn(sources, specs, cmsis_path=cmsis_path)
-    if not specs:
-        return None
-    own_lock = previous / LOCK_FILE_NAME
-    if lock is None and own_lock.is_file() and not opts["refresh_dependencies"]:
-        try:
-            old_lock = read_lock(own_lock)
-        except DependencyError as err:  # the project is being replaced anyway
-            say(f"ignoring the project's damaged lock file: {err.message}")
-            old_lock = LockFile()
-        lock, fresh = reusable_lock(specs, old_lock)
-        partial = True
-        if lock.entries:
-            say(f"reusing the pins of {own_lock} for {', '.join(lock.entries)}")
-        for spec in fresh:
-            say(f"{spec.short_name}: not pinned as declared in {own_lock}; resolving it afresh")
-    say(f"resolving {len(specs)} external dependenc{'y' if len(specs) == 1 else 'ies'}")
-    cache_dir = Path(opts["cache_dir"]).expanduser() if opts["cache_dir"] else None
-    resolved = resolve_dependencies(
-        specs,
-        archive_root=archive.root,
-        base_dir=(archive_path if archive_path.is_dir() else archive_path.parent).resolve(),
-        cache_dir=cache_dir,
-        offline=bool(opts["offline"]),
-        lock=lock,
-        partial_lock=partial,
-        refresh=bool(opts["refresh_dependencies"]),
-        progress=say,
-        notify=say,
-    )
-    cmsis = None
-    if any(dep.recipe.kind == "cmsis-nn" and not dep.skipped for dep in resolved):
-        assumed = [
-            (plan.name, assumed_features(plan.model.targets))
-            for plan in plans
-            if detect_cmsis_nn(plan.model.sources)
-        ]
-        cmsis = cmsis_nn_build(assumed, board.cpu, board.name, scratch_shim=True)
-        if cmsis.reason:
-            say(cmsis.reason)
-    scratch = None
-    if cmsis is not None and cmsis.scratch:
-        scratch = f"runtime/cmsis_nn/{_SCRATCH_SHIM}"
-        (root / scratch).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(crt_dir() / "cmsis_nn" / _SCRATCH_SHIM, root / scratch)
-    targets = ["firmware"] + [f"mlf_model_{plan.c_name}" for plan in plans]
-    placed = install_dependencies(
-        resolved,
-        root,
-        cpu=None,
-        target_name=targets,
-        lock=lock,
-        cmsis_nn_flags=cmsis.flags if cmsis else (),
-        cmsis_nn_scratch=scratch,
-    )
-    described = []
-    for dep in placed:
-        entry: Dict[str, Any] = {
-            "short_name": dep.short_name,
-            "placed": dep.placed,
-            "resolved": dep.resolved,
-            "compiled": not dep.skipped,
-        }
-        if dep.spec.is_tvm_crt:
-            entry["note"] = dep.note
-        if cmsis is not None and dep.recipe.kind == "cmsis-nn" and not dep.skipped:
-            entry["cpu_features"] = cmsis.name
-            entry["cpu_features_note"] = cmsis.reason
-        described.append(entry)
-    return described
 
 
 def _write_blobs(env: Any, src: Path, plan: ModelPlan) -> List[Dict[str, str]]:

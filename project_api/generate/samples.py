@@ -15,7 +15,6 @@ one sample per row. In the blob every tensor starts on a 64-byte boundary.
 
 from __future__ import annotations
 
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -23,6 +22,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from ..errors import GenerateError, InputError
+from ..npfiles import load_arrays
 from ..read.dtypes import UnknownDTypeError, parse_dtype
 
 ALIGN = 64
@@ -80,15 +80,9 @@ def le_bytes(array: np.ndarray) -> bytes:
 def load_npz(path: Any, npy_name: Optional[str] = None) -> Dict[str, np.ndarray]:
     """The arrays of an .npz by key; a .npy's one array keyed ``npy_name`` (the model's only
     input), refused when there is none."""
-    try:
-        loaded = np.load(str(path), allow_pickle=False)
-        if not isinstance(loaded, np.ndarray):  # an .npz (a .npy is one array)
-            with loaded as data:
-                return {key: np.asarray(data[key]) for key in data.files}
-    except FileNotFoundError:
-        raise GenerateError(f"sample inputs {path}: no such file") from None
-    except (OSError, ValueError, zipfile.BadZipFile) as err:
-        raise GenerateError(f"sample inputs {path}: not a readable .npz file ({err})") from None
+    loaded = load_arrays(path, what="sample inputs", error=GenerateError, kinds=".npz file")
+    if isinstance(loaded, dict):
+        return loaded
     if npy_name is None:
         raise GenerateError(
             f"sample inputs {path}: a .npy holds one array; give an .npz keyed by input "

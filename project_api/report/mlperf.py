@@ -65,7 +65,8 @@ def _model_view(model: Mapping[str, Any]) -> Any:
 def load_dataset(path: Optional[str], model: Mapping[str, Any]) -> Dataset:
     """The samples in ``path`` for ``model`` (project.json's description); one deterministic
     random sample without a path. InputError when they do not fit the model."""
-    from ..generate.samples import from_arrays, le_bytes, load_npz, random_samples
+    from ..generate.samples import from_arrays, le_bytes, random_samples
+    from ..npfiles import load_arrays
 
     view = _model_view(model)
     if path is None:
@@ -74,12 +75,13 @@ def load_dataset(path: Optional[str], model: Mapping[str, Any]) -> Dataset:
     where = Path(path)
     if where.is_dir():
         return _eembc_dataset(where, sum(_nbytes(s) for s in model["inputs"]))
-    if where.suffix == ".npy":
-        if len(view.inputs) != 1:
-            raise InputError(f"{where}: a .npy holds one array; the model takes several inputs")
-        arrays = {view.inputs[0].name: np.load(str(where), allow_pickle=False)}
+    loaded = load_arrays(where, what="dataset", error=InputError)
+    if isinstance(loaded, dict):
+        arrays = loaded
+    elif len(view.inputs) != 1:
+        raise InputError(f"{where}: a .npy holds one array; the model takes several inputs")
     else:
-        arrays = load_npz(where)
+        arrays = {view.inputs[0].name: loaded}
     label_key = next((k for k in LABEL_KEYS if k in arrays), None)
     outputs = {k: v for k, v in arrays.items() if k.startswith("output")}
     inputs = {k: v for k, v in arrays.items() if k != label_key and k not in outputs}

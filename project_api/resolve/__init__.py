@@ -10,11 +10,14 @@ Typical use by the project generator::
         model_names=[m.name for m in archive.models],
     )
     require_cmsis_nn(model.sources, specs)             # generated C calls arm_* kernels?
+    policy = TrustPolicy.from_options(options)         # what the user allows the archive
+    check_trust(specs, policy, archive_root=archive.root, base_dir=archive_path.parent)
     lock = read_lock(project / LOCK_FILE_NAME) if (project / LOCK_FILE_NAME).exists() else None
     resolved = resolve_dependencies(specs, archive_root=archive.root,
                                     base_dir=archive_path.parent, lock=lock,
                                     offline=options.get("offline", False),
-                                    progress=log, notify=warn)
+                                    progress=log, notify=warn, policy=policy)
+    check_builds(resolved, policy)                     # no archive dependency's own CMake
     cmsis = cmsis_nn_build([(model.name, assumed_features(model.targets))], board.cpu)
     install_dependencies(resolved, project, cpu=board.cpu, target_name="firmware", lock=lock,
                          cmsis_nn_flags=cmsis.flags)
@@ -58,6 +61,7 @@ from .spec import (
     parse_dependency,
     parse_dependency_string,
 )
+from .trust import TrustPolicy, Verdict, assess, check_builds, check_trust
 
 __all__ = [
     "CMSIS_NN",
@@ -78,9 +82,14 @@ __all__ = [
     "LockFile",
     "Recipe",
     "ResolvedDependency",
+    "TrustPolicy",
+    "Verdict",
+    "assess",
     "assumed_features",
     "cache_key",
+    "check_builds",
     "check_dependencies",
+    "check_trust",
     "cmsis_nn_build",
     "cmake_fragment",
     "cmsis_path_dependency",

@@ -21,7 +21,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Sequence
 
 from ..errors import DependencyError
 from .spec import GIT_ALLOWED_PROTOCOLS, DependencySpec, check_git_ref, check_git_url
@@ -67,9 +67,10 @@ def git_source(spec: DependencySpec, base_dir: Path) -> str:
     )
 
 
-def _run(args: List[str], cwd: Path, what: str) -> str:
+def _run(args: List[str], cwd: Path, what: str, config: Sequence[str] = ()) -> str:
     command = [
         "git",
+        *config,
         "-c",
         "protocol.ext.allow=never",
         "-c",
@@ -129,9 +130,12 @@ def fetch_git(
     want_commit: Optional[str] = None,
     what: str = "git",
     progress: Optional[Callable[[str], None]] = None,
+    redirects: bool = True,
 ) -> str:
     """Check out ``version_spec`` (or exactly ``want_commit``) of ``source`` into ``tree``
-    (which must not exist) and return the commit sha."""
+    (which must not exist) and return the commit sha. Without ``redirects`` an http(s)
+    server's redirect is not followed (an archive's dependency stays on an allowed host)."""
+    config = () if redirects else ("-c", "http.followRedirects=false")
     check_git_url(source, what)
     check_git_ref(version_spec, what)
     if want_commit is not None and not _HEX_SHA.match(want_commit):
@@ -140,7 +144,7 @@ def fetch_git(
     tree.parent.mkdir(parents=True, exist_ok=True)
     _run(["init", "-q", "--", str(tree)], tree.parent, what)
     try:
-        _run(["fetch", "-q", "--depth", "1", "--no-tags", "--", source, target], tree, what)
+        _run(["fetch", "-q", "--depth", "1", "--no-tags", "--", source, target], tree, what, config)
         commit = _run(["rev-parse", "--verify", "-q", "FETCH_HEAD^{commit}"], tree, what)
     except _GitFailed as shallow_error:
         if progress:
@@ -158,6 +162,7 @@ def fetch_git(
                 ],
                 tree,
                 what,
+                config,
             )
         except _GitFailed:
             raise shallow_error from None

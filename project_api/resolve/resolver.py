@@ -13,6 +13,7 @@ from .path import resolve_mlf_path, resolve_path
 from .recipes import cmsis_nn_root
 from .resolved import ResolvedDependency
 from .spec import CMSIS_NN_DEPENDENCY_FLAG, DependencySpec
+from .trust import TrustPolicy
 from .url import fetch_url, url_source
 
 Callback = Callable[[str], None]
@@ -74,6 +75,7 @@ def resolve_dependencies(
     refresh: bool = False,
     progress: Optional[Callback] = None,
     notify: Optional[Callback] = None,
+    policy: Optional[TrustPolicy] = None,
 ) -> List[ResolvedDependency]:
     """Make every dependency available on disk; return them in the order given.
 
@@ -89,6 +91,9 @@ def resolve_dependencies(
     - ``refresh``: fetch git/url dependencies again even when cached (moving branches).
     - ``progress(msg)``: one line per step; ``notify(msg)``: things the user should read
       (e.g. that TVM's bundled runtime is not compiled), each said once.
+    - ``policy``: what the user allows the archive's dependencies (:mod:`.trust`; the caller
+      has checked them with :func:`~.trust.check_trust`): their downloads are redirected only
+      to allowed hosts, their git fetches not redirected at all.
     """
     cache = Cache(cache_dir)
     if lock is not None:
@@ -152,7 +157,7 @@ def resolve_dependencies(
         )
 
     for index, spec, want in fetch_later:
-        fetched = _fetch(cache, spec, want, base_dir, refresh=refresh, say=say)
+        fetched = _fetch(cache, spec, want, base_dir, refresh=refresh, say=say, policy=policy)
         results[index] = ResolvedDependency(
             spec, fetched.tree, fetched.resolved, spec.effective_recipe()
         )
@@ -167,8 +172,14 @@ def _fetch(
     *,
     refresh: bool,
     say: Callback,
+    policy: Optional[TrustPolicy],
 ) -> CacheEntry:
     what = spec.short_name
+    guarded = policy is not None and spec.from_archive
+
+    def allowed(url: str) -> bool:
+        return policy is not None and policy.allowed_host(url) is not None
+
     if spec.url_type == "git":
         source = git_source(spec, base_dir)
         pin = f" (commit {want})" if want else ""
@@ -176,7 +187,13 @@ def _fetch(
 
         def fetcher(work: Path, tree: Path) -> str:
             return fetch_git(
-                source, spec.version_spec, tree, want_commit=want, what=what, progress=say
+                source,
+                spec.version_spec,
+                tree,
+                want_commit=want,
+                what=what,
+                progress=say,
+                redirects=not guarded,
             )
 
     else:
@@ -184,7 +201,15 @@ def _fetch(
         say(f"{what}: downloading {source}")
 
         def fetcher(work: Path, tree: Path) -> str:
-            return fetch_url(source, work, tree, expected_sha256=want, what=what, progress=say)
+            return fetch_url(
+                source,
+                work,
+                tree,
+                expected_sha256=want,
+                what=what,
+                progress=say,
+                redirects=allowed if guarded else None,
+            )
 
     try:
         entry = cache.fetch(

@@ -23,6 +23,7 @@ sources=src/*.c;lib/*.c,include_dirs=include``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
@@ -91,7 +92,8 @@ class DependencySpec:
     """One external dependency as declared (before anything is fetched).
 
     ``origin`` says where it came from (``model 'kws' external_dependencies[0]``,
-    ``--dependency``, ``option cmsis_path``) for error messages; it is not part of equality.
+    ``--dependency``, ``option cmsis_path``) for error messages; ``from_archive`` says that
+    the archive named it, so :mod:`.trust`'s rule applies. Neither is part of equality.
     """
 
     short_name: str
@@ -101,6 +103,7 @@ class DependencySpec:
     sha256: Optional[str] = None
     recipe: Recipe = field(default_factory=Recipe)
     origin: str = field(default="", compare=False)
+    from_archive: bool = field(default=False, compare=False)
 
     @property
     def is_cmsis_nn(self) -> bool:
@@ -439,7 +442,8 @@ def collect_dependencies(
             )
         for position, raw in enumerate(deps):
             origin = f"{owner} external_dependencies[{position}]"
-            _merge_into(merged, parse_dependency(raw, origin))
+            spec = dataclasses.replace(parse_dependency(raw, origin), from_archive=True)
+            _merge_into(merged, spec)
 
     user: Dict[str, DependencySpec] = {}
     for position, item in enumerate(overrides):

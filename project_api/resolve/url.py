@@ -31,12 +31,26 @@ _CHUNK = 1 << 20
 _USER_AGENT = "mlf-project-api (external_dependencies resolver)"
 
 
+RedirectCheck = Callable[[str], bool]
+
+
 class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
+    """Redirects to http(s) only, and with ``allowed`` only to the urls it accepts (an
+    archive's dependency stays on the hosts the user allows, see :mod:`.trust`)."""
+
+    def __init__(self, allowed: Optional[RedirectCheck] = None) -> None:
+        super().__init__()
+        self.allowed = allowed
+
     def redirect_request(self, req, fp, code, msg, headers, newurl):
         scheme = urllib.parse.urlsplit(newurl).scheme.lower()
         if scheme not in ("http", "https"):
             raise urllib.error.HTTPError(
                 newurl, code, f"redirect to a {scheme!r} url refused", headers, fp
+            )
+        if self.allowed is not None and not self.allowed(newurl):
+            raise urllib.error.HTTPError(
+                newurl, code, f"redirect to {newurl} refused (not an allowed host)", headers, fp
             )
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
@@ -60,13 +74,13 @@ def url_source(spec: DependencySpec, base_dir: Path) -> str:
     return local.resolve().as_uri()
 
 
-def _open(url: str, what: str) -> IO[bytes]:
+def _open(url: str, what: str, allowed: Optional[RedirectCheck]) -> IO[bytes]:
     scheme = urllib.parse.urlsplit(url).scheme.lower()
     try:
         if scheme == "file":
             path = urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
             return open(path, "rb")
-        opener = urllib.request.build_opener(_HttpOnlyRedirects())
+        opener = urllib.request.build_opener(_HttpOnlyRedirects(allowed))
         request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})
         return opener.open(request, timeout=DOWNLOAD_TIMEOUT_S)
     except urllib.error.HTTPError as err:
@@ -78,11 +92,19 @@ def _open(url: str, what: str) -> IO[bytes]:
         raise DependencyError(f"{what}: cannot download {url}: {reason}") from None
 
 
-def download(url: str, dest: Path, *, what: str, max_bytes: int = MAX_DOWNLOAD_BYTES) -> str:
-    """Stream ``url`` into ``dest`` and return its SHA-256 (hex)."""
+def download(
+    url: str,
+    dest: Path,
+    *,
+    what: str,
+    max_bytes: int = MAX_DOWNLOAD_BYTES,
+    redirects: Optional[RedirectCheck] = None,
+) -> str:
+    """Stream ``url`` into ``dest`` and return its SHA-256 (hex); ``redirects`` judges where
+    a redirect may lead (default: any http or https url)."""
     digest = hashlib.sha256()
     size = 0
-    with _open(url, what) as source, open(dest, "wb") as out:
+    with _open(url, what, redirects) as source, open(dest, "wb") as out:
         while True:
             try:
                 chunk = source.read(_CHUNK)
@@ -106,10 +128,11 @@ def fetch_url(
     expected_sha256: Optional[str] = None,
     what: str = "url",
     progress: Optional[Callable[[str], None]] = None,
+    redirects: Optional[RedirectCheck] = None,
 ) -> str:
     """Download ``source``, check its digest, extract it into ``tree``; return the digest."""
     archive = work / "download"
-    sha256 = download(source, archive, what=what)
+    sha256 = download(source, archive, what=what, redirects=redirects)
     if expected_sha256 is not None and sha256 != expected_sha256.lower():
         raise DependencyError(
             f"{what}: {source} has sha256 {sha256}, expected {expected_sha256.lower()}",

@@ -19,13 +19,12 @@ import importlib
 import logging
 import os
 import select
-import tarfile
 import termios
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Union
 
-from ..errors import GenerateError, ProjectApiError, TransportClosedError, TransportTimeoutError
+from ..errors import ProjectApiError, TransportClosedError, TransportTimeoutError
 from .options import MAX_TIMEOUT_SEC, coerce_options, invalid_params, project_options
 
 _LOG = logging.getLogger(__name__)
@@ -135,15 +134,17 @@ class ProjectApiHandler:
         project_type = opts.pop("project_type")
         model = opts.pop("model", None)
         extra_files_tar = opts.pop("extra_files_tar", None)
-        extra_tar = (
-            self._client_path("generate_project", "extra_files_tar", extra_files_tar)
-            if extra_files_tar
-            else None
-        )
-        if extra_tar is not None and not extra_tar.is_file():
-            raise invalid_params(
-                f"generate_project: option extra_files_tar {extra_tar}: no such file"
-            )
+        if extra_files_tar:
+            from ..generate.extra_files import check_extra_files
+
+            # Relative to the client's directory; the generator checks and unpacks it.
+            extra = self._client_path("generate_project", "extra_files_tar", extra_files_tar)
+            if not extra.is_file():
+                raise invalid_params(
+                    f"generate_project: option extra_files_tar {extra}: no such file"
+                )
+            check_extra_files(extra)
+            opts["extra_files_tar"] = str(extra)
         generate_options = {k: v for k, v in opts.items() if v is not None}
         _LOG.info("generating %s for board %s from %s", target, board, archive)
         Project.generate(
@@ -155,8 +156,6 @@ class ProjectApiHandler:
             options=generate_options,
             progress=_progress,
         )
-        if extra_tar is not None:
-            extract_extra_files(extra_tar, target)
 
     def build(self, options: Mapping[str, Any]) -> None:
         project = self._project("build", options)
@@ -318,36 +317,6 @@ class ProjectApiHandler:
         self._closed_reason = f"the transport was closed: {message}"
         _LOG.info("%s", self._closed_reason)
         return TransportClosedError(message)
-
-
-def extract_extra_files(tar_path: Path, project_dir: Path) -> None:
-    """Unpacks ``extra_files_tar`` into the project, refusing members that would escape it."""
-    root = project_dir.resolve()
-    with tarfile.open(tar_path) as tar:
-        members = tar.getmembers()
-        for member in members:
-            dest = (root / member.name).resolve()
-            if not (member.isfile() or member.isdir()):
-                raise GenerateError(
-                    f"extra_files_tar {tar_path}: member {member.name!r} is not a regular file "
-                    "or directory"
-                )
-            if dest != root and root not in dest.parents:
-                raise GenerateError(
-                    f"extra_files_tar {tar_path}: member {member.name!r} escapes the project"
-                )
-        for member in members:
-            dest = root / member.name
-            if member.isdir():
-                dest.mkdir(parents=True, exist_ok=True)
-                continue
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            source = tar.extractfile(member)
-            if source is None:
-                continue
-            with source, open(dest, "wb") as out:
-                out.write(source.read())
-            os.chmod(dest, 0o755 if member.mode & 0o111 else 0o644)
 
 
 def _board_of(project: Any) -> Any:

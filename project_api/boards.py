@@ -75,6 +75,7 @@ class Console:
     address: Optional[int] = None
     baud: int = 115200
     clock_hz: Optional[int] = None
+    irq: Optional[int] = None  # the receive interrupt the idle firmware sleeps on (NVIC number)
 
 
 @dataclass(frozen=True)
@@ -221,6 +222,8 @@ class Board:
                     "MLF_BOARD_CONSOLE_CLOCK_HZ": f"{self.console.clock_hz}u",
                 }
             )
+        if self.console.irq is not None:
+            definitions["MLF_BOARD_CONSOLE_IRQ"] = f"{self.console.irq}u"
         return definitions
 
     @property
@@ -299,7 +302,7 @@ class Board:
             "enable=on,target=native",
         ]
         if icount:
-            command += ["-icount", "shift=0,align=off,sleep=off"]
+            command += ["-icount", "shift=0,align=off,sleep=on"]
         command += list(self.run.qemu_args)
         command += list(extra_args)
         command += ["-kernel", str(firmware)]
@@ -457,6 +460,9 @@ def parse_board(data: Mapping[str, Any], *, source: Optional[Path] = None) -> Bo
         address=None if is_host else console_table.integer("address", minimum=0),
         baud=console_table.integer("baud", minimum=1, default=115200),
         clock_hz=None if is_host else console_table.integer("clock_hz", minimum=1),
+        irq=None
+        if is_host or "irq" not in console_table.data
+        else console_table.integer("irq", minimum=0),
     )
     console_table.no_extra()
 

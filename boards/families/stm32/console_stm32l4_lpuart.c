@@ -12,6 +12,10 @@
 #include "mlf_cortex_m.h"
 #include "mlf_platform.h"
 
+#ifndef MLF_BOARD_CONSOLE_IRQ
+#error "MLF_BOARD_CONSOLE_IRQ missing: the board file needs [console] irq (LPUART1's IRQ)"
+#endif
+
 #define HSI16_HZ 16000000u
 #if MLF_BOARD_TICK_HZ != 16000000 || MLF_BOARD_CONSOLE_CLOCK_HZ != 16000000
 #error "stm32l4 seam: SYSCLK and LPUART1 run from HSI16: timer and console clock_hz = 16000000"
@@ -59,6 +63,7 @@
 #define LPUART_CR1_UE (1u << 0)
 #define LPUART_CR1_RE (1u << 2)
 #define LPUART_CR1_TE (1u << 3)
+#define LPUART_CR1_RXNEIE (1u << 5)
 #define LPUART_CR3_OVRDIS (1u << 12)
 #define LPUART_ISR_RXNE (1u << 5)
 #define LPUART_ISR_TXE (1u << 7)
@@ -108,15 +113,18 @@ void mlf_family_init(void) {
   /* A byte lost while the firmware computes must not wedge reception: the protocol's
    * checksums catch the loss. */
   LPUART_CR3 = LPUART_CR3_OVRDIS;
-  LPUART_CR1 = LPUART_CR1_UE | LPUART_CR1_RE | LPUART_CR1_TE;
+  /* The receive interrupt only wakes the core (mlf_console_wait). */
+  LPUART_CR1 = LPUART_CR1_UE | LPUART_CR1_RE | LPUART_CR1_TE | LPUART_CR1_RXNEIE;
 }
+
+/* RXNE is the interrupt's level and reading RDR clears it: nothing is latched to clear. */
+static int rx_ready(void) { return (LPUART_ISR & LPUART_ISR_RXNE) != 0u; }
 
 size_t mlf_platform_read(uint8_t* buf, size_t max) {
   if (max == 0) {
     return 0;
   }
-  while ((LPUART_ISR & LPUART_ISR_RXNE) == 0u) {
-  }
+  mlf_console_wait(rx_ready);
   size_t count = 0;
   do {
     buf[count++] = (uint8_t)LPUART_RDR;

@@ -99,7 +99,8 @@ COLUMNS: Dict[str, List[str]] = {
     "types": ["archive", "project_type", "flash_bytes", "ram_bytes", "model_code_bytes",
               "flash_margin", "ram_margin"],
     "idle": ["board", "model", "idle_seconds", "polling_percent", "sleeping_percent",
-             "polling_cpu_seconds", "sleeping_cpu_seconds"],
+             "icount_percent", "polling_cpu_seconds", "sleeping_cpu_seconds",
+             "icount_cpu_seconds"],
 }  # fmt: skip
 
 
@@ -202,8 +203,9 @@ _SUMMARY_TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], str], str]] = 
         "an idle attached QEMU firmware < 5 % of a host core (every QEMU board)",
         lambda i: (
             f"{i['model']}, {i['idle_seconds']:g} s idle: an385 {i['an385_polling_percent']} % "
-            f"polling -> {i['an385_sleeping_percent']} % sleeping; worst of {i['boards']} "
-            f"boards {i['max_sleeping_percent']} %"
+            f"polling -> {i['an385_sleeping_percent']} % sleeping "
+            f"({i['an385_icount_percent']} % with -icount); worst of {i['boards']} boards "
+            f"{i['max_sleeping_percent']} %"
         ),
         "target_met",
     ),

@@ -77,13 +77,14 @@ void mlf_systick_rephase(void);
 
 /* Implemented in cortex_m: returns once rx_ready() is true, asleep (WFI) in between, so an
  * idle firmware costs its host nothing. The family enables its UART's receive interrupt once
- * (in mlf_family_init) and calls this first thing in mlf_platform_read(); rx_ready() must
- * clear the UART's latched receive-interrupt status before it reports whether a byte is
- * there, so that a byte arriving after the look raises the interrupt again.
+ * (in mlf_family_init) and calls this first thing in mlf_platform_read(), from thread code
+ * with interrupts enabled (they are enabled again on return). rx_ready() must clear the
+ * UART's latched receive-interrupt status before it reports whether a byte is there, so that
+ * a byte arriving after the look raises the interrupt again.
  *
  * The board's [console] irq, MLF_BOARD_CONSOLE_IRQ, is enabled in the NVIC only during the
  * wait and only with PRIMASK set: it is never taken (no vector, no handler), but a pending
- * enabled interrupt still ends WFI. SysTick wraps that also end it are accounted here, so the
+ * enabled interrupt still ends WFI. SysTick wraps that also end it are counted here, so the
  * tick count stays right across a long wait. Built with MLF_CONSOLE_POLL=1 it spins on
  * rx_ready() instead (the polling behaviour bench part 14 compares against). */
 void mlf_console_wait(int (*rx_ready)(void));

@@ -99,8 +99,10 @@ void mlf_console_wait(int (*rx_ready)(void)) {
 #else
   /* Masked for the whole wait: the console interrupt has no handler, and a byte may arrive at
    * any point of the loop. A pending interrupt ends WFI all the same, so a byte that lands
-   * between rx_ready() and WFI makes WFI return at once: nothing is slept through. */
-  uint32_t primask = mask_interrupts();
+   * between rx_ready() and WFI makes WFI return at once: nothing is slept through. Reads come
+   * from thread code with interrupts on, so they are simply turned back on at the end (saving
+   * and restoring PRIMASK costs bytes every firmware would carry). */
+  __asm__ volatile("cpsid i" ::: "memory");
   MLF_NVIC_ISER(MLF_BOARD_CONSOLE_IRQ) = MLF_NVIC_BIT(MLF_BOARD_CONSOLE_IRQ);
   for (;;) {
     /* A level the UART still asserts keeps it pending; rx_ready() drops the level, so at
@@ -117,7 +119,7 @@ void mlf_console_wait(int (*rx_ready)(void)) {
   }
   /* Disabled before unmasking: a byte arriving during an inference must not be taken. */
   MLF_NVIC_ICER(MLF_BOARD_CONSOLE_IRQ) = MLF_NVIC_BIT(MLF_BOARD_CONSOLE_IRQ);
-  restore_interrupts(primask);
+  __asm__ volatile("cpsie i" ::: "memory");
 #endif
 }
 #endif

@@ -285,34 +285,10 @@ def test_image_too_big_for_ram_is_refused_by_the_linker(tmp_path):
     assert "region `RAM' overflowed" in result.stderr
 
 
-@requires_arm_gcc
-def test_seam_refuses_to_build_without_board_constants(tmp_path):
+def _compile_seam_file(source: Path, definitions: Dict[str, str], out: Path) -> Any:
+    """Compiles one seam file of qemu-mps2-an385 with only the given board constants."""
     board = load_board("qemu-mps2-an385")
-    result = subprocess.run(
-        [
-            "arm-none-eabi-gcc",
-            *board.cpu_flags(),
-            "-c",
-            f"-I{crt_dir() / 'include'}",
-            *[f"-I{d}" for d in board.seam_include_dirs()],
-            str(board.seam_sources()[0]),
-            "-o",
-            str(tmp_path / "x.o"),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode != 0
-    assert "MLF_BOARD_TICK_HZ missing" in result.stderr
-
-
-@requires_arm_gcc
-def test_sleeping_console_refuses_to_build_without_its_interrupt(tmp_path):
-    board = load_board("qemu-mps2-an385")
-    definitions = {**board.compile_definitions()}
-    del definitions["MLF_BOARD_CONSOLE_IRQ"]
-    (console,) = [p for p in board.seam_sources() if p.parent.name == "mps2"]
-    result = subprocess.run(
+    return subprocess.run(
         [
             "arm-none-eabi-gcc",
             *board.cpu_flags(),
@@ -320,13 +296,29 @@ def test_sleeping_console_refuses_to_build_without_its_interrupt(tmp_path):
             *[f"-D{k}={v}" for k, v in definitions.items()],
             f"-I{crt_dir() / 'include'}",
             *[f"-I{d}" for d in board.seam_include_dirs()],
-            str(console),
+            str(source),
             "-o",
-            str(tmp_path / "x.o"),
+            str(out / "x.o"),
         ],
         capture_output=True,
         text=True,
     )
+
+
+@requires_arm_gcc
+def test_seam_refuses_to_build_without_board_constants(tmp_path):
+    result = _compile_seam_file(load_board("qemu-mps2-an385").seam_sources()[0], {}, tmp_path)
+    assert result.returncode != 0
+    assert "MLF_BOARD_TICK_HZ missing" in result.stderr
+
+
+@requires_arm_gcc
+def test_sleeping_console_refuses_to_build_without_its_interrupt(tmp_path):
+    board = load_board("qemu-mps2-an385")
+    definitions = board.compile_definitions()
+    del definitions["MLF_BOARD_CONSOLE_IRQ"]
+    (console,) = [p for p in board.seam_sources() if p.parent.name == "mps2"]
+    result = _compile_seam_file(console, definitions, tmp_path)
     assert result.returncode != 0
     assert "MLF_BOARD_CONSOLE_IRQ missing" in result.stderr
 

@@ -47,7 +47,7 @@ def qemu_boards() -> List[str]:
 
 def idle_percent(project: Any, archive: Path, seconds: float) -> Dict[str, Any]:
     """Connects to the firmware, leaves it idle for ``seconds`` and returns its QEMU
-    process's CPU use meanwhile, after checking it still computes the reference outputs."""
+    process's CPU use meanwhile, and whether it then still computes the reference outputs."""
     inputs = dict(np.load(archive.with_suffix(".inputs.npz")))
     expected = np.load(archive.with_suffix(".outputs.npz"))
     with project.session(timeout=120.0) as session:

@@ -70,7 +70,7 @@ void mlf_systick_start(void);
 /* Restarts the SysTick period at this instant, keeping the 64-bit count (less the fraction of
  * a tick already elapsed, so it stays monotonic). Families call it when mlf_platform_read()
  * and mlf_platform_write() return: those are the only places whose duration depends on the
- * host (polling for bytes), and re-phasing there makes the ticks between two later points
+ * host (waiting for bytes), and re-phasing there makes the ticks between two later points
  * depend only on the instructions executed between them. Under QEMU -icount that makes a
  * measured span reproducible to the tick instead of +-1. */
 void mlf_systick_rephase(void);

@@ -33,6 +33,7 @@ from bench import (  # noqa: E402
     dispatch,
     fuzz,
     hostile,
+    idle,
     matrix,
     params,
     project_types,
@@ -64,6 +65,7 @@ PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
         "13. every kind of KWS firmware (graph, AOT) against 68 KB / 111 KB",
         project_types.run,
     ),
+    ("idle", "14. host CPU of an idle attached QEMU firmware: sleeping vs polling", idle.run),
 ]
 DEFAULT_JSON = REPO_ROOT / "bench" / "results" / "latest.json"
 
@@ -96,6 +98,9 @@ COLUMNS: Dict[str, List[str]] = {
     "bare": ["program", "flash_bytes", "ram_bytes"],
     "types": ["archive", "project_type", "flash_bytes", "ram_bytes", "model_code_bytes",
               "flash_margin", "ram_margin"],
+    "idle": ["board", "model", "idle_seconds", "polling_percent", "sleeping_percent",
+             "icount_percent", "polling_cpu_seconds", "sleeping_cpu_seconds",
+             "icount_cpu_seconds"],
 }  # fmt: skip
 
 
@@ -190,6 +195,17 @@ _SUMMARY_TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], str], str]] = 
             f"{t['firmwares']} firmwares, largest {t['largest_flash_bytes']:,} B flash / "
             f"{t['largest_ram_bytes']:,} B RAM; over a limit: "
             f"{', '.join(t['over_limit']) or 'none'}"
+        ),
+        "target_met",
+    ),
+    (
+        "idle",
+        "an idle attached QEMU firmware < 5 % of a host core (every QEMU board)",
+        lambda i: (
+            f"{i['model']}, {i['idle_seconds']:g} s idle: an385 {i['an385_polling_percent']} % "
+            f"polling -> {i['an385_sleeping_percent']} % sleeping "
+            f"({i['an385_icount_percent']} % with -icount); worst of {i['boards']} boards "
+            f"{i['max_sleeping_percent']} %"
         ),
         "target_met",
     ),

@@ -166,7 +166,7 @@ OPTIONS: Dict[str, Option] = _table(
         "qemu_icount",
         "bool",
         False,
-        "Run QEMU with -icount shift=0,align=off,sleep=off so instruction counts are "
+        "Run QEMU with -icount shift=0,align=off,sleep=on so instruction counts are "
         "deterministic (QEMU boards only).",
         optional=("generate_project", "flash", "open_transport"),
     ),

@@ -139,6 +139,20 @@ def test_compile_definitions_carry_the_board_constants():
     assert "MLF_BOARD_CONSOLE_BASE" not in load_board("host").compile_definitions()
 
 
+def test_every_microcontroller_names_its_console_receive_interrupt():
+    """The firmware sleeps on it while waiting for input (mlf_console_wait): board data, from
+    each machine's source or reference manual."""
+    expected = {"qemu-mps2-an385": 0, "qemu-mps2-an386": 0, "qemu-mps2-an500": 0,
+                "qemu-mps2-an505": 32, "qemu-lm3s6965evb": 5, "nucleo-l4r5zi": 70}  # fmt: skip
+    for name, irq in expected.items():
+        board = load_board(name)
+        assert board.console.irq == irq, name
+        assert board.compile_definitions()["MLF_BOARD_CONSOLE_IRQ"] == f"{irq}u"
+    host = load_board("host")
+    assert host.console.irq is None
+    assert "MLF_BOARD_CONSOLE_IRQ" not in host.compile_definitions()
+
+
 def test_toolchain_file_and_cmake_args():
     board = load_board("qemu-mps2-an386")
     assert board.toolchain_file is not None and board.toolchain_file.is_file()
@@ -276,25 +290,42 @@ def test_image_too_big_for_ram_is_refused_by_the_linker(tmp_path):
     assert "region `RAM' overflowed" in result.stderr
 
 
-@requires_arm_gcc
-def test_seam_refuses_to_build_without_board_constants(tmp_path):
+def _compile_seam_file(source: Path, definitions: Dict[str, str], out: Path) -> Any:
+    """Compiles one seam file of qemu-mps2-an385 with only the given board constants."""
     board = load_board("qemu-mps2-an385")
-    result = subprocess.run(
+    return subprocess.run(
         [
             "arm-none-eabi-gcc",
             *board.cpu_flags(),
             "-c",
+            *[f"-D{k}={v}" for k, v in definitions.items()],
             f"-I{crt_dir() / 'include'}",
             *[f"-I{d}" for d in board.seam_include_dirs()],
-            str(board.seam_sources()[0]),
+            str(source),
             "-o",
-            str(tmp_path / "x.o"),
+            str(out / "x.o"),
         ],
         capture_output=True,
         text=True,
     )
+
+
+@requires_arm_gcc
+def test_seam_refuses_to_build_without_board_constants(tmp_path):
+    result = _compile_seam_file(load_board("qemu-mps2-an385").seam_sources()[0], {}, tmp_path)
     assert result.returncode != 0
     assert "MLF_BOARD_TICK_HZ missing" in result.stderr
+
+
+@requires_arm_gcc
+def test_sleeping_console_refuses_to_build_without_its_interrupt(tmp_path):
+    board = load_board("qemu-mps2-an385")
+    definitions = board.compile_definitions()
+    del definitions["MLF_BOARD_CONSOLE_IRQ"]
+    (console,) = [p for p in board.seam_sources() if p.parent.name == "mps2"]
+    result = _compile_seam_file(console, definitions, tmp_path)
+    assert result.returncode != 0
+    assert "MLF_BOARD_CONSOLE_IRQ missing" in result.stderr
 
 
 @pytest.mark.skipif(not have_tool("cmake"), reason="needs cmake on PATH (pip install cmake)")
@@ -379,6 +410,8 @@ BAD_INPUTS = [
     ("console.kind", "stdio", "console.kind must be one of cmsdk-uart"),
     ("console.kind", "usb", "console.kind must be one of"),
     ("console.address", DELETE, "console.address is missing"),
+    ("console.irq", -1, "console.irq must be at least 0"),
+    ("console.irq", "rx", "console.irq must be an integer"),
     ("timer.kind", "host-monotonic", "timer.kind must be one of systick, stm32-tim2 for cortex-m"),
     ("timer.clock_hz", 0, "timer.clock_hz must be at least 1"),
     ("run.kind", "host", "run.kind is 'host' exactly for a host board"),
@@ -425,6 +458,10 @@ def test_host_board_rules():
     data = copy.deepcopy(raw("host"))
     data["cpu"] = {"mcpu": "cortex-m3"}
     with pytest.raises(BoardError, match="a host board has no CPU flags or memory map"):
+        parse_board(data)
+    data = copy.deepcopy(raw("host"))
+    data["console"]["irq"] = 0  # stdin: the process blocks in read(), no interrupt to name
+    with pytest.raises(BoardError, match="console.irq is not a known key"):
         parse_board(data)
 
 

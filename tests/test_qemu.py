@@ -251,6 +251,44 @@ def test_icount_tick_counts_are_exact_instruction_counts(board_name, firmware_bu
 
 @requires_arm
 @pytest.mark.qemu
+@pytest.mark.parametrize("board_name", QEMU_BOARDS)
+def test_idle_wait_keeps_time_and_answers(board_name, firmware_builder):
+    """Waiting for input the firmware sleeps (WFI on the console's receive interrupt, interrupts
+    masked). Across 1.5 s of silence, two SysTick wraps or more, its tick count stays within
+    the host's own window (each wrap counted once), and the byte that ends the silence wakes
+    it: it answers."""
+    board = load_board(board_name)
+    silence = 1.5
+    runner, port = start(board, firmware_builder(board))
+    with runner:
+        began = time.monotonic()
+        port.write(b"w")
+        assert read_exactly(port, 1) == b"W"  # the firmware's count started before this
+        time.sleep(silence)
+        port.write(b"!")
+        (ticks,) = struct.unpack("<Q", read_exactly(port, 8))
+        window = time.monotonic() - began
+        hz = board.timer.clock_hz
+        assert silence * hz <= ticks <= window * hz * 1.01, (ticks, silence, window)
+        port.write(b"e\x03abc")
+        assert read_exactly(port, 3) == bytes(b ^ 0x5A for b in b"abc")
+
+
+@requires_arm
+@pytest.mark.qemu
+def test_idle_wait_leaves_icount_counts_exact(firmware_builder):
+    """Under -icount (sleep=on) a firmware that slept between commands still counts the same
+    instructions for the same work."""
+    board = load_board("qemu-mps2-an385")
+    runner, port = start(board, firmware_builder(board), icount=True)
+    with runner:
+        before = measure(port, 100_000)
+        time.sleep(1.0)
+        assert measure(port, 100_000) == before
+
+
+@requires_arm
+@pytest.mark.qemu
 def test_tick_counter_carries_past_the_24_bit_systick(firmware_builder):
     # 400 M instructions = 20 M ticks at 50 MHz: more than one 2**24-tick SysTick period, so
     # the overflow interrupt must carry into the 64-bit count (about 2 s of wall time).
@@ -502,6 +540,8 @@ def test_qemu_command_line():
     for flag in ("-nographic", "-monitor", "-serial", "-semihosting-config"):
         assert flag in command
     assert command[command.index("-serial") + 1] == "pty"
-    assert command[command.index("-icount") + 1] == "shift=0,align=off,sleep=off"
+    # sleep=on: a firmware asleep in WFI lets virtual time follow the host's instead of
+    # jumping to the next timer (which would turn every pause of the host into seconds).
+    assert command[command.index("-icount") + 1] == "shift=0,align=off,sleep=on"
     assert command[-4:] == ["-d", "guest_errors", "-kernel", "fw.elf"]
     assert "-icount" not in board.qemu_command(Path("fw.elf"))

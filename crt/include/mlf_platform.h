@@ -27,7 +27,9 @@ extern "C" {
 void mlf_platform_init(void);
 
 /* Blocks until at least one byte arrives on the console link; returns how many were
- * stored (1..max), or 0 when the link is gone for good (host: EOF). */
+ * stored (1..max), or 0 when the link is gone for good (host: EOF). Blocks asleep, never
+ * spinning, so an idle firmware costs its host nothing (host: read(2); Cortex-M: WFI on the
+ * console's receive interrupt, mlf_console_wait in boards/families/cortex_m). */
 size_t mlf_platform_read(uint8_t* buf, size_t max);
 
 /* Blocks until all n bytes are written to the console link. */

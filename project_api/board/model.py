@@ -42,6 +42,7 @@ class Console:
     address: Optional[int] = None
     baud: int = 115200
     clock_hz: Optional[int] = None
+    irq: Optional[int] = None  # the receive interrupt the idle firmware sleeps on (NVIC number)
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,8 @@ class Board:
                     "MLF_BOARD_CONSOLE_CLOCK_HZ": f"{self.console.clock_hz}u",
                 }
             )
+        if self.console.irq is not None:
+            definitions["MLF_BOARD_CONSOLE_IRQ"] = f"{self.console.irq}u"
         definitions.update(self.architecture.compile_definitions(self.cpu))
         return definitions
 
@@ -266,7 +269,7 @@ class Board:
             "enable=on,target=native",
         ]
         if icount:
-            command += ["-icount", "shift=0,align=off,sleep=off"]
+            command += ["-icount", "shift=0,align=off,sleep=on"]
         command += list(self.run.qemu_args)
         command += list(extra_args)
         command += ["-kernel", str(firmware)]

@@ -127,6 +127,9 @@ def parse_board(data: Mapping[str, Any], *, source: Optional[Path] = None) -> Bo
         address=None if is_host else console_table.integer("address", minimum=0),
         baud=console_table.integer("baud", minimum=1, default=115200),
         clock_hz=None if is_host else console_table.integer("clock_hz", minimum=1),
+        irq=None
+        if is_host or "irq" not in console_table.data
+        else console_table.integer("irq", minimum=0),
     )
     console_table.no_extra()
 

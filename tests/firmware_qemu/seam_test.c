@@ -6,6 +6,7 @@
  *                   from flash or zero .bss (checked at boot)
  *   'e' n bytes[n]  echo n bytes, each XORed with 0x5A
  *   't' n(u32 LE)   run a 2-instruction busy loop n times; reply ticks(u64 LE) tick_hz(u64 LE)
+ *   'w' any         reply 'W', wait (asleep) for one more byte; reply the wait's ticks(u64 LE)
  *   'p'             reply 4 bytes: the float 1.5f * x + 0.25f for x = 2.5f (FPU check)
  *   'l'             write a diagnostic line through mlf_platform_log; reply 'L'
  *   'x' status      exit with that status
@@ -83,6 +84,14 @@ static void measure_ticks(void) {
   write_u64(mlf_platform_tick_hz());
 }
 
+static void measure_wait(void) {
+  static const uint8_t kAck = 'W';
+  uint64_t start = mlf_platform_ticks();
+  mlf_platform_write(&kAck, 1);
+  (void)read_byte();
+  write_u64(mlf_platform_ticks() - start);
+}
+
 /* Each level keeps a buffer live across the call, so the compiler can neither drop the frame
  * nor turn the recursion into a loop. */
 static uint32_t recurse(uint32_t depth, uint32_t limit) {
@@ -125,6 +134,9 @@ int main(void) {
         break;
       case 't':
         measure_ticks();
+        break;
+      case 'w':
+        measure_wait();
         break;
       case 'p':
         float_check();

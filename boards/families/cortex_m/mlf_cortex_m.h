@@ -46,6 +46,12 @@
 #define MLF_SCB_ICSR_PENDSTSET (1u << 26)
 #define MLF_SCB_ICSR_PENDSTCLR (1u << 25)
 
+/* NVIC: one bit per external interrupt in each bank of 32. */
+#define MLF_NVIC_ISER(irq) MLF_REG32(0xE000E100u + 4u * ((irq) / 32u))
+#define MLF_NVIC_ICER(irq) MLF_REG32(0xE000E180u + 4u * ((irq) / 32u))
+#define MLF_NVIC_ICPR(irq) MLF_REG32(0xE000E280u + 4u * ((irq) / 32u))
+#define MLF_NVIC_BIT(irq) (1u << ((irq) % 32u))
+
 #define MLF_SYST_CSR MLF_REG32(0xE000E010u)
 #define MLF_SYST_RVR MLF_REG32(0xE000E014u)
 #define MLF_SYST_CVR MLF_REG32(0xE000E018u)
@@ -78,11 +84,25 @@ void mlf_timer_start(void);
 /* Restarts the SysTick period at this instant, keeping the 64-bit count (less the fraction of
  * a tick already elapsed, so it stays monotonic). Families call it when mlf_platform_read()
  * and mlf_platform_write() return: those are the only places whose duration depends on the
- * host (polling for bytes), and re-phasing there makes the ticks between two later points
+ * host (waiting for bytes), and re-phasing there makes the ticks between two later points
  * depend only on the instructions executed between them. Under QEMU -icount that makes a
  * measured span reproducible to the tick instead of +-1. A timer that counts instructions
  * exactly under -icount needs no re-phasing and implements this as nothing. */
 void mlf_systick_rephase(void);
+
+/* Implemented in cortex_m: returns once rx_ready() is true, asleep (WFI) in between, so an
+ * idle firmware costs its host nothing. The family enables its UART's receive interrupt once
+ * (in mlf_family_init) and calls this first thing in mlf_platform_read(), from thread code
+ * with interrupts enabled (they are enabled again on return). rx_ready() must clear the
+ * UART's latched receive-interrupt status before it reports whether a byte is there, so that
+ * a byte arriving after the look raises the interrupt again.
+ *
+ * The board's [console] irq, MLF_BOARD_CONSOLE_IRQ, is enabled in the NVIC only during the
+ * wait and only with PRIMASK set: it is never taken (no vector, no handler), but a pending
+ * enabled interrupt still ends WFI. SysTick wraps that also end it are counted here, so the
+ * tick count stays right across a long wait. Built with MLF_CONSOLE_POLL=1 it spins on
+ * rx_ready() instead (the polling behaviour bench part 14 compares against). */
+void mlf_console_wait(int (*rx_ready)(void));
 
 /* Semihosting (ARM semihosting v2 operations). Only meaningful when MLF_BOARD_SEMIHOSTING:
  * on a real board without a debugger attached, BKPT 0xAB faults. */

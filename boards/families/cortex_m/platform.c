@@ -15,6 +15,43 @@ void mlf_platform_init(void) {
   mlf_timer_start();
 }
 
+#ifndef MLF_CONSOLE_POLL
+#define MLF_CONSOLE_POLL 0
+#endif
+
+#ifdef MLF_BOARD_CONSOLE_IRQ
+void mlf_console_wait(int (*rx_ready)(void)) {
+#if MLF_CONSOLE_POLL
+  while (!rx_ready()) {
+  }
+#else
+  /* Masked for the whole wait: the console interrupt has no handler, and a byte may arrive at
+   * any point of the loop. A pending interrupt ends WFI all the same, so a byte that lands
+   * between rx_ready() and WFI makes WFI return at once: nothing is slept through. Reads come
+   * from thread code with interrupts on, so they are simply turned back on at the end (saving
+   * and restoring PRIMASK costs bytes every firmware would carry). */
+  __asm__ volatile("cpsid i" ::: "memory");
+  MLF_NVIC_ISER(MLF_BOARD_CONSOLE_IRQ) = MLF_NVIC_BIT(MLF_BOARD_CONSOLE_IRQ);
+  for (;;) {
+    /* A level the UART still asserts keeps it pending; rx_ready() drops the level, so at
+     * worst the next WFI returns at once and this runs again. */
+    MLF_NVIC_ICPR(MLF_BOARD_CONSOLE_IRQ) = MLF_NVIC_BIT(MLF_BOARD_CONSOLE_IRQ);
+    if (rx_ready()) {
+      break;
+    }
+    __asm__ volatile("wfi" ::: "memory");
+    /* A SysTick wrap ends WFI too but cannot be taken here; left pending it would keep WFI
+     * from sleeping. Re-phasing counts it and clears it (a wait's length is the host's
+     * anyway), in fewer bytes than doing the handler's work here. */
+    mlf_systick_rephase();
+  }
+  /* Disabled before unmasking: a byte arriving during an inference must not be taken. */
+  MLF_NVIC_ICER(MLF_BOARD_CONSOLE_IRQ) = MLF_NVIC_BIT(MLF_BOARD_CONSOLE_IRQ);
+  __asm__ volatile("cpsie i" ::: "memory");
+#endif
+}
+#endif
+
 uint64_t mlf_platform_tick_hz(void) { return (uint64_t)MLF_BOARD_TICK_HZ; }
 
 extern uint32_t __mlf_stack_top;

@@ -1,12 +1,17 @@
 /*
  * console_pl011.c — the console link of the TI Stellaris LM3S6965 (QEMU lm3s6965evb): UART0,
- * an Arm PL011, on PA0/PA1, polled; plus the clock set-up that makes SysTick's rate known.
+ * an Arm PL011, on PA0/PA1 (the core sleeps on its receive interrupt while no byte is there);
+ * plus the clock set-up that makes SysTick's rate known.
  */
 #include <stddef.h>
 #include <stdint.h>
 
 #include "mlf_cortex_m.h"
 #include "mlf_platform.h"
+
+#ifndef MLF_BOARD_CONSOLE_IRQ
+#error "MLF_BOARD_CONSOLE_IRQ missing: the board file needs [console] irq (the UART's IRQ)"
+#endif
 
 /* System control. */
 #define SYSCTL_RIS MLF_REG32(0x400FE050u)
@@ -38,6 +43,8 @@
 #define UART_FBRD MLF_REG32(MLF_BOARD_CONSOLE_BASE + 0x028u)
 #define UART_LCRH MLF_REG32(MLF_BOARD_CONSOLE_BASE + 0x02Cu)
 #define UART_CTL MLF_REG32(MLF_BOARD_CONSOLE_BASE + 0x030u)
+#define UART_IMSC MLF_REG32(MLF_BOARD_CONSOLE_BASE + 0x038u)
+#define UART_ICR MLF_REG32(MLF_BOARD_CONSOLE_BASE + 0x044u)
 #define UART_FR_RXFE (1u << 4)
 #define UART_FR_TXFF (1u << 5)
 #define UART_LCRH_FEN (1u << 4)
@@ -45,6 +52,8 @@
 #define UART_CTL_UARTEN (1u << 0)
 #define UART_CTL_TXE (1u << 8)
 #define UART_CTL_RXE (1u << 9)
+/* Receive (FIFO at its trigger level) and receive time-out (a byte below it, line quiet). */
+#define UART_INT_RX ((1u << 4) | (1u << 6))
 
 /* 8 MHz crystal -> 400 MHz PLL -> /2 -> SYSDIV: SYSDIV field n divides by n + 1. */
 #define PLL_HALF_HZ 200000000u
@@ -93,15 +102,20 @@ void mlf_family_init(void) {
   UART_IBRD = divisor64 >> 6;
   UART_FBRD = divisor64 & 0x3Fu;
   UART_LCRH = UART_LCRH_WLEN_8 | UART_LCRH_FEN;
+  UART_IMSC = UART_INT_RX; /* only wakes the core (mlf_console_wait) */
   UART_CTL = UART_CTL_UARTEN | UART_CTL_TXE | UART_CTL_RXE;
+}
+
+static int rx_ready(void) {
+  UART_ICR = UART_INT_RX; /* latched until cleared, whether or not the bytes were read */
+  return (UART_FR & UART_FR_RXFE) == 0u;
 }
 
 size_t mlf_platform_read(uint8_t* buf, size_t max) {
   if (max == 0) {
     return 0;
   }
-  while ((UART_FR & UART_FR_RXFE) != 0u) {
-  }
+  mlf_console_wait(rx_ready);
   size_t count = 0;
   do {
     buf[count++] = (uint8_t)UART_DR;

@@ -16,6 +16,10 @@
 #include "mlf_cortex_m.h"
 #include "mlf_stm32_series.h"
 
+#ifndef MLF_BOARD_CONSOLE_IRQ
+#error "MLF_BOARD_CONSOLE_IRQ missing: the board file needs [console] irq (its U(S)ART's IRQ)"
+#endif
+
 /* GPIO port registers (identical on F4, F7, L4). Ports are numbered from 0 (A). */
 #define MLF_STM32_GPIO(port) (MLF_STM32_GPIO_BASE + MLF_STM32_GPIO_PORT_STRIDE * (uint32_t)(port))
 #define MLF_STM32_GPIO_MODER(port) MLF_REG32(MLF_STM32_GPIO(port) + 0x00u)
@@ -77,6 +81,7 @@ static inline void mlf_stm32_console_pins(void) {
 #define MLF_STM32_UART_CR1_UE (1u << 0)
 #define MLF_STM32_UART_CR1_RE (1u << 2)
 #define MLF_STM32_UART_CR1_TE (1u << 3)
+#define MLF_STM32_UART_CR1_RXNEIE (1u << 5)
 #define MLF_STM32_UART_CR3_OVRDIS (1u << 12)
 #define MLF_STM32_UART_ISR_RXNE (1u << 5)
 #define MLF_STM32_UART_ISR_TXE (1u << 7)
@@ -87,15 +92,21 @@ static inline void mlf_stm32_uart_enable(uint32_t brr) {
   /* A byte lost while the firmware computes must not wedge reception: the protocol's
    * checksums catch the loss. */
   MLF_STM32_UART_CR3 = MLF_STM32_UART_CR3_OVRDIS;
-  MLF_STM32_UART_CR1 = MLF_STM32_UART_CR1_UE | MLF_STM32_UART_CR1_RE | MLF_STM32_UART_CR1_TE;
+  /* The receive interrupt only wakes the core (mlf_console_wait). */
+  MLF_STM32_UART_CR1 = MLF_STM32_UART_CR1_UE | MLF_STM32_UART_CR1_RE | MLF_STM32_UART_CR1_TE |
+                       MLF_STM32_UART_CR1_RXNEIE;
+}
+
+/* RXNE is the interrupt's level and reading RDR clears it: nothing is latched to clear. */
+static inline int mlf_stm32_uart_rx_ready(void) {
+  return (MLF_STM32_UART_ISR & MLF_STM32_UART_ISR_RXNE) != 0u;
 }
 
 static inline size_t mlf_stm32_uart_read(uint8_t* buf, size_t max) {
   if (max == 0) {
     return 0;
   }
-  while ((MLF_STM32_UART_ISR & MLF_STM32_UART_ISR_RXNE) == 0u) {
-  }
+  mlf_console_wait(mlf_stm32_uart_rx_ready);
   size_t count = 0;
   do {
     buf[count++] = (uint8_t)MLF_STM32_UART_RDR;

@@ -23,6 +23,7 @@
 #define USART_SR_RXNE (1u << 5)
 #define USART_SR_TXE (1u << 7)
 #define USART_CR1_RE (1u << 2)
+#define USART_CR1_RXNEIE (1u << 5)
 #define USART_CR1_TE (1u << 3)
 #define USART_CR1_UE (1u << 13)
 
@@ -37,15 +38,18 @@ void mlf_family_init(void) {
   mlf_stm32_console_pins();
   USART_CR1 = 0;
   USART_BRR = USART_DIVISOR;
-  USART_CR1 = USART_CR1_UE | USART_CR1_TE | USART_CR1_RE;
+  /* The receive interrupt only wakes the core (mlf_console_wait). */
+  USART_CR1 = USART_CR1_UE | USART_CR1_TE | USART_CR1_RE | USART_CR1_RXNEIE;
 }
+
+/* RXNE is the interrupt's level and reading DR clears it: nothing is latched to clear. */
+static int rx_ready(void) { return (USART_SR & USART_SR_RXNE) != 0u; }
 
 size_t mlf_platform_read(uint8_t* buf, size_t max) {
   if (max == 0) {
     return 0;
   }
-  while ((USART_SR & USART_SR_RXNE) == 0u) {
-  }
+  mlf_console_wait(rx_ready);
   size_t count = 0;
   do {
     buf[count++] = (uint8_t)USART_DR;

@@ -69,7 +69,15 @@ uint64_t mlf_platform_ticks(void) {
 }
 
 /* TIM2 needs no re-phasing; the sampler does, so that whether its interrupt falls inside a
- * measured span depends on the span's instructions only, not on when the host sent bytes. */
-void mlf_systick_rephase(void) { MLF_SYST_CVR = 0; }
+ * measured span depends on the span's instructions only, not on when the host sent bytes.
+ * The console's sleeping wait runs masked and calls this after each wake: a sampler wrap
+ * left pending would keep WFI from sleeping, so it is sampled here and cleared. */
+void mlf_systick_rephase(void) {
+  uint32_t primask = mlf_mask_interrupts();
+  (void)sample();
+  MLF_SYST_CVR = 0;
+  MLF_SCB_ICSR = MLF_SCB_ICSR_PENDSTCLR;
+  mlf_restore_interrupts(primask);
+}
 
 #endif /* MLF_BOARD_TIMER_STM32_TIM2 */

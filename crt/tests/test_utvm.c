@@ -15,8 +15,15 @@
 static utvm_device* g_dev;
 static uint8_t g_reply[UTVM_OUT];
 
-enum { CALL = 3, COPY_FROM = 6, COPY_TO = 7, GET_GLOBAL = 9, FREE_HANDLE = 10, ALLOC = 13,
-       FREE_DATA = 14 };
+enum {
+  CALL = 3,
+  COPY_FROM = 6,
+  COPY_TO = 7,
+  GET_GLOBAL = 9,
+  FREE_HANDLE = 10,
+  ALLOC = 13,
+  FREE_DATA = 14
+};
 
 static utvm_device* fresh(const mlf_utvm_model* models, uint32_t n) {
   memset(g_dev, 0, sizeof(*g_dev));
@@ -149,10 +156,10 @@ static void test_worked_example(void) {
   static const uint8_t boot[12] = {0xfe, 0xff, 0xfd, 3, 0, 0, 0, 0, 0, 2, 0x66, 0x77};
   static const uint8_t host_init[12] = {0xff, 0xfd, 4, 0, 0, 0, 0x43, 0, 0, 1, 0x6b, 0x2c};
   static const uint8_t get_global[] = {
-      0xff, 0xfd, 0x30, 0,    0,    0,    0x43, 0x22, 0x10, 0x25, 0,    0,    0,    0,
-      0,    0,    0,    9,    0,    0,    0,    1,    0,    0,    0,    0x0b, 0,    0,
-      0,    0x11, 0,    0,    0,    0,    0,    0,    0,    'r',  'u',  'n',  't',  'i',
-      'm',  'e',  '.',  'S',  'y',  's',  't',  'e',  'm',  'L',  'i',  'b',  0x61, 0xd9};
+      0xff, 0xfd, 0x30, 0,   0,   0,   0x43, 0x22, 0x10, 0x25, 0,   0,    0,    0,
+      0,    0,    0,    9,   0,   0,   0,    1,    0,    0,    0,   0x0b, 0,    0,
+      0,    0x11, 0,    0,   0,   0,   0,    0,    0,    'r',  'u', 'n',  't',  'i',
+      'm',  'e',  '.',  'S', 'y', 's', 't',  'e',  'm',  'L',  'i', 'b',  0x61, 0xd9};
   memset(g_dev, 0, sizeof(*g_dev));
   utvm_device_start(g_dev, kLibOnly, 1, NULL);
   CHECK_EQ_INT(g_dev->out_len, sizeof(boot));
@@ -168,9 +175,9 @@ static void test_worked_example(void) {
   CHECK_EQ_INT(utvm_next_packet(g_dev, reply, sizeof(reply)), 0x1f);
   CHECK(reply[0] == 0x43 && reply[1] == 0x22 && reply[2] == 0x10);
   CHECK_EQ_INT(utvm_le(reply + 3, 8), 20);
-  CHECK_EQ_INT(utvm_le(reply + 11, 4), 4);  /* Return */
-  CHECK_EQ_INT(utvm_le(reply + 15, 4), 1);  /* one value */
-  CHECK_EQ_INT(utvm_le(reply + 19, 4), 3);  /* a handle */
+  CHECK_EQ_INT(utvm_le(reply + 11, 4), 4); /* Return */
+  CHECK_EQ_INT(utvm_le(reply + 15, 4), 1); /* one value */
+  CHECK_EQ_INT(utvm_le(reply + 19, 4), 3); /* a handle */
   CHECK(utvm_le(reply + 23, 8) != 0);
 }
 
@@ -231,7 +238,7 @@ static void test_alloc_copy_call(void) {
   CHECK(is_exception(&m, "not a device allocation")); /* twice */
   CHECK_EQ_INT(copy_to(b, bv, 4), 5);                 /* freed memory is off limits */
   CHECK_EQ_INT(alloc(16), b);                         /* and is reused */
-  CHECK_EQ_INT(alloc(UTVM_ARENA * 2), 0); /* exhausted: an exception */
+  CHECK_EQ_INT(alloc(UTVM_ARENA * 2), 0);             /* exhausted: an exception */
 }
 
 static void test_exceptions(void) {

@@ -171,8 +171,8 @@ void mlf_utvm_tx_noop(mlf_utvm* ut);
 
 /* Session: a whole packet received; a Normal reply sent (header bytes + tail). */
 void mlf_utvm_session_packet(mlf_utvm* ut, uint8_t* payload, uint32_t len);
-void mlf_utvm_session_send(mlf_utvm* ut, const uint8_t* head, size_t head_len,
-                           const uint8_t* tail, size_t tail_len);
+void mlf_utvm_session_send(mlf_utvm* ut, const uint8_t* head, size_t head_len, const uint8_t* tail,
+                           size_t tail_len);
 uint32_t mlf_utvm_random(mlf_utvm* ut);
 
 /* MinRPC: one request (the Normal message's body). */
@@ -193,8 +193,8 @@ void mlf_utvm_exception(mlf_utvm* ut, const char* message);
 #define MLF_UTVM_KIND(handle) ((uint32_t)((handle) >> 32))
 #define MLF_UTVM_LOW(handle) ((uint32_t)(handle))
 enum {
-  MLF_UTVM_GLOBAL = 1, /* a global function, low = its index */
-  MLF_UTVM_MODULE = 2, /* low 0: the system library (all models); 1 + m: AOT executor of m */
+  MLF_UTVM_GLOBAL = 1,  /* a global function, low = its index */
+  MLF_UTVM_MODULE = 2,  /* low 0: the system library (all models); 1 + m: AOT executor of m */
   MLF_UTVM_LIBFUNC = 3, /* a library function, low = slot in mlf_utvm.funcs */
   MLF_UTVM_TIMER = 4,   /* the time evaluator, low = generation */
   MLF_UTVM_METHOD = 5,  /* an AOT executor method, low = model << 8 | method */

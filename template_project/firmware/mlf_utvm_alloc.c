@@ -32,7 +32,8 @@ void* mlf_utvm_alloc(mlf_utvm* ut, uint64_t nbytes, uint64_t alignment) {
   uint32_t end = 0; /* of the previous block */
   uint32_t i = 0;
   for (;; ++i) {
-    uint32_t start = (uint32_t)(((base + end + alignment - 1) & ~(uintptr_t)(alignment - 1)) - base);
+    uint32_t start =
+        (uint32_t)(((base + end + alignment - 1) & ~(uintptr_t)(alignment - 1)) - base);
     uint32_t limit = i < ut->num_blocks ? ut->blocks[i].offset : (uint32_t)ut->arena_size;
     if (start >= end && start <= limit && size <= limit - start) {
       memmove(&ut->blocks[i + 1], &ut->blocks[i], (ut->num_blocks - i) * sizeof(ut->blocks[0]));

@@ -23,22 +23,33 @@ enum {
   NUM_GLOBALS
 };
 
-static const char* const kGlobals[NUM_GLOBALS] = {
-    "runtime.SystemLib",       "tvm.rpc.server.ModuleGetFunction",
-    "tvm.rpc.server.GetCRTMaxPacketSize", "runtime.RPCTimeEvaluator",
-    "tvm.contrib.random.random_fill",     "tvm.aot_executor.create"};
+static const char* const kGlobals[NUM_GLOBALS] = {"runtime.SystemLib",
+                                                  "tvm.rpc.server.ModuleGetFunction",
+                                                  "tvm.rpc.server.GetCRTMaxPacketSize",
+                                                  "runtime.RPCTimeEvaluator",
+                                                  "tvm.contrib.random.random_fill",
+                                                  "tvm.aot_executor.create"};
 
 /* The AOT executor module's functions, in the order AotModule looks them up. */
-enum { SET_INPUT, RUN, GET_OUTPUT, GET_INPUT, GET_NUM_OUTPUTS, GET_INPUT_INDEX, GET_NUM_INPUTS,
-       GET_INPUT_NAME, NUM_METHODS };
-static const char* const kMethods[NUM_METHODS] = {
-    "set_input",       "run",           "get_output",     "get_input",
-    "get_num_outputs", "get_input_index", "get_num_inputs", "get_input_name"};
+enum {
+  SET_INPUT,
+  RUN,
+  GET_OUTPUT,
+  GET_INPUT,
+  GET_NUM_OUTPUTS,
+  GET_INPUT_INDEX,
+  GET_NUM_INPUTS,
+  GET_INPUT_NAME,
+  NUM_METHODS
+};
+static const char* const kMethods[NUM_METHODS] = {"set_input",       "run",
+                                                  "get_output",      "get_input",
+                                                  "get_num_outputs", "get_input_index",
+                                                  "get_num_inputs",  "get_input_name"};
 
 static const char kNotFound[] = "function not found";
 
-static uint32_t find_name(const char* const* names, uint32_t count, const char* name,
-                          size_t len) {
+static uint32_t find_name(const char* const* names, uint32_t count, const char* name, size_t len) {
   for (uint32_t i = 0; i < count; ++i) {
     if (strlen(names[i]) == len && memcmp(names[i], name, len) == 0) return i;
   }
@@ -106,7 +117,9 @@ static uint64_t module_function(mlf_utvm* ut, uint64_t module, const char* name,
 
 static void no_result(mlf_utvm* ut) { mlf_utvm_return(ut, kTVMNullptr, kTVMNullptr, 0); }
 
-static void int_result(mlf_utvm* ut, int64_t v) { mlf_utvm_return(ut, kDLInt, kDLInt, (uint64_t)v); }
+static void int_result(mlf_utvm* ut, int64_t v) {
+  mlf_utvm_return(ut, kDLInt, kDLInt, (uint64_t)v);
+}
 
 static void handle_result(mlf_utvm* ut, int type_code, uint64_t handle) {
   mlf_utvm_return(ut, type_code, kTVMOpaqueHandle, handle);
@@ -250,7 +263,8 @@ static void create_timer(mlf_utvm* ut) {
                                  kDLInt,           kDLInt,  kDLInt, kDLInt, kDLInt, kTVMStr};
   if (a->num != 12) goto bad;
   for (uint32_t i = 0; i < 12; ++i) {
-    if (a->codes[i] != kCodes[i] && !(kCodes[i] == kTVMStr && i == 11 && a->codes[i] == kTVMNullptr)) {
+    if (a->codes[i] != kCodes[i] &&
+        !(kCodes[i] == kTVMStr && i == 11 && a->codes[i] == kTVMNullptr)) {
       goto bad;
     }
   }
@@ -261,8 +275,8 @@ static void create_timer(mlf_utvm* ut) {
     mlf_utvm_exception(ut, "time evaluator: number, repeat or min_repeat_ms out of range");
     return;
   }
-  uint64_t target = module_function(ut, (uint64_t)a->values[0].v_int64, a->values[1].v_str,
-                                    a->lens[1]);
+  uint64_t target =
+      module_function(ut, (uint64_t)a->values[0].v_int64, a->values[1].v_str, a->lens[1]);
   uint32_t kind = MLF_UTVM_KIND(target);
   if (target == 0 || target == UINT64_MAX ||
       (kind == MLF_UTVM_METHOD && (MLF_UTVM_LOW(target) & 0xFFu) != RUN)) {

@@ -149,7 +149,8 @@ static const char* rd_args(mlf_utvm* ut, reader* r) {
   /* Strings end with a NUL now (the byte after each is already decoded; the receive
    * buffer has one spare byte after the packet). */
   for (uint32_t i = 0; i < num; ++i) {
-    if (a->codes[i] == kTVMStr || a->codes[i] == kTVMBytes) ((char*)a->values[i].v_str)[a->lens[i]] = 0;
+    if (a->codes[i] == kTVMStr || a->codes[i] == kTVMBytes)
+      ((char*)a->values[i].v_str)[a->lens[i]] = 0;
   }
   return NULL;
 }

@@ -86,8 +86,8 @@ void mlf_utvm_log(mlf_utvm* ut, const char* text, size_t n) {
   send_message(ut, 0, 0, TYPE_LOG, (const uint8_t*)text, n, NULL, 0);
 }
 
-void mlf_utvm_session_send(mlf_utvm* ut, const uint8_t* head, size_t head_len,
-                           const uint8_t* tail, size_t tail_len) {
+void mlf_utvm_session_send(mlf_utvm* ut, const uint8_t* head, size_t head_len, const uint8_t* tail,
+                           size_t tail_len) {
   send_message(ut, ut->host_nonce, ut->device_nonce, TYPE_NORMAL, head, head_len, tail, tail_len);
 }
 

@@ -85,8 +85,8 @@ def _write_project(
     requested: Mapping[str, Any],
 ) -> Dict[str, Any]:
     stack = int(opts["stack_bytes"]) if opts["stack_bytes"] is not None else board.stack_bytes
-    ptype = project_type_for(project_type)
-    fit = memory_fit(plans, board, stack if not board.is_host else 0, project_type)
+    ptype = project_type_for(project_type, opts)
+    fit = memory_fit(plans, board, stack if not board.is_host else 0, project_type, opts)
     what = (
         f"model {plans[0].name}"
         if len(plans) == 1
@@ -117,7 +117,7 @@ def _write_project(
     model_contexts = []
     for plan in plans:
         blobs += _write_blobs(env, src, plan)
-        model_contexts.append(_model_context(plan))
+        model_contexts.append({**_model_context(plan), "on_device": ptype.keeps_executor(plan)})
     own = list(opts["compile_definitions"] or [])
     definitions = [f"{name}={value}" for name, value in board.compile_definitions().items()]
     given = {_macro(o) for o in own}

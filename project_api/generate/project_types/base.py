@@ -48,7 +48,13 @@ class ProjectType:
     def plan(self, plan: ModelPlan, archive: Archive, opts: Mapping[str, Any]) -> None:
         """Adds what this type embeds per model to ``plan`` (standalone: the samples)."""
 
-    def ram_items(self, plans: Sequence[ModelPlan], board: Board) -> Dict[str, int]:
+    def keeps_executor(self, plan: ModelPlan) -> bool:
+        """Whether the firmware sets this model's executor up (arena, params, tables)."""
+        return True
+
+    def ram_items(
+        self, plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any]
+    ) -> Dict[str, int]:
         """RAM this type's loop reserves besides the models' (by name, for the fit check)."""
         return {}
 

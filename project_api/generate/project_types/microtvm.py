@@ -1,0 +1,117 @@
+"""``host_driven`` with ``device_protocol=microtvm``: the firmware runs TVM's microTVM RPC server
+(``template_project/firmware/mlf_utvm_*.c``) so that TVM's own host drives it:
+``tvm.micro.Session``, ``create_local_graph_executor``, ``AotModule``, ``time_evaluator``,
+``tvmc run --device micro`` and AutoTVM.
+
+The host lays a graph model out itself (one allocation per storage pool, params copied per
+tensor), so a graph model has no executor, arena or params on the device: only its system
+library, whose functions the host calls by name. An AOT model keeps its executor (and its
+arena, for the inputs and outputs the AOT executor module hands out). The device memory the
+host allocates from is one arena, sized by ``device_memory_bytes`` or from the models' storage
+pools.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence
+
+from ...boards import Board
+from ...errors import GenerateError
+from ...read import Model
+from .host_driven import HostDriven
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..plan import ModelPlan
+
+RX_BYTES = 2048  # TVM's TVM_CRT_MAX_PACKET_SIZE_BYTES: a full copy block fills it exactly
+SLACK_BYTES = 16 * 1024  # tensors of tvm.nd.empty, the time evaluator's and AutoTVM's
+UNIT = 64  # every device allocation is 64-byte aligned and a multiple of 64 bytes
+# sizeof(mlf_utvm) on a 32-bit target, rounded up (argument scratch, block and function
+# tables, time evaluator results): checked against the linked firmware by the tests.
+STATE_BYTES = 6 * 1024
+
+
+def _units(nbytes: int) -> int:
+    return max(UNIT, (nbytes + UNIT - 1) // UNIT * UNIT)
+
+
+def device_memory(plans: Sequence[ModelPlan], opts: Mapping[str, Any]) -> int:
+    """The device arena: the option, else every storage pool of the graph models as TVM's host
+    allocates them (4-byte rounded, in 64-byte units) plus slack."""
+    given: Optional[int] = opts.get("device_memory_bytes")
+    if given is not None:
+        return int(given)
+    pools = sum(
+        _units(4 * ((nbytes + 3) // 4))
+        for plan in plans
+        if plan.kind.name == "graph"
+        for nbytes in plan.tables.storage_bytes
+    )
+    return pools + SLACK_BYTES
+
+
+def rpc_workspace(plans: Sequence[ModelPlan]) -> int:
+    """The workspace graph models' functions draw from when the host calls them (an AOT model
+    keeps its own)."""
+    return max((p.workspace.bytes for p in plans if p.kind.name == "graph"), default=0)
+
+
+class HostDrivenMicroTvm(HostDriven):
+    firmware_sources = (
+        "mlf_utvm_alloc.c",
+        "mlf_utvm_framing.c",
+        "mlf_utvm_globals.c",
+        "mlf_utvm_minrpc.c",
+        "mlf_utvm_session.c",
+    )
+    driven_by = "TVM's tvm.micro.Session"
+    cli_command = "tvmc run --device micro, or a script with tvm.micro.Session"
+
+    @property
+    def main_template(self) -> str:
+        return "main_host_driven_microtvm.c.j2"
+
+    def check(self, models: Sequence[Model], opts: Mapping[str, Any]) -> None:
+        if opts.get("profile"):
+            raise GenerateError(
+                "option profile needs device_protocol=mlf",
+                hint="the profile is read over our device protocol, which TVM's host does not speak",
+            )
+        if opts.get("graph_format") == "json":
+            raise GenerateError(
+                "option graph_format=json needs device_protocol=mlf",
+                hint="TVM's host sends the graph itself; the firmware embeds none",
+            )
+
+    def keeps_executor(self, plan: ModelPlan) -> bool:
+        return plan.kind.name == "aot"  # the host runs a graph itself
+
+    def ram_items(
+        self, plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any]
+    ) -> Dict[str, int]:
+        return {
+            "receive buffer": RX_BYTES + 1,
+            "device memory": device_memory(plans, opts),
+            "RPC workspace": rpc_workspace(plans),
+            "RPC server state": STATE_BYTES,
+        }
+
+    def context(
+        self, plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any]
+    ) -> Dict[str, Any]:
+        workspace = rpc_workspace(plans)
+        return {
+            "header_includes": [],
+            "model_fields": [],
+            "defines": {
+                "MLF_UTVM_RX_BYTES": f"{RX_BYTES}u",
+                "MLF_UTVM_MEMORY_BYTES": f"{device_memory(plans, opts)}u",
+                "MLF_UTVM_WORKSPACE_BYTES": f"{workspace}u",
+            },
+        }
+
+    def describe(self, plans: Sequence[ModelPlan], opts: Mapping[str, Any]) -> Dict[str, Any]:
+        return {
+            "device_protocol": "microtvm",
+            "device_memory_bytes": device_memory(plans, opts),
+        }

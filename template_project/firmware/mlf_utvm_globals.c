@@ -332,6 +332,20 @@ fail:
 
 /* ---- globals ------------------------------------------------------------------------ */
 
+/* The AOT model called `name`; else, for TVM's "default" (what create_aot_executor always
+ * asks for), the firmware's only AOT model. UINT32_MAX when there is none. */
+static uint32_t aot_model(const mlf_utvm* ut, const char* name, size_t len) {
+  uint32_t found = UINT32_MAX, count = 0;
+  for (uint32_t m = 0; m < ut->config.num_models; ++m) {
+    const mlf_utvm_model* model = &ut->config.models[m];
+    if (model->executor == NULL) continue;
+    if (strlen(model->name) == len && memcmp(model->name, name, len) == 0) return m;
+    found = m;
+    ++count;
+  }
+  return count == 1 && len == 7 && memcmp(name, "default", 7) == 0 ? found : UINT32_MAX;
+}
+
 static void call_global(mlf_utvm* ut, uint32_t which) {
   mlf_utvm_args* a = &ut->args;
   switch (which) {
@@ -376,20 +390,19 @@ static void call_global(mlf_utvm* ut, uint32_t which) {
       }
       no_result(ut);
       return;
-    default: /* AOT_CREATE: (system library, device, module name) */
+    default: { /* AOT_CREATE: (system library, device, module name) */
+      uint32_t m = UINT32_MAX;
       if (a->num == 3 && a->codes[0] == kTVMModuleHandle && a->codes[2] == kTVMStr &&
           (uint64_t)a->values[0].v_int64 == MLF_UTVM_HANDLE(MLF_UTVM_MODULE, 0)) {
-        for (uint32_t m = 0; m < ut->config.num_models; ++m) {
-          const mlf_utvm_model* model = &ut->config.models[m];
-          if (model->executor != NULL && strlen(model->name) == a->lens[2] &&
-              memcmp(model->name, a->values[2].v_str, a->lens[2]) == 0) {
-            handle_result(ut, kTVMModuleHandle, MLF_UTVM_HANDLE(MLF_UTVM_MODULE, m + 1));
-            return;
-          }
-        }
+        m = aot_model(ut, a->values[2].v_str, a->lens[2]);
       }
-      mlf_utvm_exception(ut, "tvm.aot_executor.create: no AOT model of that name");
+      if (m == UINT32_MAX) {
+        mlf_utvm_exception(ut, "tvm.aot_executor.create: no AOT model of that name");
+      } else {
+        handle_result(ut, kTVMModuleHandle, MLF_UTVM_HANDLE(MLF_UTVM_MODULE, m + 1));
+      }
       return;
+    }
   }
 }
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 RX_BYTES = 2048  # TVM's TVM_CRT_MAX_PACKET_SIZE_BYTES: a full copy block fills it exactly
 SLACK_BYTES = 16 * 1024  # tensors of tvm.nd.empty, the time evaluator's and AutoTVM's
+HOST_MEMORY_BYTES = 8 << 20  # the host board's RAM costs nothing: room for any test script
 UNIT = 64  # every device allocation is 64-byte aligned and a multiple of 64 bytes
 # sizeof(mlf_utvm) on a 32-bit target, rounded up (argument scratch, block and function
 # tables, time evaluator results): checked against the linked firmware by the tests.
@@ -35,9 +36,10 @@ def _units(nbytes: int) -> int:
     return max(UNIT, (nbytes + UNIT - 1) // UNIT * UNIT)
 
 
-def device_memory(plans: Sequence[ModelPlan], opts: Mapping[str, Any]) -> int:
+def device_memory(plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any]) -> int:
     """The device arena: the option, else every storage pool of the graph models as TVM's host
-    allocates them (4-byte rounded, in 64-byte units) plus slack."""
+    allocates them (4-byte rounded, in 64-byte units) plus slack, and on the host board at
+    least 8 MiB."""
     given: Optional[int] = opts.get("device_memory_bytes")
     if given is not None:
         return int(given)
@@ -47,7 +49,7 @@ def device_memory(plans: Sequence[ModelPlan], opts: Mapping[str, Any]) -> int:
         if plan.kind.name == "graph"
         for nbytes in plan.tables.storage_bytes
     )
-    return pools + SLACK_BYTES
+    return max(pools + SLACK_BYTES, HOST_MEMORY_BYTES if board.is_host else 0)
 
 
 def rpc_workspace(plans: Sequence[ModelPlan]) -> int:
@@ -91,7 +93,7 @@ class HostDrivenMicroTvm(HostDriven):
     ) -> Dict[str, int]:
         return {
             "receive buffer": RX_BYTES + 1,
-            "device memory": device_memory(plans, opts),
+            "device memory": device_memory(plans, board, opts),
             "RPC workspace": rpc_workspace(plans),
             "RPC server state": STATE_BYTES,
         }
@@ -105,13 +107,11 @@ class HostDrivenMicroTvm(HostDriven):
             "model_fields": [],
             "defines": {
                 "MLF_UTVM_RX_BYTES": f"{RX_BYTES}u",
-                "MLF_UTVM_MEMORY_BYTES": f"{device_memory(plans, opts)}u",
+                "MLF_UTVM_MEMORY_BYTES": f"{device_memory(plans, board, opts)}u",
                 "MLF_UTVM_WORKSPACE_BYTES": f"{workspace}u",
             },
         }
 
     def describe(self, plans: Sequence[ModelPlan], opts: Mapping[str, Any]) -> Dict[str, Any]:
-        return {
-            "device_protocol": "microtvm",
-            "device_memory_bytes": device_memory(plans, opts),
-        }
+        # The arena's size is in the fit items ("device memory").
+        return {"device_protocol": "microtvm"}

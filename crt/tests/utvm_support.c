@@ -100,7 +100,7 @@ long utvm_next_packet(utvm_device* d, uint8_t* payload, size_t cap) {
   if (i + 1 >= d->out_len) return -1;
   size_t start = i;
   i += 2;
-  uint8_t fields[4 + UTVM_OUT];
+  static uint8_t fields[4 + UTVM_OUT];
   size_t got = 0, need = 4, crc_at = 0;
   uint8_t crc_bytes[2];
   size_t crc_got = 0;

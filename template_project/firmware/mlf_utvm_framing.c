@@ -21,12 +21,13 @@
 enum { HUNT, HUNT_ESCAPE, LENGTH, PAYLOAD, CRC };
 
 uint16_t mlf_utvm_crc16(uint16_t crc, const uint8_t* data, size_t n) {
+  /* Four bits at a time: 32 bytes of table instead of 512, twice the speed of bit by bit. */
+  static const uint16_t kNibble[16] = {0x0000, 0x1021, 0x2042, 0x3063, 0x4084, 0x50A5,
+                                       0x60C6, 0x70E7, 0x8108, 0x9129, 0xA14A, 0xB16B,
+                                       0xC18C, 0xD1AD, 0xE1CE, 0xF1EF};
   for (size_t i = 0; i < n; ++i) {
-    crc ^= (uint16_t)(data[i] << 8);
-    for (int bit = 0; bit < 8; ++bit) {
-      uint32_t shifted = (uint32_t)crc << 1;
-      crc = (uint16_t)((crc & 0x8000u) ? shifted ^ 0x1021u : shifted);
-    }
+    crc = (uint16_t)((uint32_t)crc << 4 ^ kNibble[(crc >> 12) ^ (data[i] >> 4)]);
+    crc = (uint16_t)((uint32_t)crc << 4 ^ kNibble[(crc >> 12) ^ (data[i] & 0x0Fu)]);
   }
   return crc;
 }

@@ -327,7 +327,8 @@ OPTIONS: Dict[str, Option] = _table(
         "int",
         None,
         "host_driven projects with device_protocol=microtvm: the device memory TVM's host "
-        "allocates tensors in; default: every storage pool of the models plus 16 KiB.",
+        "allocates tensors in; default: every storage pool of the graph models plus 8 KiB (at "
+        "least 8 MiB on the host board).",
         optional=_GENERATE,
     ),
     Option(

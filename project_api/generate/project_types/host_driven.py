@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Sequence, Tuple
 
 from ...boards import Board
 from .base import ProjectType
@@ -21,7 +21,7 @@ def wire_payload(board: Board) -> int:
 
 class HostDriven(ProjectType):
     name = "host_driven"
-    firmware_sources = ("mlf_device.c", "mlf_frame.c", "mlf_text.c")
+    firmware_sources: Tuple[str, ...] = ("mlf_device.c", "mlf_frame.c", "mlf_text.c")
     owned_options = ("profile", "device_protocol", "device_memory_bytes")
     owned_hint = "generate a host_driven project (--project-type host_driven)"
     link_buffer_item = "receive buffer"

@@ -13,7 +13,7 @@ pools.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from ...boards import Board
 from ...errors import GenerateError
@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..plan import ModelPlan
 
 RX_BYTES = 2048  # TVM's TVM_CRT_MAX_PACKET_SIZE_BYTES: a full copy block fills it exactly
-SLACK_BYTES = 16 * 1024  # tensors of tvm.nd.empty, the time evaluator's and AutoTVM's
+SLACK_BYTES = 8 * 1024  # tensors of tvm.nd.empty, the time evaluator's and AutoTVM's
 HOST_MEMORY_BYTES = 8 << 20  # the host board's RAM costs nothing: room for any test script
 UNIT = 64  # every device allocation is 64-byte aligned and a multiple of 64 bytes
 # sizeof(mlf_utvm) on a 32-bit target, rounded up (argument scratch, block and function
@@ -59,7 +59,7 @@ def rpc_workspace(plans: Sequence[ModelPlan]) -> int:
 
 
 class HostDrivenMicroTvm(HostDriven):
-    firmware_sources = (
+    firmware_sources: Tuple[str, ...] = (
         "mlf_utvm_alloc.c",
         "mlf_utvm_framing.c",
         "mlf_utvm_globals.c",
@@ -77,7 +77,7 @@ class HostDrivenMicroTvm(HostDriven):
         if opts.get("profile"):
             raise GenerateError(
                 "option profile needs device_protocol=mlf",
-                hint="the profile is read over our device protocol, which TVM's host does not speak",
+                hint="the profile is read over our device protocol, which TVM's host cannot",
             )
         if opts.get("graph_format") == "json":
             raise GenerateError(

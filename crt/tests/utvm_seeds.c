@@ -83,6 +83,18 @@ static void copy(seed* s, int to_remote, uint8_t unit, int64_t n) {
   end(s);
 }
 
+/* RPCTimeEvaluator(module, name, 1, 0, number, repeat, 0, 100, 0, 1, 0, ""). */
+static void time_evaluator(seed* s, uint64_t module, const char* name, uint64_t number,
+                           uint64_t repeat) {
+  call(s, GLOBAL(3), 12, "\x09\x0b\0\0\0\0\0\0\0\0\0\x0b");
+  msg_u(&s->record, module, 8);
+  msg_str(&s->record, name);
+  const uint64_t ints[9] = {1, 0, number, repeat, 0, 100, 0, 1, 0};
+  for (int i = 0; i < 9; ++i) msg_u(&s->record, ints[i], 8);
+  msg_str(&s->record, "");
+  end(s);
+}
+
 static int write_file(const char* dir, int n, const void* data, size_t len) {
   char path[4096];
   snprintf(path, sizeof(path), "%s/utvm/seed%02d", dir, n);
@@ -140,13 +152,7 @@ int utvm_write_seeds(const char* dir) {
   s.all.len = 0;
   msg_u(&s.all, 8, 1);
   alloc(&s, 128);
-  call(&s, GLOBAL(3), 12, "\x09\x0b\0\0\0\0\0\0\0\0\0\x0b");
-  msg_u(&s.record, SYSTEM_LIB_MODULE, 8);
-  msg_str(&s.record, "copy");
-  const uint64_t ints[9] = {1, 0, 2, 3, 0, 100, 0, 1, 0};
-  for (int i = 0; i < 9; ++i) msg_u(&s.record, ints[i], 8);
-  msg_str(&s.record, "");
-  end(&s);
+  time_evaluator(&s, SYSTEM_LIB_MODULE, "copy", 2, 3);
   call(&s, TIMER, 2, "\x07\x07");
   tensor_at(&s, 0, 8);
   tensor_at(&s, 0, 8);
@@ -186,13 +192,7 @@ int utvm_write_seeds(const char* dir) {
   call(&s, METHOD(1u, 2u), 1, "\x00");
   msg_u(&s.record, 2, 8);
   end(&s);
-  call(&s, GLOBAL(3), 12, "\x09\x0b\0\0\0\0\0\0\0\0\0\x0b");
-  msg_u(&s.record, AOT_MODULE, 8);
-  msg_str(&s.record, "run");
-  const uint64_t timing[9] = {1, 0, 3, 2, 0, 100, 0, 1, 0};
-  for (int i = 0; i < 9; ++i) msg_u(&s.record, timing[i], 8);
-  msg_str(&s.record, "");
-  end(&s);
+  time_evaluator(&s, AOT_MODULE, "run", 3, 2);
   call(&s, TIMER, 0, "");
   end(&s);
   rc |= write_file(dir, n++, s.all.bytes, s.all.len);

@@ -278,36 +278,23 @@ static void copy(mlf_utvm* ut, reader* r, int to_remote) {
 
 /* ---- syscalls -------------------------------------------------------------------------- */
 
-/* Whether the arguments have these type codes ('i' int/uint, 'h' handle, 'd' device,
- * 't' tensor, 's' string, 'y' dtype, 'n' null or string). */
+/* Whether the arguments have these type codes, one letter each ('i' int/uint, 'h' handle
+ * or null, 'd' device, 't' tensor, 's' string, 'y' dtype, 'n' null or string). */
 static int args_are(const mlf_utvm_args* a, const char* kinds) {
+  static const struct {
+    char kind;
+    int8_t code, other; /* -1: no other */
+  } kKinds[] = {{'i', kDLInt, kDLUInt},     {'h', kTVMOpaqueHandle, kTVMNullptr},
+                {'d', kDLDevice, -1},       {'t', kTVMDLTensorHandle, -1},
+                {'s', kTVMStr, -1},         {'y', kTVMDataType, -1},
+                {'n', kTVMNullptr, kTVMStr}};
   uint32_t n = 0;
   for (; kinds[n] != '\0'; ++n) {
     if (n >= a->num) return 0;
-    int c = a->codes[n];
-    int ok;
-    switch (kinds[n]) {
-      case 'i':
-        ok = c == kDLInt || c == kDLUInt;
-        break;
-      case 'h':
-        ok = c == kTVMOpaqueHandle || c == kTVMNullptr;
-        break;
-      case 'd':
-        ok = c == kDLDevice;
-        break;
-      case 't':
-        ok = c == kTVMDLTensorHandle;
-        break;
-      case 's':
-        ok = c == kTVMStr;
-        break;
-      case 'y':
-        ok = c == kTVMDataType;
-        break;
-      default: /* 'n' */
-        ok = c == kTVMNullptr || c == kTVMStr;
-        break;
+    int ok = 0;
+    for (size_t k = 0; k < sizeof(kKinds) / sizeof(kKinds[0]); ++k) {
+      ok |= kKinds[k].kind == kinds[n] &&
+            (a->codes[n] == kKinds[k].code || a->codes[n] == kKinds[k].other);
     }
     if (!ok) return 0;
   }

@@ -178,7 +178,8 @@ def run_operators(
             value = inputs.get(node["name"], params.get(node["name"]))
             if value is None:
                 raise RuntimeError(f"graph input {node['name']!r} has no value")
-            tensor(node_id, 0).copyfrom(np.ascontiguousarray(value))
+            target = tensor(node_id, 0)
+            target.copyfrom(np.ascontiguousarray(value).reshape(target.shape))
             continue
         attrs = node.get("attrs", {})
         func_name = attrs["func_name"]
@@ -300,11 +301,14 @@ def generate(spec: Dict[str, Any], step: Dict[str, Any]) -> Dict[str, Any]:
     return {"generate_s": generated - started, "build_s": time.monotonic() - generated}
 
 
-def session(spec: Dict[str, Any], step: Dict[str, Any], arrays: Dict[str, np.ndarray]) -> Any:
+def session(
+    spec: Dict[str, Any], step: Dict[str, Any], arrays: Dict[str, np.ndarray], done: Dict[str, Any]
+) -> None:
+    """Fills ``done`` as it goes, so what worked before a failure is still reported."""
     project = api_client.instantiate_from_dir(spec["project_dir"])
     info = project.server_info_query(spec.get("tvm_version", "0.14.0"))
     transport = ProjectTransport(project, with_defaults(spec["options"], info["project_options"]))
-    done: Dict[str, Any] = {"actions": []}
+    done["actions"] = []
     started = time.monotonic()
     try:
         with micro_session.Session(transport_context_manager=transport) as sess:
@@ -312,13 +316,21 @@ def session(spec: Dict[str, Any], step: Dict[str, Any], arrays: Dict[str, np.nda
             done["timeouts"] = transport.reply.get("timeouts")
             for action in step.get("actions", []):
                 begun = time.monotonic()
-                result = ACTIONS[action["do"]](sess, action, arrays)
+                try:
+                    result = ACTIONS[action["do"]](sess, action, arrays)
+                except Exception as err:  # noqa: BLE001 - one action's failure, reported
+                    result = {"error": f"{type(err).__name__}: {err}", "trace": trace()}
+                    if "Timeout" in str(err) or "Terminated" in str(err):
+                        raise  # the session is gone: nothing after this can work
                 result.update(do=action["do"], seconds=time.monotonic() - begun)
                 done["actions"].append(result)
     finally:
         if not project.is_shutdown:
             project.shutdown()
-    return done
+
+
+def trace() -> str:
+    return traceback.format_exc()[-4000:]
 
 
 def main(argv: List[str]) -> int:
@@ -330,14 +342,15 @@ def main(argv: List[str]) -> int:
     try:
         for step in spec["steps"]:
             began = time.monotonic()
+            done: Dict[str, Any] = {"do": step["do"], "ok": False}
+            result["steps"].append(done)
             if step["do"] == "generate":
-                done = generate(spec, step)
+                done.update(generate(spec, step))
             elif step["do"] == "session":
-                done = session(spec, step, arrays)
+                session(spec, step, arrays, done)
             else:
                 raise ValueError(f"unknown step {step['do']!r}")
-            done.update(do=step["do"], seconds=time.monotonic() - began)
-            result["steps"].append(done)
+            done.update(ok=True, seconds=time.monotonic() - began)
     except Exception as err:  # noqa: BLE001 - reported to the test, which decides
         result["error"] = {
             "type": type(err).__name__,

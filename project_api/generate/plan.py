@@ -222,6 +222,8 @@ def _plan_models(
     assert graph_format in GRAPH_FORMATS
     for the_model, c_name in zip(models, c_names([m.name for m in models])):
         kind = executor_for(the_model)
+        if kind.name == "operator" and not ptype.serves_operators:
+            the_model.require_graph()  # the explanation: no graph to run
         graph = kind.graph(the_model)
         tables = compile_graph(graph)
         bindings = tables.param_bindings(the_model.params) if the_model.params else {}

@@ -27,6 +27,8 @@ class ProjectType:
     #: compile definitions of every C file unless the user's compile_definitions set the
     #: same macro
     definitions: Tuple[str, ...] = ()
+    #: whether operator-style archives (functions, no graph) make sense: the host calls them
+    serves_operators = False
     #: what drives a built firmware of this type: the driver.Project method, the CLI command
     driven_by = ""
     cli_command = ""

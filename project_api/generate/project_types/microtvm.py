@@ -66,6 +66,7 @@ class HostDrivenMicroTvm(HostDriven):
         "mlf_utvm_minrpc.c",
         "mlf_utvm_session.c",
     )
+    serves_operators = True  # AutoTVM's trials: the host times the functions by name
     driven_by = "TVM's tvm.micro.Session"
     cli_command = "tvmc run --device micro, or a script with tvm.micro.Session"
 

@@ -270,3 +270,12 @@ def _unpack(tar: Path, dest: Path) -> None:
         raise RuntimeError(f"{tar}: no python/tvm and lib/ inside")
     top.rename(dest)
     shutil.rmtree(staging, ignore_errors=True)
+
+
+if __name__ == "__main__":  # .ci/setup warms the cache: `python tests/tvm_host.py`
+    reason = missing_reason()
+    if reason:
+        print(f"tvm_host: skipped: {reason}")
+    else:
+        ready = prepare()
+        print(f"tvm_host: TVM 0.14 host ready: {ready.python} ({ready.tvm_root})")

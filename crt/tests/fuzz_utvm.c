@@ -64,7 +64,17 @@ static const TVMModule kLib = {&kRegistry};
 
 static utvm_device* g_dev;
 static mlf_executor g_ex;
-static mlf_utvm_model g_models[2] = {{"default", &kLib, NULL, NULL}, {"basic", NULL, NULL, NULL}};
+/* "copy" with a signature (two tensors of at least 16 bytes), the rest without. */
+static const TVMBackendPackedCFunc kSigFuncs[1] = {op_copy};
+static const mlf_utvm_signature kSigs[1] = {{2, 0}};
+static const uint32_t kSigBytes[2] = {16, 16};
+static mlf_utvm_model g_models[2] = {{.name = "default",
+                                      .library = &kLib,
+                                      .sig_funcs = kSigFuncs,
+                                      .signatures = kSigs,
+                                      .sig_bytes = kSigBytes,
+                                      .num_signatures = 1},
+                                     {.name = "basic"}};
 static uint8_t g_ws_memory[4096];
 static mlf_workspace g_ws;
 

@@ -32,7 +32,7 @@ static utvm_device* fresh(const mlf_utvm_model* models, uint32_t n) {
   return g_dev;
 }
 
-static const mlf_utvm_model kLibOnly[] = {{"default", &g_test_lib, NULL, NULL}};
+static const mlf_utvm_model kLibOnly[] = {{.name = "default", .library = &g_test_lib}};
 
 /* The reply's code (4 Return, 5 Exception, 8 CopyAck), or -1 without a reply. */
 static long request(const utvm_msg* m) {
@@ -241,6 +241,42 @@ static void test_alloc_copy_call(void) {
   CHECK_EQ_INT(alloc(UTVM_ARENA * 2), 0);             /* exhausted: an exception */
 }
 
+/* A graph model's signatures: a call must pass the tensors the graph passes, no fewer. */
+static void test_signatures(void) {
+  static const TVMBackendPackedCFunc funcs[1] = {op_add};
+  static const mlf_utvm_signature sigs[1] = {{3, 0}};
+  static const uint32_t bytes[3] = {16, 16, 16};
+  const mlf_utvm_model models[1] = {{.name = "default",
+                                     .library = &g_test_lib,
+                                     .sig_funcs = funcs,
+                                     .signatures = sigs,
+                                     .sig_bytes = bytes,
+                                     .num_signatures = 1}};
+  fresh(models, 1);
+  uint64_t add = get_function(system_lib(), "add");
+  uint64_t a = alloc(16), small = alloc(8);
+  static const int codes[3] = {7, 7, 7}, with_int[3] = {7, 7, 0};
+  const int64_t four[1] = {4}, two[1] = {2};
+  utvm_msg m;
+  call_start(&m, add, 2, codes);
+  msg_tensor(&m, a, 1, four, 2, 32);
+  msg_tensor(&m, a, 1, four, 2, 32);
+  CHECK(is_exception(&m, "wrong number of arguments"));
+  call_start(&m, add, 3, codes);
+  msg_tensor(&m, a, 1, four, 2, 32);
+  msg_tensor(&m, a, 1, four, 2, 32);
+  msg_tensor(&m, small, 1, two, 2, 32);
+  CHECK(is_exception(&m, "tensor smaller than the function's"));
+  call_start(&m, add, 3, with_int);
+  msg_tensor(&m, a, 1, four, 2, 32);
+  msg_tensor(&m, a, 1, four, 2, 32);
+  msg_u(&m, 7, 8);
+  CHECK(is_exception(&m, "only numbers and tensors can be passed to a library function"));
+  call_start(&m, add, 3, codes);
+  for (int i = 0; i < 3; ++i) msg_tensor(&m, a, 1, four, 2, 32);
+  CHECK_EQ_INT(call_result(&m, 4, 4), 0);
+}
+
 static void test_exceptions(void) {
   fresh(kLibOnly, 1);
   utvm_msg m = {.len = 0};
@@ -384,7 +420,7 @@ static void test_aot_module(void) {
   CHECK_STATUS(mlf_executor_init_bound(&ex, &kBasicTables, &g_test_lib, state, state_size, arena,
                                        arena_size),
                MLF_OK, &ex.error);
-  const mlf_utvm_model models[1] = {{"default", &g_test_lib, &ex, NULL}};
+  const mlf_utvm_model models[1] = {{.name = "default", .library = &g_test_lib, .executor = &ex}};
   fresh(models, 1);
   uint64_t lib = system_lib();
   static const int create_codes[3] = {9, 6, 11};
@@ -450,6 +486,7 @@ int main(void) {
   RUN(test_worked_example);
   RUN(test_system_lib_lookup);
   RUN(test_alloc_copy_call);
+  RUN(test_signatures);
   RUN(test_exceptions);
   RUN(test_recovery);
   RUN(test_time_evaluator);

@@ -62,6 +62,15 @@ extern "C" {
 #define MLF_UTVM_TX_STAGING 64u
 #define MLF_UTVM_REPLY_HEAD 160u
 
+/* What a library function takes, known from the model's graph: generated code checks
+ * nothing (not the count, not the types, not the shapes), so a call the host gets wrong
+ * would write anywhere. With a signature, a call must pass num_args tensors, tensor i at least
+ * bytes[first + i] long. */
+typedef struct {
+  uint16_t num_args;
+  uint16_t first;
+} mlf_utvm_signature;
+
 /* A model of the firmware as the RPC server sees it. */
 typedef struct {
   const char* name;         /* NUL-terminated */
@@ -69,6 +78,11 @@ typedef struct {
   mlf_executor* executor;   /* an initialised executor (AOT models: the AOT executor module
                                serves it), or NULL */
   mlf_workspace* workspace; /* bound while its executor runs, or NULL */
+  /* Optional signatures: function sig_funcs[i] takes signatures[i] (graph models). */
+  const TVMBackendPackedCFunc* sig_funcs;
+  const mlf_utvm_signature* signatures;
+  const uint32_t* sig_bytes;
+  uint32_t num_signatures;
 } mlf_utvm_model;
 
 typedef void (*mlf_utvm_write_fn)(void* context, const uint8_t* data, size_t n);
@@ -95,7 +109,9 @@ typedef struct {
 
 typedef struct {
   TVMBackendPackedCFunc fn;
-  uint32_t refs;
+  const uint32_t* arg_bytes; /* with a signature: least bytes of every argument */
+  uint16_t refs;
+  uint16_t num_args; /* with a signature; else UINT16_MAX */
 } mlf_utvm_func;
 
 typedef struct {

@@ -63,11 +63,24 @@ uint64_t mlf_utvm_global_lookup(const char* name, size_t len) {
 
 /* ---- function handles --------------------------------------------------------------- */
 
+/* Gives a slot the signature its model's graph knows for fn, if any. */
+static void find_signature(const mlf_utvm_model* model, mlf_utvm_func* f) {
+  f->num_args = UINT16_MAX;
+  f->arg_bytes = NULL;
+  for (uint32_t i = 0; i < model->num_signatures; ++i) {
+    if (model->sig_funcs[i] == f->fn) {
+      f->num_args = model->signatures[i].num_args;
+      f->arg_bytes = model->sig_bytes + model->signatures[i].first;
+      return;
+    }
+  }
+}
+
 /* A slot for fn (shared with an earlier lookup of it), counted; UINT32_MAX when full. */
-static uint32_t take_slot(mlf_utvm* ut, TVMBackendPackedCFunc fn) {
+static uint32_t take_slot(mlf_utvm* ut, const mlf_utvm_model* model, TVMBackendPackedCFunc fn) {
   uint32_t free_slot = UINT32_MAX;
   for (uint32_t i = 0; i < MLF_UTVM_MAX_FUNCS; ++i) {
-    if (ut->funcs[i].refs > 0 && ut->funcs[i].fn == fn) {
+    if (ut->funcs[i].refs > 0 && ut->funcs[i].fn == fn && ut->funcs[i].refs < UINT16_MAX) {
       ++ut->funcs[i].refs;
       return i;
     }
@@ -76,6 +89,7 @@ static uint32_t take_slot(mlf_utvm* ut, TVMBackendPackedCFunc fn) {
   if (free_slot != UINT32_MAX) {
     ut->funcs[free_slot].fn = fn;
     ut->funcs[free_slot].refs = 1;
+    find_signature(model, &ut->funcs[free_slot]);
   }
   return free_slot;
 }
@@ -103,7 +117,7 @@ static uint64_t module_function(mlf_utvm* ut, uint64_t module, const char* name,
       TVMBackendPackedCFunc fn;
       const TVMModule* lib = ut->config.models[m].library;
       if (lib == NULL || mlf_module_lookup(lib, name, len, &fn) != MLF_OK) continue;
-      uint32_t slot = take_slot(ut, fn);
+      uint32_t slot = take_slot(ut, &ut->config.models[m], fn);
       return slot == UINT32_MAX ? UINT64_MAX : MLF_UTVM_HANDLE(MLF_UTVM_LIBFUNC, slot);
     }
     return 0;
@@ -125,16 +139,22 @@ static void handle_result(mlf_utvm* ut, int type_code, uint64_t handle) {
   mlf_utvm_return(ut, type_code, kTVMOpaqueHandle, handle);
 }
 
-/* Arguments for a function of the model's code: numbers and tensors in device memory only
- * (generated code does not check them; an address from the host is never trusted). */
-static const char* check_operator_args(mlf_utvm* ut) {
+/* Arguments for a function of the model's code (`f`, NULL for an AOT run): numbers and
+ * tensors in device memory only, and with a signature exactly the tensors it takes (generated
+ * code checks nothing; an address from the host is never trusted). */
+static const char* check_operator_args(mlf_utvm* ut, const mlf_utvm_func* f) {
   mlf_utvm_args* a = &ut->args;
+  int checked = f != NULL && f->num_args != UINT16_MAX;
+  if (checked && a->num != f->num_args) return "wrong number of arguments";
   for (uint32_t i = 0; i < a->num; ++i) {
     int c = a->codes[i];
-    if (c == kTVMDLTensorHandle || c == kTVMNDArrayHandle) {
+    if (c == kTVMDLTensorHandle) {
       if (mlf_utvm_tensor_ok(ut, &a->tensors[i]) != 0) return "tensor outside device memory";
+      if (checked && mlf_utvm_tensor_bytes(&a->tensors[i]) < f->arg_bytes[i]) {
+        return "tensor smaller than the function's";
+      }
       a->codes[i] = kTVMNDArrayHandle; /* as TVM's graph executor (and ours) pass tensors */
-    } else if (c != kDLInt && c != kDLUInt && c != kDLFloat) {
+    } else if (checked || (c != kDLInt && c != kDLUInt && c != kDLFloat)) {
       return "only numbers and tensors can be passed to a library function";
     }
   }
@@ -302,7 +322,12 @@ static void run_timer(mlf_utvm* ut) {
   uint64_t min_ticks = (uint64_t)tm->min_repeat_ms * hz / 1000u;
   uint64_t number = tm->number;
   uint32_t zero_left = tm->limit_zero;
-  if (check_operator_args(ut) != NULL || timed_call(ut) != 0) goto fail; /* warm-up */
+  const char* why = check_operator_args(ut, slot_of(ut, tm->target));
+  if (why != NULL) {
+    mlf_utvm_exception(ut, why);
+    return;
+  }
+  if (timed_call(ut) != 0) goto fail; /* warm-up */
   for (uint32_t r = 0; r < tm->repeat; ++r) {
     uint64_t elapsed;
     for (;;) {
@@ -418,7 +443,7 @@ void mlf_utvm_call(mlf_utvm* ut, uint64_t fn) {
     case MLF_UTVM_LIBFUNC: {
       mlf_utvm_func* f = slot_of(ut, fn);
       if (f == NULL) break;
-      const char* why = check_operator_args(ut);
+      const char* why = check_operator_args(ut, f);
       if (why != NULL) {
         mlf_utvm_exception(ut, why);
       } else if (call_library(ut, f->fn) != 0) {

@@ -13,11 +13,13 @@ pools.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ...boards import Board
 from ...errors import GenerateError
 from ...read import Model
+from ..registry import function_pointers_c
+from ..tables import MLF_FUNC_COPY
 from .host_driven import HostDriven
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,6 +58,46 @@ def rpc_workspace(plans: Sequence[ModelPlan]) -> int:
     """The workspace graph models' functions draw from when the host calls them (an AOT model
     keeps its own)."""
     return max((p.workspace.bytes for p in plans if p.kind.name == "graph"), default=0)
+
+
+def signatures(plan: ModelPlan) -> Optional[Dict[str, Any]]:
+    """C for what every function of a graph model takes (mlf_utvm_signature): the count of
+    its tensors and the bytes of each, the largest any call of it passes. The server refuses a
+    call that passes less, since TVM's generated code checks nothing. None when the functions
+    are not all C functions the linker can bind, or calls of one disagree on the count."""
+    tables = plan.tables
+    per_func: Dict[int, List[int]] = {}
+    for op in tables.ops:
+        if op.func == MLF_FUNC_COPY:
+            continue
+        sizes = [tables.views[view].nbytes for view in op.args]
+        known = per_func.setdefault(op.func, sizes)
+        if len(known) != len(sizes):
+            return None
+        per_func[op.func] = [max(a, b) for a, b in zip(known, sizes)]
+    prefix = f"mlf_{plan.c_name}_sig"
+    names = [tables.funcs[index] for index in per_func]
+    declared = function_pointers_c(f"{prefix}_funcs", names, plan.model.sources, plan.renames)
+    lengths = [len(sizes) for sizes in per_func.values()]
+    if declared is None or sum(lengths) > 0xFFFF:
+        return None
+    firsts = [sum(lengths[:i]) for i in range(len(lengths))]
+    arg_bytes = [f"{n}u" for sizes in per_func.values() for n in sizes]
+    return {
+        "c": "\n".join(
+            [
+                declared,
+                f"static const mlf_utvm_signature {prefix}s[] = {{",
+                *(f"    {{{n}u, {first}u}}," for n, first in zip(lengths, firsts)),
+                "};",
+                f"static const uint32_t {prefix}_bytes[] = {{{', '.join(arg_bytes) or '0u'}}};",
+            ]
+        ),
+        "funcs": f"{prefix}_funcs",
+        "signatures": f"{prefix}s",
+        "bytes": f"{prefix}_bytes",
+        "count": len(per_func),
+    }
 
 
 class HostDrivenMicroTvm(HostDriven):
@@ -104,6 +146,9 @@ class HostDrivenMicroTvm(HostDriven):
     ) -> Dict[str, Any]:
         workspace = rpc_workspace(plans)
         return {
+            "signatures": {
+                plan.c_name: signatures(plan) for plan in plans if plan.kind.name == "graph"
+            },
             "header_includes": [],
             "model_fields": [],
             "defines": {

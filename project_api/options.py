@@ -316,7 +316,7 @@ OPTIONS: Dict[str, Option] = _table(
         "device_protocol",
         "str",
         "mlf",
-        "host_driven projects: what the firmware answers on its link: mlf (our framed device "
+        "For host_driven projects: what the firmware answers on its link: mlf (our framed device "
         "protocol: mlf-project run, Project.session) or microtvm (TVM's microTVM RPC server: "
         "tvm.micro.Session, create_local_graph_executor, AotModule, time_evaluator, AutoTVM).",
         choices=DEVICE_PROTOCOLS,
@@ -326,7 +326,7 @@ OPTIONS: Dict[str, Option] = _table(
         "device_memory_bytes",
         "int",
         None,
-        "host_driven projects with device_protocol=microtvm: the device memory TVM's host "
+        "For host_driven projects with device_protocol=microtvm: the device memory TVM's host "
         "allocates tensors in; default: every storage pool of the graph models plus 8 KiB (at "
         "least 8 MiB on the host board).",
         optional=_GENERATE,

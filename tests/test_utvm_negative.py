@@ -265,3 +265,14 @@ def test_one_firmware_survives_everything(device: Tuple[UtvmClient, Any], tmp_pa
     client.start()
     assert client.system_lib() != 0
     assert runner.exit_status is None
+
+
+def test_our_session_refuses_a_microtvm_project(utvm_project: Any) -> None:
+    """Project.session() speaks our device protocol: on a microTVM firmware it says so at
+    once instead of waiting for a HELLO that never comes."""
+    from project_api.errors import FlashError
+
+    with pytest.raises(FlashError) as info:
+        utvm_project.session(timeout=5.0)
+    assert "microTVM RPC" in str(info.value)
+    assert "device_protocol=mlf" in (info.value.hint or "")

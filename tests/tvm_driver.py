@@ -173,6 +173,7 @@ def run_operators(
         return entries[key]
 
     calls = 0
+    op_seconds: List[float] = []
     for node_id, node in graph_nodes(graph):
         if node["op"] == "null":
             value = inputs.get(node["name"], params.get(node["name"]))
@@ -190,12 +191,17 @@ def run_operators(
             continue
         if int(attrs.get("flatten_data", 0)):
             raise RuntimeError(f"{func_name}: flatten_data is not handled here")
-        func = lib.get_function(func_name)
-        func(*args, *outs)
+        if action.get("time_ops"):
+            # The evaluator's untimed warm-up call computes the output; then one timed call
+            # on the same tensors (the device's timer: virtual time under QEMU's -icount).
+            evaluator = lib.time_evaluator(func_name, sess.device, number=1, repeat=1)
+            op_seconds.append(float(evaluator(*args, *outs).results[0]))
+        else:
+            lib.get_function(func_name)(*args, *outs)
         calls += 1
     for index, (node, out_index, *_) in enumerate(graph["heads"]):
         arrays[f"{action.get('key', 'operators')}.output{index}"] = tensor(node, out_index).numpy()
-    return {"calls": calls, "tensors": len(entries)}
+    return {"calls": calls, "tensors": len(entries), "op_seconds": op_seconds}
 
 
 def op_time(sess: Any, action: Dict[str, Any], arrays: Dict[str, np.ndarray]) -> Dict[str, Any]:
@@ -233,7 +239,8 @@ def run_aot(sess: Any, action: Dict[str, Any], arrays: Dict[str, np.ndarray]) ->
     executor.run()
     for index in range(executor.get_num_outputs()):
         arrays[f"{action.get('key', 'aot')}.output{index}"] = executor.get_output(index).numpy()
-    timing = executor.module.time_evaluator("run", sess.device, number=2, repeat=2)()
+    number, repeat = int(action.get("number", 2)), int(action.get("repeat", 2))
+    timing = executor.module.time_evaluator("run", sess.device, number, repeat)()
     return {
         "num_inputs": executor.get_num_inputs(),
         "results": [float(r) for r in timing.results],

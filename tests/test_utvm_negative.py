@@ -276,3 +276,33 @@ def test_our_session_refuses_a_microtvm_project(utvm_project: Any) -> None:
         utvm_project.session(timeout=5.0)
     assert "microTVM RPC" in str(info.value)
     assert "device_protocol=mlf" in (info.value.hint or "")
+
+
+SOFTMAX = "tvmgen_default_fused_nn_softmax"  # mlp_default's last operator: [1, 4] -> [1, 4]
+FLOAT32 = (2, 32, 1)
+
+
+@needs_rpc_firmware
+def test_operator_calls_are_checked(device: Tuple[UtvmClient, Any]) -> None:
+    """An operator of the system library called with real device tensors works; with too few
+    arguments, a number for a tensor or a tensor too small it is an Exception, never TVM's
+    operator running on garbage."""
+    import numpy as np
+
+    client, _ = device
+    lib = client.system_lib()
+    softmax = client.module_function(lib, SOFTMAX)
+    assert softmax != 0
+    x, y = client.alloc(16), client.alloc(16)
+    tx, ty = Tensor(x, (1, 4), FLOAT32), Tensor(y, (1, 4), FLOAT32)
+    values = np.array([[1.0, 2.0, 3.0, 4.0]], dtype=np.float32)
+    client.copy_to(tx, values.tobytes())
+    client.call(softmax, tx, ty)
+    got = np.frombuffer(client.copy_from(ty, 16), dtype=np.float32)
+    want = np.exp(values[0] - values.max()) / np.exp(values[0] - values.max()).sum()
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    small = client.alloc(4)
+    for args in ([], [tx], [tx, 7], [tx, Tensor(small, (1, 1), FLOAT32)]):
+        with pytest.raises(RemoteError):
+            client.call(softmax, *args)
+    client.call(softmax, tx, ty)  # still serving, the same function

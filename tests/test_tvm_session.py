@@ -216,3 +216,27 @@ def test_aot_executor(tvm_run: Run, board: str) -> None:
     assert done["num_inputs"] == 1
     assert all(0 < r < 10 for r in done["results"]), done
     assert_outputs(result, "aot")
+
+
+@pytest.mark.parametrize("board", BOARDS)
+def test_operator_module(tvm_host: Any, tmp_path: Path, board: str) -> None:
+    """An operator-only archive (what AutoTVM's build function exports: functions, no graph)
+    through TVM's client and Session: random_fill, the function by name on tensors allocated on
+    the device, time_evaluator of ``__tvm_main__`` as AutoTVM's runner measures a trial."""
+    from mlf_builders import operator_add_files, write_tar
+
+    archive = write_tar(tmp_path / "add.tar", operator_add_files())
+    spec = driver_spec(
+        tmp_path / "project",
+        board,
+        [
+            {"do": "generate", "archive": str(archive)},
+            {"do": "session", "actions": [{"do": "op_module"}]},
+        ],
+    )
+    result = run_driver(tvm_host, tmp_path / "driver", spec, timeout=300)
+    done = action(result, "op_module")
+    arrays = result["arrays"]
+    assert_bit_equal(arrays["op.c"], arrays["op.a"] + arrays["op.b"], "add")
+    assert np.any(arrays["op.filled"] != 0), "random_fill left the tensor zero"
+    assert len(done["results"]) == 3 and all(0 < r < 10 for r in done["results"]), done

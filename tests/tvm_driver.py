@@ -247,6 +247,27 @@ def run_aot(sess: Any, action: Dict[str, Any], arrays: Dict[str, np.ndarray]) ->
     }
 
 
+def op_module(sess: Any, action: Dict[str, Any], arrays: Dict[str, np.ndarray]) -> Dict[str, Any]:
+    """An operator-only module as AutoTVM's runner uses it: random_fill on a device tensor,
+    the function by name on tvm.nd.array/empty device tensors, time_evaluator of
+    ``__tvm_main__``."""
+    rng = np.random.default_rng(28)
+    shape, dtype = tuple(action.get("shape", (16,))), action.get("dtype", "float32")
+    a = rng.standard_normal(shape).astype(dtype)
+    b = rng.standard_normal(shape).astype(dtype)
+    dev = sess.device
+    lib = sess.get_system_lib()
+    ta, tb = tvm.nd.array(a, device=dev), tvm.nd.array(b, device=dev)
+    tc = tvm.nd.empty(shape, dtype, device=dev)
+    sess._rpc.get_function("tvm.contrib.random.random_fill")(tc)
+    dev.sync()
+    filled = tc.numpy()
+    lib.get_function(action.get("function", "add"))(ta, tb, tc)
+    arrays.update({"op.a": a, "op.b": b, "op.c": tc.numpy(), "op.filled": filled})
+    timer = lib.time_evaluator("__tvm_main__", dev, number=4, repeat=3, min_repeat_ms=0)
+    return {"results": [float(r) for r in timer(ta, tb, tc).results]}
+
+
 def copy_to_remote(
     sess: Any, action: Dict[str, Any], arrays: Dict[str, np.ndarray]
 ) -> Dict[str, Any]:
@@ -276,6 +297,7 @@ ACTIONS = {
     "op_time": op_time,
     "aot": run_aot,
     "copy": copy_to_remote,
+    "op_module": op_module,
 }
 
 

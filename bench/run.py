@@ -39,6 +39,7 @@ from bench import (  # noqa: E402
     ram,
     soak,
     streaming,
+    utvm,
 )
 from bench.common import REPO_ROOT, Context, PartResult, Skip  # noqa: E402
 
@@ -63,6 +64,11 @@ PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
         "types",
         "13. every kind of KWS firmware (graph, AOT) against 68 KB / 111 KB",
         project_types.run,
+    ),
+    (
+        "utvm",
+        "14. TVM's microTVM RPC with TVM's own host: session start, 64 KiB copy, KWS -icount",
+        utvm.run,
     ),
 ]
 DEFAULT_JSON = REPO_ROOT / "bench" / "results" / "latest.json"
@@ -96,6 +102,9 @@ COLUMNS: Dict[str, List[str]] = {
     "bare": ["program", "flash_bytes", "ram_bytes"],
     "types": ["archive", "project_type", "flash_bytes", "ram_bytes", "model_code_bytes",
               "flash_margin", "ram_margin"],
+    "utvm": ["board", "session_start_s", "copy_bytes", "copy_to_remote_s", "copy_from_remote_s",
+             "to_remote_kb_s", "archive", "executor", "rpc_instructions", "ours_instructions",
+             "difference_percent", "outputs_match", "measured_by"],
 }  # fmt: skip
 
 

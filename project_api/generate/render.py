@@ -29,6 +29,7 @@ from .plan import (
     memory_fit,
 )
 from .project_types import ProjectType, project_type_for, wire_payload
+from .registry import defines_system_library
 from .tables import (
     c_string,
     json_raw,
@@ -465,6 +466,7 @@ def _model_context(plan: ModelPlan) -> Dict[str, Any]:
         "c_name": plan.c_name,
         "c_name_literal": c_string(json_raw(plan.name)),
         "entry_point": plan.entry_point,
+        "has_system_library": defines_system_library(plan.model.sources),
         "renames": [f"{old}={new}" for old, new in plan.renames.items()],
         "graph_format": plan.graph_format,
         "tables_c": _tables_body(

@@ -75,6 +75,7 @@ typedef struct {
 typedef struct {
   const char* name;         /* NUL-terminated */
   const TVMModule* library; /* its system library (functions by name), or NULL */
+  const TVMModule* extra;   /* functions TVM left out of that registry (CMSIS-NN's), or NULL */
   mlf_executor* executor;   /* an initialised executor (AOT models: the AOT executor module
                                serves it), or NULL */
   mlf_workspace* workspace; /* bound while its executor runs, or NULL */

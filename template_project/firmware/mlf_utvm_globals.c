@@ -113,11 +113,12 @@ static uint64_t module_function(mlf_utvm* ut, uint64_t module, const char* name,
   if (MLF_UTVM_KIND(module) != MLF_UTVM_MODULE) return 0;
   uint32_t which = MLF_UTVM_LOW(module);
   if (which == 0) {
-    for (uint32_t m = 0; m < ut->config.num_models; ++m) {
+    for (uint32_t k = 0; k < 2 * ut->config.num_models; ++k) {
+      const mlf_utvm_model* model = &ut->config.models[k / 2];
+      const TVMModule* lib = k % 2 == 0 ? model->library : model->extra;
       TVMBackendPackedCFunc fn;
-      const TVMModule* lib = ut->config.models[m].library;
       if (lib == NULL || mlf_module_lookup(lib, name, len, &fn) != MLF_OK) continue;
-      uint32_t slot = take_slot(ut, &ut->config.models[m], fn);
+      uint32_t slot = take_slot(ut, model, fn);
       return slot == UINT32_MAX ? UINT64_MAX : MLF_UTVM_HANDLE(MLF_UTVM_LIBFUNC, slot);
     }
     return 0;

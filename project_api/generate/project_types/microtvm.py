@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 from ...boards import Board
 from ...errors import GenerateError
 from ...read import Model
-from ..registry import function_pointers_c
+from ..registry import function_pointers_c, registry_c, unregistered_functions
 from ..tables import MLF_FUNC_COPY
 from .host_driven import HostDriven
 
@@ -100,6 +100,18 @@ def signatures(plan: ModelPlan) -> Optional[Dict[str, Any]]:
     }
 
 
+def extra_library(plan: ModelPlan) -> Optional[Dict[str, str]]:
+    """C for a registry of the functions a graph model calls that TVM left out of its system
+    library (external codegens such as CMSIS-NN register nothing there): the host looks every
+    function up by name. None when TVM's registry has them all."""
+    missing = unregistered_functions(plan.tables.funcs, plan.model.sources)
+    if not missing:
+        return None
+    symbol = f"mlf_{plan.c_name}_extra"
+    entries = [(name, plan.renames.get(name, name)) for name in missing]
+    return {"c": registry_c(symbol, entries), "symbol": f"&{symbol}"}
+
+
 class HostDrivenMicroTvm(HostDriven):
     firmware_sources: Tuple[str, ...] = (
         "mlf_utvm_alloc.c",
@@ -148,6 +160,9 @@ class HostDrivenMicroTvm(HostDriven):
         return {
             "signatures": {
                 plan.c_name: signatures(plan) for plan in plans if plan.kind.name == "graph"
+            },
+            "extra_libraries": {
+                plan.c_name: extra_library(plan) for plan in plans if plan.kind.name == "graph"
             },
             "header_includes": [],
             "model_fields": [],

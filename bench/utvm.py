@@ -76,18 +76,23 @@ def drive(ctx: Context, name: str, board: str, archive: Path, actions: List[Dict
     return session
 
 
-def transport_row(ctx: Context, board: str) -> Dict[str, Any]:
+def transport_row(ctx: Context, board: str, summary: Dict[str, Any]) -> Dict[str, Any]:
+    """One board's session start and copy times (logged, and put in ``summary``)."""
     nbytes = SMOKE_COPY_BYTES if ctx.smoke else COPY_BYTES
     archive = corpus_dir() / ("mlp_default.tar" if ctx.smoke else f"{KWS}.tar")
     if not archive.is_file():
         raise Skip(f"{archive} is not here")
     session = drive(ctx, f"copy_{board}", board, archive, [{"do": "copy", "nbytes": nbytes}])
     copy = session["actions"][0]
+    start, to_remote = round(session["start_s"], 3), round(copy["to_remote_s"], 3)
+    ctx.log(f"utvm {board}: session start {start} s, {nbytes} B CopyToRemote {to_remote} s")
+    kind = "host" if board == "host" else "qemu"
+    summary.update({f"{kind}_session_start_s": start, f"{kind}_copy_s": to_remote})
     return {
         "board": board,
-        "session_start_s": round(session["start_s"], 3),
+        "session_start_s": start,
         "copy_bytes": nbytes,
-        "copy_to_remote_s": round(copy["to_remote_s"], 3),
+        "copy_to_remote_s": to_remote,
         "copy_from_remote_s": round(copy["from_remote_s"], 3),
         "to_remote_kb_s": round(nbytes / 1e3 / copy["to_remote_s"], 1),
     }
@@ -171,15 +176,7 @@ def run(ctx: Context, result: PartResult) -> None:
     if not boards:
         raise Skip("no board: needs a host C compiler or arm-none-eabi-gcc and qemu-system-arm")
     for board in boards:
-        row = transport_row(ctx, board)
-        result.rows.append(row)
-        ctx.log(
-            f"utvm {board}: session start {row['session_start_s']} s, "
-            f"{row['copy_bytes']} B CopyToRemote {row['copy_to_remote_s']} s"
-        )
-        key = "host" if board == "host" else "qemu"
-        result.summary[f"{key}_session_start_s"] = row["session_start_s"]
-        result.summary[f"{key}_copy_s"] = row["copy_to_remote_s"]
+        result.rows.append(transport_row(ctx, board, result.summary))
     if ctx.smoke or not arm:
         result.skipped.append("-icount instructions: full run on qemu-mps2-an385 only")
         return

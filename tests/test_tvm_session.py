@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import pytest
-from conftest import corpus_archive, corpus_case, requires_arm
+from conftest import CMSIS_NN_SKIP, corpus_archive, corpus_case, requires_arm
 
 from project_api.resources import template_dir
 
@@ -240,3 +240,29 @@ def test_operator_module(tvm_host: Any, tmp_path: Path, board: str) -> None:
     assert_bit_equal(arrays["op.c"], arrays["op.a"] + arrays["op.b"], "add")
     assert np.any(arrays["op.filled"] != 0), "random_fill left the tensor zero"
     assert len(done["results"]) == 3 and all(0 < r < 10 for r in done["results"]), done
+
+
+def test_graph_executor_with_cmsis_nn(
+    tvm_host: Any, tmp_path: Path, cmsis_nn_checkout: Optional[Path]
+) -> None:
+    """A graph archive whose operators call CMSIS-NN (functions TVM left out of its registry)
+    through TVM's client with ``cmsis_path``, as TVM's templates took it: equal to the
+    CMSIS-NN reference bit for bit."""
+    if cmsis_nn_checkout is None:
+        pytest.skip(CMSIS_NN_SKIP)
+    case = archive_case("kws_int8_cmsisnn")
+    actions = [{"do": "graph", "archive": str(case["archive"]), "inputs": str(case["inputs_npz"]),
+                "key": "graph"}]  # fmt: skip
+    spec = driver_spec(
+        tmp_path / "project",
+        "host",
+        [
+            {"do": "generate", "archive": str(case["archive"])},
+            {"do": "session", "actions": actions},
+        ],
+        cmsis_path=str(cmsis_nn_checkout),
+    )
+    result = run_driver(tvm_host, tmp_path / "driver", spec, timeout=600)
+    result["case"] = case
+    action(result, "graph")
+    assert_outputs(result, "graph")

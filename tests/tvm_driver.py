@@ -124,9 +124,13 @@ def run_graph(sess: Any, action: Dict[str, Any], arrays: Dict[str, np.ndarray]) 
         graph_json, sess.get_system_lib(), sess.device
     )
     created = time.monotonic()
-    executor.set_input(**params)
-    for name, value in inputs.items():
-        executor.set_input(name, value)
+    if action.get("load_params"):  # as tvmc run does: the params blob, parsed on the host
+        executor.load_params(params_bytes)
+        executor.set_input(**inputs)
+    else:  # as TVM's tutorials do
+        executor.set_input(**params)
+        for name, value in inputs.items():
+            executor.set_input(name, value)
     loaded = time.monotonic()
     executor.run()
     ran = time.monotonic()
@@ -234,8 +238,11 @@ def run_aot(sess: Any, action: Dict[str, Any], arrays: Dict[str, np.ndarray]) ->
 
     inputs = dict(np.load(action["inputs"]))
     executor = AotModule(sess.create_aot_executor())
+    shapes, dtypes = executor.get_input_info()  # what tvmc run asks first
     for name, value in inputs.items():
-        executor.get_input(name).copyfrom(value)
+        if tuple(shapes[name]) != value.shape or dtypes[name] != str(value.dtype):
+            raise RuntimeError(f"input {name}: device says {shapes[name]} {dtypes[name]}")
+        executor.get_input(executor.get_input_index(name)).copyfrom(value)
     executor.run()
     for index in range(executor.get_num_outputs()):
         arrays[f"{action.get('key', 'aot')}.output{index}"] = executor.get_output(index).numpy()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator, Tuple
 
 import pytest
-from conftest import corpus_archive
+from conftest import corpus_archive, requires_arm
 from utvm_client import (
     CALL_FUNC,
     COPY_TO_REMOTE,
@@ -83,8 +83,8 @@ needs_rpc_firmware = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="module")
-def utvm_project(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def rpc_project(directory: Path, board: str) -> Any:
+    """mlp_default's microTVM RPC firmware for ``board``, built."""
     if "device_protocol" not in OPTIONS:
         pytest.skip("no option device_protocol yet: no microTVM RPC firmware to talk to")
     archive = corpus_archive("mlp_default")
@@ -93,26 +93,34 @@ def utvm_project(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from project_api.driver import Project
 
     project = Project.generate(
-        archive,
-        tmp_path_factory.mktemp("utvm") / "mlp",
-        board="host",
-        options={"device_protocol": "microtvm"},
+        archive, directory, board=board, options={"device_protocol": "microtvm"}
     )
     project.build()
     return project
 
 
-@pytest.fixture
-def device(utvm_project: Any) -> Iterator[Tuple[UtvmClient, Any]]:
-    """A fresh firmware process with a session started; stopped (and reaped) afterwards."""
-    runner, link = utvm_project.start_firmware(write_timeout=10.0)
+@pytest.fixture(scope="module")
+def utvm_project(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return rpc_project(tmp_path_factory.mktemp("utvm") / "mlp", "host")
+
+
+@contextlib.contextmanager
+def started(project: Any, timeout: float = 10.0) -> Iterator[Tuple[UtvmClient, Any]]:
+    """A fresh firmware with a session started; stopped (and reaped) afterwards."""
+    runner, link = project.start_firmware(write_timeout=timeout)
     try:
-        client = UtvmClient(link, timeout=10.0)
+        client = UtvmClient(link, timeout=timeout)
         client.start()
         yield client, runner
         assert runner.exit_status is None, f"the firmware ended: {runner.log}"
     finally:
         runner.stop()
+
+
+@pytest.fixture
+def device(utvm_project: Any) -> Iterator[Tuple[UtvmClient, Any]]:
+    with started(utvm_project) as both:
+        yield both
 
 
 PROBE = rpc_packet(GET_GLOBAL_FUNC, encode_args(["runtime.SystemLib"]))
@@ -306,3 +314,24 @@ def test_operator_calls_are_checked(device: Tuple[UtvmClient, Any]) -> None:
         with pytest.raises(RemoteError):
             client.call(softmax, *args)
     client.call(softmax, tx, ty)  # still serving, the same function
+
+
+@needs_rpc_firmware
+@requires_arm
+@pytest.mark.qemu
+def test_abuse_over_qemu_uart(tmp_path: Path) -> None:
+    """The same firmware on qemu-mps2-an385, behind its UART: a bad CRC, a stale session,
+    garbage, an unknown code; each answered or ignored, then a new session serves."""
+    project = rpc_project(tmp_path / "mlp", "qemu-mps2-an385")
+    with started(project, timeout=30.0) as (client, runner):
+        bad = frame(client.session_id + bytes([NORMAL]) + PROBE, corrupt_crc=True)
+        assert outcome(client, bad) == "ignored"
+        old = client.session_id
+        client.start()
+        assert outcome(client, normal(client, PROBE, session=old)) == "ignored"
+        garbage = bytes(random.Random(85).randrange(256) for _ in range(500))
+        assert outcome(client, garbage.rstrip(b"\xff") + b"\x00") == "ignored"
+        assert outcome(client, normal(client, rpc_packet(99, encode_args([])))) == "answered"
+        client.start()
+        assert client.system_lib() != 0
+        assert runner.exit_status is None

@@ -269,3 +269,15 @@ def test_graph_executor_with_cmsis_nn(
     result["case"] = case
     action(result, "graph")
     assert_outputs(result, "graph")
+
+
+def test_sessions_reopen(tvm_host: Any, tvm_run: Run, tmp_path: Path) -> None:
+    """Session after Session on one project (AutoTVM opens one per trial): each starts the
+    firmware again, shakes hands and serves."""
+    project_dir = tvm_run("host", "kws_int8")["project_dir"]
+    session = {"do": "session", "actions": [{"do": "system_lib"}, {"do": "copy", "nbytes": 4096}]}
+    spec = driver_spec(project_dir, "host", [session, session, session])
+    result = run_driver(tvm_host, tmp_path / "driver", spec, timeout=300)
+    assert [s["ok"] for s in result["steps"]] == [True, True, True], failure(result)
+    for step in result["steps"]:
+        assert [a["do"] for a in step["actions"] if "error" not in a] == ["system_lib", "copy"]

@@ -207,14 +207,24 @@ def test_time_evaluator_of_an_operator(tvm_run: Run, board: str) -> None:
     assert all(0 < r < 10 for r in done["results"]), done
 
 
-AOT_ARCHIVE = "kws_int8_aot_packed"
-
-
-@pytest.mark.parametrize("board", BOARDS)
-def test_aot_executor(tvm_run: Run, board: str) -> None:
-    """AotModule(session.create_aot_executor()) on an AOT archive built for the packed
-    interface: get_input().copyfrom, run, get_output bit-equal; time_evaluator("run")."""
-    result = tvm_run(board, AOT_ARCHIVE)
+@pytest.mark.parametrize(
+    "board, stem",
+    [
+        pytest.param("host", "kws_int8_aot_packed", id="host-kws_int8_aot_packed"),
+        pytest.param("host", "mnist8_aot", id="host-mnist8_aot"),  # interface c, float
+        pytest.param(
+            "qemu-mps2-an385",
+            "kws_int8_aot_packed",
+            id="an385-kws_int8_aot_packed",
+            marks=[requires_arm, pytest.mark.qemu],
+        ),
+    ],
+)
+def test_aot_executor(tvm_run: Run, board: str, stem: str) -> None:
+    """AotModule(session.create_aot_executor()) on AOT archives (the packed interface TVM's
+    host-driven flow builds, and the c interface): get_input_info, get_input().copyfrom, run,
+    get_output bit-equal; time_evaluator("run")."""
+    result = tvm_run(board, stem)
     done = action(result, "aot")
     assert done["num_inputs"] == 1
     assert all(0 < r < 10 for r in done["results"]), done

@@ -40,7 +40,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def qemu_boards() -> List[str]:
-    from project_api.boards import board_names, load_board
+    from project_api.board import board_names, load_board
 
     return [name for name in board_names() if load_board(name).is_qemu]
 

@@ -40,6 +40,7 @@ from bench import (  # noqa: E402
     ram,
     soak,
     streaming,
+    utvm,
 )
 from bench.common import REPO_ROOT, Context, PartResult, Skip  # noqa: E402
 
@@ -66,6 +67,11 @@ PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
         project_types.run,
     ),
     ("idle", "14. host CPU of an idle attached QEMU firmware: sleeping vs polling", idle.run),
+    (
+        "utvm",
+        "16. TVM's microTVM RPC with TVM's own host: session start, 64 KiB copy, KWS -icount",
+        utvm.run,
+    ),
 ]
 DEFAULT_JSON = REPO_ROOT / "bench" / "results" / "latest.json"
 
@@ -101,6 +107,9 @@ COLUMNS: Dict[str, List[str]] = {
     "idle": ["board", "model", "idle_seconds", "polling_percent", "sleeping_percent",
              "icount_percent", "polling_cpu_seconds", "sleeping_cpu_seconds",
              "icount_cpu_seconds"],
+    "utvm": ["board", "session_start_s", "copy_bytes", "copy_to_remote_s", "copy_from_remote_s",
+             "to_remote_kb_s", "archive", "executor", "rpc_instructions", "ours_instructions",
+             "difference_percent", "outputs_match", "measured_by"],
 }  # fmt: skip
 
 

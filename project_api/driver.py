@@ -162,6 +162,13 @@ class Project:
         from .transport.session import Session
 
         self._require_type("host_driven", "it answers no device-protocol requests")
+        if self.options.get("device_protocol") == "microtvm":
+            raise FlashError(
+                f"{self.dir} speaks TVM's microTVM RPC (device_protocol=microtvm), not our "
+                "device protocol",
+                hint="open it with tvm.micro.Session through its microtvm_api_server.py, or "
+                "generate with -o device_protocol=mlf",
+            )
         connect_timeout = max(timeout, self.start_timeout()) if not self.board.is_host else timeout
         runner, link = self.start_firmware(write_timeout=max(connect_timeout, 1.0))
         session = None

@@ -23,6 +23,9 @@ GRAPH_FORMATS = ("tables", "json")
 MAX_SIZE_BYTES = (1 << 32) - 1  # byte counts in the runtime and the generated C are 32-bit
 MIN_STACK_BYTES = 1024  # KWS uses 600-816 B; a fault in the startup code reports nothing
 PROJECT_TYPES = ("host_driven", "standalone", "mlperftiny")
+# What a host_driven firmware answers on its link: our framed protocol (docs/protocol.md) or
+# TVM's microTVM RPC server (tvm.micro.Session).
+DEVICE_PROTOCOLS = ("mlf", "microtvm")
 
 _GENERATE = ("generate_project",)
 _TRANSPORT = ("flash", "open_transport")
@@ -334,6 +337,25 @@ OPTIONS: Dict[str, Option] = _table(
         optional=_GENERATE,
     ),
     Option(
+        "device_protocol",
+        "str",
+        "mlf",
+        "For host_driven projects: what the firmware answers on its link: mlf (our framed device "
+        "protocol: mlf-project run, Project.session) or microtvm (TVM's microTVM RPC server: "
+        "tvm.micro.Session, create_local_graph_executor, AotModule, time_evaluator, AutoTVM).",
+        choices=DEVICE_PROTOCOLS,
+        optional=_GENERATE,
+    ),
+    Option(
+        "device_memory_bytes",
+        "int",
+        None,
+        "For host_driven projects with device_protocol=microtvm: the device memory TVM's host "
+        "allocates tensors in; default: every storage pool of the graph models plus 8 KiB (at "
+        "least 8 MiB on the host board).",
+        optional=_GENERATE,
+    ),
+    Option(
         "profile",
         "bool",
         False,
@@ -359,7 +381,7 @@ def normalize_options(raw: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
         if option.generator:
             value = coerce(option.name, option.type, given.get(option.name), option.choices)
             result[option.name] = option.default if value is None else value
-    for name in ("workspace_size_bytes", "stack_bytes"):
+    for name in ("workspace_size_bytes", "stack_bytes", "device_memory_bytes"):
         if result[name] is not None and result[name] < 0:
             raise GenerateError(f"option {name}: must be >= 0, got {result[name]}")
         if result[name] is not None and result[name] > MAX_SIZE_BYTES:
@@ -406,6 +428,7 @@ def parse_option_assignments(items: Optional[List[str]]) -> Dict[str, str]:
 
 
 __all__ = [
+    "DEVICE_PROTOCOLS",
     "GRAPH_FORMATS",
     "OPTIONS",
     "PROJECT_TYPES",

@@ -244,3 +244,18 @@ def child_processes(prefixes: Tuple[str, ...]) -> List[ChildProcess]:
         if int(ppid) == me and name.startswith(prefixes):
             found.append(ChildProcess(int(entry.name), name, state))
     return found
+
+
+# --- TVM's own host ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def tvm_host():  # -> tvm_host.TvmHost
+    """TVM 0.14's runtime and a venv to drive it (tests/tvm_host.py), built once and cached;
+    skips when ../shared/tvm is absent."""
+    import tvm_host as host
+
+    reason = host.missing_reason()
+    if reason:
+        pytest.skip(reason)
+    return host.prepare()

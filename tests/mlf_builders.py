@@ -196,6 +196,66 @@ def operator_files() -> Files:
     }
 
 
+# What tvm.build(..., name="add") with Runtime("crt", {"system-lib": True}) exports, in the
+# shape AutoTVM's trials have: a packed function, the __tvm_main__ alias the C codegen adds for
+# the entry function, and the system-lib registry naming both. C[i] = A[i] + B[i], float32[16].
+OPERATOR_ADD_LIB0 = b"""#include <tvm/runtime/crt/module.h>
+TVM_DLL int32_t add(TVMValue* args, int* type_code, int num_args, TVMValue* out_value,
+                    int* out_type_code, void* resource_handle);
+TVM_DLL int32_t __tvm_main__(TVMValue* args, int* type_code, int num_args, TVMValue* out_value,
+                             int* out_type_code, void* resource_handle);
+static TVMBackendPackedCFunc _tvm_func_array[] = {
+    (TVMBackendPackedCFunc)add,
+    (TVMBackendPackedCFunc)__tvm_main__,
+};
+static const TVMFuncRegistry _tvm_func_registry = {
+    "\\002\\000add\\000__tvm_main__\\000", _tvm_func_array,
+};
+static const TVMModule _tvm_system_lib = {&_tvm_func_registry};
+const TVMModule* TVMSystemLibEntryPoint(void) { return &_tvm_system_lib; }
+"""
+OPERATOR_ADD_LIB1 = b"""#include "tvm/runtime/c_runtime_api.h"
+#include "tvm/runtime/c_backend_api.h"
+#include <stdint.h>
+TVM_DLL int32_t add(void* args, int32_t* arg_type_ids, int32_t num_args, void* out_ret_value,
+                    int32_t* out_ret_tcode, void* resource_handle) {
+  if (num_args != 3) return -1;
+  for (int32_t i = 0; i < 3; ++i) {
+    if (arg_type_ids[i] != kTVMDLTensorHandle && arg_type_ids[i] != kTVMNDArrayHandle) return -1;
+  }
+  DLTensor* a = (DLTensor*)((TVMValue*)args)[0].v_handle;
+  DLTensor* b = (DLTensor*)((TVMValue*)args)[1].v_handle;
+  DLTensor* c = (DLTensor*)((TVMValue*)args)[2].v_handle;
+  float* pa = (float*)a->data;
+  float* pb = (float*)b->data;
+  float* pc = (float*)c->data;
+  for (int32_t i = 0; i < 16; ++i) pc[i] = pa[i] + pb[i];
+  return 0;
+}
+TVM_DLL int32_t __tvm_main__(void* args, int32_t* arg_type_ids, int32_t num_args,
+                             void* out_ret_value, int32_t* out_ret_tcode, void* resource_handle) {
+  return add(args, arg_type_ids, num_args, out_ret_value, out_ret_tcode, resource_handle);
+}
+"""
+
+
+def operator_add_files() -> Files:
+    """A working operator-style archive (``add``, float32[16] + float32[16]), for the
+    host-driven flow AutoTVM uses: no graph, the host calls the function by name."""
+    files = operator_files()
+    metadata = json.loads(files["metadata.json"])
+    metadata["memory"] = {
+        "add": [
+            {"size_bytes": 64, "shape": [16], "dtype": "float32", "input_binding": name}
+            for name in ("A", "B", "C")
+        ]
+    }
+    files["metadata.json"] = _encode(metadata)
+    files["codegen/host/src/lib0.c"] = OPERATOR_ADD_LIB0
+    files["codegen/host/src/lib1.c"] = OPERATOR_ADD_LIB1
+    return files
+
+
 STANDALONE_CRT = {
     "short_name": "tvm_standalone_crt",
     "url": "./runtime",

@@ -100,7 +100,12 @@ def seeds(fuzz_build: Path) -> Path:
 
 @pytest.mark.parametrize(
     ("target", "kind"),
-    [("fuzz_graph_json", "graph"), ("fuzz_params", "params"), ("fuzz_mlperftiny", "mlperftiny")],
+    [
+        ("fuzz_graph_json", "graph"),
+        ("fuzz_params", "params"),
+        ("fuzz_mlperftiny", "mlperftiny"),
+        ("fuzz_utvm", "utvm"),
+    ],
 )
 def test_fuzz_smoke(fuzz_build: Path, seeds: Path, tmp_path: Path, target: str, kind: str) -> None:
     corpus = tmp_path / "corpus"

@@ -412,6 +412,12 @@ FIRMWARE_SOURCES = [
     "mlf_standalone.c",
     "mlf_text.c",
     "mlf_mlperftiny.c",
+    # the microTVM RPC server (device_protocol=microtvm)
+    "mlf_utvm_framing.c",
+    "mlf_utvm_session.c",
+    "mlf_utvm_minrpc.c",
+    "mlf_utvm_globals.c",
+    "mlf_utvm_alloc.c",
 ]
 
 

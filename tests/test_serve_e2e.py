@@ -83,7 +83,11 @@ def test_template_to_outputs_on_host(tmp_path: Path, mlf_corpus: Path, member: s
     case = corpus_case(mlf_corpus / member)
     archive = Path(str(case["archive"]))
     project_dir = tmp_path / "generated"
-    options = tvmc_options(board="host", project_type="host_driven", verbose="false")
+    # Through the Project API, host_driven means TVM's microTVM RPC unless the caller says:
+    # this test drives the firmware with our own device protocol, so it says so.
+    options = tvmc_options(
+        board="host", project_type="host_driven", verbose="false", device_protocol="mlf"
+    )
 
     with ProjectApiClient.launch(template_dir()) as template:
         info = template.server_info_query("0.14.0")

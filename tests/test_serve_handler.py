@@ -24,6 +24,7 @@ from project_api.errors import (  # noqa: E402
     TransportClosedError,
     TransportTimeoutError,
 )
+from project_api.options import OPTIONS  # noqa: E402
 from project_api.resources import template_dir  # noqa: E402
 from project_api.run.base import Runner, live_children, reap, spawn  # noqa: E402
 from project_api.serve import handler as handler_module  # noqa: E402
@@ -234,6 +235,46 @@ def test_generate_hands_coerced_options_to_the_driver(
     } | ({"cmsis_path": os.environ["CMSIS_PATH"]} if os.environ.get("CMSIS_PATH") else {})
 
 
+requires_device_protocol = pytest.mark.skipif(
+    "device_protocol" not in OPTIONS, reason="the option device_protocol is not in the table yet"
+)
+
+
+@requires_device_protocol
+@pytest.mark.parametrize(
+    "given, project_type, wanted",
+    [
+        (None, "host_driven", "microtvm"),  # TVM's client: tvm.micro.Session must open it
+        ("", "host_driven", "microtvm"),  # tvmc sends an unset option as ""
+        ("mlf", "host_driven", "mlf"),  # the caller chose
+        ("microtvm", "host_driven", "microtvm"),
+        (None, "standalone", None),  # no protocol to choose
+    ],
+)
+def test_generate_chooses_the_device_protocol_for_tvm(
+    tmp_path: Path,
+    archive: Path,
+    fake_driver: Any,
+    given: Optional[str],
+    project_type: str,
+    wanted: Optional[str],
+) -> None:
+    h = ProjectApiHandler(template_dir())
+    options = dict(GEN_OPTIONS, project_type=project_type, device_protocol=given)
+    h.generate_project(str(archive), "", str(tmp_path / "p"), options)
+    assert fake_driver.generated[0][5].get("device_protocol") == wanted
+
+
+@requires_device_protocol
+def test_device_protocol_is_advertised_unset() -> None:
+    """TVM's clients send back every advertised default: only an unset one leaves the choice
+    to generate_project."""
+    info = ProjectApiHandler(template_dir()).server_info_query("0.14.0")
+    option = {o["name"]: o for o in info["project_options"]}["device_protocol"]
+    assert option["default"] is None
+    assert "generate_project" in (option["required"] or []) + (option["optional"] or [])
+
+
 def test_generate_relative_project_dir_without_client_cwd_is_refused(
     archive: Path, fake_driver: Any
 ) -> None:
@@ -349,9 +390,9 @@ def test_flash(handler: Any, fake_driver: Any) -> None:
 def test_open_write_read_close(handler: Any, fake_driver: Any) -> None:
     timeouts = handler.open_transport({})
     assert timeouts == {
-        "session_start_retry_timeout_sec": 0,
-        "session_start_timeout_sec": 5,
-        "session_established_timeout_sec": 5,
+        "session_start_retry_timeout_sec": 2,
+        "session_start_timeout_sec": 10,
+        "session_established_timeout_sec": 20,
     }
     runner = fake_driver.runners[-1]
     assert runner.start_timeout == 10.0
@@ -476,7 +517,7 @@ def test_shutdown_reaps_the_firmware(project_dir: Path, fake_driver: Any) -> Non
 @pytest.mark.parametrize(
     "board, kind, start, established",
     [
-        ("host", "host", 10.0, 5),
+        ("host", "host", 10.0, 20),
         ("qemu-mps2-an385", "qemu", 30.0, 30),
         ("nucleo-l4r5zi", "serial", 10.0, 10),
     ],
@@ -521,7 +562,7 @@ def test_transport_through_client_and_server(project_dir: Path, fake_driver: Any
     try:
         info = client.server_info_query()
         assert info["is_template"] is False
-        assert client.open_transport({"verbose": "false"})["session_start_timeout_sec"] == 5
+        assert client.open_transport({"verbose": "false"})["session_start_timeout_sec"] == 10
         client.write_transport(b"\x00\x01abc", 1.0)
         link = client.link(timeout=5.0)
         assert link.read(5) == b"\x00\x01abc"

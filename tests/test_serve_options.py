@@ -48,6 +48,8 @@ OURS = [
     "mlperftiny_energy",
     "output_scale",
     "output_zero_point",
+    "device_protocol",
+    "device_memory_bytes",
 ]
 METHODS = {"generate_project", "build", "flash", "open_transport"}
 

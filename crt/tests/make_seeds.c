@@ -1,12 +1,14 @@
 /*
  * make_seeds.c — writes the fuzzers' seed corpora from the hand-written test graphs and
  * params blobs: DIR/graph/<n>.json and DIR/params/<n>.params. tests/test_crt_fuzz.py adds
- * the real archives' graphs and params next to them at test time.
+ * the real archives' graphs and params next to them at test time. Also DIR/utvm/ (created):
+ * the microTVM RPC server's seeds (utvm_seeds.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_utvm.h"
 #include "test_graphs.h"
 #include "test_util.h"
 
@@ -58,5 +60,6 @@ int main(int argc, char** argv) {
   }
   size_t len = test_params_write(NULL, 0, blob, sizeof(blob));
   rc |= write_seed(argv[1], "params", 2, blob, len);
+  rc |= utvm_write_seeds(argv[1]);
   return rc;
 }

@@ -209,7 +209,7 @@ def _plan_models(
     project_type: str,
     opts: Mapping[str, Any],
 ) -> List[ModelPlan]:
-    ptype = project_type_for(project_type)
+    ptype = project_type_for(project_type, opts)
     check_owned_options(ptype, opts)
     if opts.get("qemu_icount") and not board.is_qemu:
         raise GenerateError(f"option qemu_icount applies to QEMU boards, not {board.name}")
@@ -222,6 +222,8 @@ def _plan_models(
     assert graph_format in GRAPH_FORMATS
     for the_model, c_name in zip(models, c_names([m.name for m in models])):
         kind = executor_for(the_model)
+        if kind.name == "operator" and not ptype.serves_operators:
+            the_model.require_graph()  # the explanation: no graph to run
         graph = kind.graph(the_model)
         tables = compile_graph(graph)
         bindings = tables.param_bindings(the_model.params) if the_model.params else {}
@@ -312,12 +314,19 @@ def _rename_shared_symbols(plans: Sequence[ModelPlan]) -> None:
 
 
 def memory_fit(
-    plans: Sequence[ModelPlan], board: Board, stack_bytes: int, project_type: str = "host_driven"
+    plans: Sequence[ModelPlan],
+    board: Board,
+    stack_bytes: int,
+    project_type: str = "host_driven",
+    opts: Optional[Mapping[str, Any]] = None,
 ) -> FitReport:
+    ptype = project_type_for(project_type, opts)
     ram: Dict[str, int] = {}
     flash: Dict[str, int] = {}
     many = len(plans) > 1
     for plan in plans:
+        if not ptype.keeps_executor(plan):
+            continue
         tag = f"{plan.name} " if many else ""
         ram[f"{tag}arena"] = plan.arena_bytes
         ram[f"{tag}workspace"] = plan.workspace.bytes
@@ -335,6 +344,6 @@ def memory_fit(
             flash[f"{tag}graph tables"] = plan.tables_flash_bytes
         if plan.samples_blob:
             flash[f"{tag}samples"] = len(plan.samples_blob)
-    ram.update(project_type_for(project_type).ram_items(plans, board))
+    ram.update(ptype.ram_items(plans, board, opts or {}))
     ram["stack"] = stack_bytes
     return fit_report(board, ram_items=ram, flash_items=flash)

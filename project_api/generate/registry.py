@@ -34,6 +34,15 @@ def _texts(sources: Iterable[Path]) -> List[str]:
     return texts
 
 
+_SYSTEM_LIB_RE = re.compile(r"\bTVMSystemLibEntryPoint\s*\(\s*(?:void)?\s*\)\s*\{")
+
+
+def defines_system_library(sources: Iterable[Path]) -> bool:
+    """Whether the generated C defines TVM's system library (``TVMSystemLibEntryPoint``):
+    graph and packed AOT builds with runtime crt do, interface-c AOT builds do not."""
+    return any(_SYSTEM_LIB_RE.search(text) for text in _texts(sources))
+
+
 def registered_functions(sources: Iterable[Path]) -> Set[str]:
     """Names listed in the system library's function array(s)."""
     found: Set[str] = set()

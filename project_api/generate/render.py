@@ -29,6 +29,7 @@ from .plan import (
     memory_fit,
 )
 from .project_types import ProjectType, project_type_for, wire_payload
+from .registry import defines_system_library
 from .tables import (
     c_string,
     json_raw,
@@ -86,8 +87,8 @@ def _write_project(
     requested: Mapping[str, Any],
 ) -> Dict[str, Any]:
     stack = int(opts["stack_bytes"]) if opts["stack_bytes"] is not None else board.stack_bytes
-    ptype = project_type_for(project_type)
-    fit = memory_fit(plans, board, stack if not board.is_host else 0, project_type)
+    ptype = project_type_for(project_type, opts)
+    fit = memory_fit(plans, board, stack if not board.is_host else 0, project_type, opts)
     what = (
         f"model {plans[0].name}"
         if len(plans) == 1
@@ -118,7 +119,7 @@ def _write_project(
     model_contexts = []
     for plan in plans:
         blobs += _write_blobs(env, src, plan)
-        model_contexts.append(_model_context(plan))
+        model_contexts.append({**_model_context(plan), "on_device": ptype.keeps_executor(plan)})
     own = list(opts["compile_definitions"] or [])
     definitions = [f"{name}={value}" for name, value in board.compile_definitions().items()]
     given = {_macro(o) for o in own}
@@ -345,6 +346,7 @@ def _model_context(plan: ModelPlan) -> Dict[str, Any]:
         "c_name": plan.c_name,
         "c_name_literal": c_string(json_raw(plan.name)),
         "entry_point": plan.entry_point,
+        "has_system_library": defines_system_library(plan.model.sources),
         "renames": [f"{old}={new}" for old, new in plan.renames.items()],
         "graph_format": plan.graph_format,
         "tables_c": _tables_body(

@@ -36,11 +36,15 @@ CLIENT_CWD_ENV = "MLF_PROJECT_CLIENT_CWD"
 # (session_start_retry, session_start, session_established) seconds, per kind of board.
 # A host process answers at once; QEMU is slow to boot, slower still under -icount; a real
 # board behind a USB UART sits in between.
+# The established timeout bounds every reply TVM waits for, a whole inference or a
+# time_evaluator call included; the retry resends a start-session message a device that was
+# still booting may have missed (replies to older attempts are ignored, so it costs nothing).
+# Under QEMU's -icount the guest runs slower still: both QEMU limits double.
 TIMEOUTS: Dict[str, Dict[str, float]] = {
     "host": {
-        "session_start_retry_timeout_sec": 0,
-        "session_start_timeout_sec": 5,
-        "session_established_timeout_sec": 5,
+        "session_start_retry_timeout_sec": 2,
+        "session_start_timeout_sec": 10,
+        "session_established_timeout_sec": 20,
     },
     "qemu": {
         "session_start_retry_timeout_sec": 2,
@@ -58,6 +62,10 @@ MAX_READ_BYTES = 1 << 20
 # Seconds Runner.start may take before the firmware's link is up, when the driver's Project
 # does not say (Project.start_timeout()).
 START_TIMEOUTS = {"host": 10.0, "qemu": 30.0, "serial": 10.0}
+# What a host_driven firmware speaks when a Project API caller (TVM's client: its scripts,
+# tvmc, AutoTVM) does not choose: the protocol tvm.micro.Session opens. Our own driver and CLI
+# call the generator directly and keep its default (our device protocol).
+PROJECT_API_PROTOCOLS = {"host_driven": "microtvm"}
 
 
 def board_kind(board: Any) -> str:
@@ -146,6 +154,9 @@ class ProjectApiHandler:
             check_extra_files(extra)
             opts["extra_files_tar"] = str(extra)
         generate_options = {k: v for k, v in opts.items() if v is not None}
+        chosen = PROJECT_API_PROTOCOLS.get(project_type)
+        if chosen is not None and "device_protocol" in opts:
+            generate_options.setdefault("device_protocol", chosen)
         _LOG.info("generating %s for board %s from %s", target, board, archive)
         Project.generate(
             archive,
@@ -191,6 +202,9 @@ class ProjectApiHandler:
             raise
         self._runner, self._link, self._closed_reason = runner, link, None
         timeouts = dict(TIMEOUTS[kind])
+        if kind == "qemu" and project.options.get("qemu_icount"):
+            timeouts["session_start_timeout_sec"] *= 2
+            timeouts["session_established_timeout_sec"] *= 2
         if timeout_sec:
             timeouts["session_start_timeout_sec"] = timeout_sec
             timeouts["session_established_timeout_sec"] = timeout_sec

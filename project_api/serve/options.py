@@ -29,6 +29,10 @@ MAX_TIMEOUT_SEC = 365 * 24 * 3600.0
 
 # The Project API's option types are bool, int and str: the table's other types travel as text.
 _WIRE_TYPES = {"definitions": "str", "json": "str"}
+# Options the server advertises without a default: TVM's clients send back every advertised
+# default, so only an unset value tells "the caller did not choose" from a choice, and
+# generate_project then picks by project type (serve/handler.py: the device protocol).
+CHOSEN_BY_SERVER = ("device_protocol",)
 
 
 def invalid_params(message: str) -> ProjectApiError:
@@ -99,10 +103,11 @@ def _advertised(option: Option) -> ProjectOption:
         choices = board_names()
     else:
         choices = list(option.choices) if option.choices is not None else None
+    default = None if option.name in CHOSEN_BY_SERVER else option.project_api_default()
     return ProjectOption(
         name=option.name,
         choices=choices,
-        default=option.project_api_default(),
+        default=default,
         type=_WIRE_TYPES.get(kind, kind),
         required=list(option.required) or None,
         optional=list(option.optional) or None,

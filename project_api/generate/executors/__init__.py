@@ -9,6 +9,8 @@ runner serve every kind alike:
 - :mod:`.graph`: TVM's graph executor archives; the graph is graph.json.
 - :mod:`.aot`: AOT archives; the graph is one call of the model's entry point
   (``tvmgen_<mod>_run`` through a generated adapter, or ``__tvm_main__`` packed).
+- :mod:`.operator`: operator-style archives; no graph, the functions only (served where the
+  host calls them by name: project types whose ``serves_operators`` is set).
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from ...read import Model
 from .aot import AotExecutor
 from .base import ExecutorKind, LibraryCode, LibraryRequest
 from .graph import GraphExecutor
+from .operator import OperatorExecutor
 
-KINDS = {"graph": GraphExecutor(), "aot": AotExecutor()}
+KINDS = {"graph": GraphExecutor(), "aot": AotExecutor(), "operator": OperatorExecutor()}
 
 
 def executor_for(model: Model) -> ExecutorKind:
-    """The executor kind that drives ``model``; operator-style archives have none."""
+    """The executor kind that drives ``model``."""
     kind = KINDS.get(model.executor)
     if kind is None:
         model.require_graph()  # raises the explanation for operator-style archives

@@ -10,16 +10,20 @@ check and ``footprint`` ask the kind, never compare names:
 
 Each kind names the firmware sources it compiles, the template of ``src/main.c``, the RAM its
 loop reserves, what it adds to ``src/mlf_models.h`` and the options only it uses.
+
+A kind may come in variants chosen by an option: ``host_driven`` with ``device_protocol=microtvm``
+is :mod:`.microtvm` (TVM's microTVM RPC server instead of our device protocol).
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ...errors import GenerateError
 from ...options import OPTIONS, PROJECT_TYPES
 from .base import ProjectType
 from .host_driven import FRAME_OVERHEAD, MAX_WIRE_PAYLOAD, HostDriven, wire_payload
+from .microtvm import HostDrivenMicroTvm
 from .mlperftiny import MlperfTiny
 from .standalone import Standalone
 
@@ -29,20 +33,26 @@ KINDS: Dict[str, ProjectType] = {
 assert tuple(KINDS) == PROJECT_TYPES, "options.PROJECT_TYPES lists the kinds, in this order"
 
 
-def project_type_for(name: str) -> ProjectType:
-    """The kind called ``name``; GenerateError naming the others."""
+# (kind name, device_protocol) -> the variant serving it.
+VARIANTS: Dict[Tuple[str, str], ProjectType] = {("host_driven", "microtvm"): HostDrivenMicroTvm()}
+
+
+def project_type_for(name: str, opts: Optional[Mapping[str, Any]] = None) -> ProjectType:
+    """The kind called ``name`` (its variant for ``opts``' device_protocol); GenerateError
+    naming the others."""
     kind = KINDS.get(name)
     if kind is None:
         raise GenerateError(
             f"unknown project type {name!r}", hint="one of: " + ", ".join(PROJECT_TYPES)
         )
-    return kind
+    protocol = str((opts or {}).get("device_protocol") or "mlf")
+    return VARIANTS.get((name, protocol), kind)
 
 
 def check_owned_options(kind: ProjectType, opts: Mapping[str, Any]) -> None:
     """Refuses an option that only another project type uses."""
     for other in KINDS.values():
-        for name in other.owned_options if other is not kind else ():
+        for name in other.owned_options if other.name != kind.name else ():
             if opts.get(name) not in (None, OPTIONS[name].default):
                 raise GenerateError(
                     f"option {name} needs a {other.name} project, not {kind.name}",

@@ -27,6 +27,8 @@ class ProjectType:
     #: compile definitions of every C file unless the user's compile_definitions set the
     #: same macro
     definitions: Tuple[str, ...] = ()
+    #: whether operator-style archives (functions, no graph) make sense: the host calls them
+    serves_operators = False
     #: what drives a built firmware of this type: the driver.Project method, the CLI command
     driven_by = ""
     cli_command = ""
@@ -48,7 +50,13 @@ class ProjectType:
     def plan(self, plan: ModelPlan, archive: Archive, opts: Mapping[str, Any]) -> None:
         """Adds what this type embeds per model to ``plan`` (standalone: the samples)."""
 
-    def ram_items(self, plans: Sequence[ModelPlan], board: Board) -> Dict[str, int]:
+    def keeps_executor(self, plan: ModelPlan) -> bool:
+        """Whether the firmware sets this model's executor up (arena, params, tables)."""
+        return True
+
+    def ram_items(
+        self, plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any]
+    ) -> Dict[str, int]:
         """RAM this type's loop reserves besides the models' (by name, for the fit check)."""
         return {}
 

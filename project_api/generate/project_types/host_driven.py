@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Sequence, Tuple
 
 from ...board import Board
 from .base import ProjectType
@@ -21,9 +21,9 @@ def wire_payload(board: Board) -> int:
 
 class HostDriven(ProjectType):
     name = "host_driven"
-    firmware_sources = ("mlf_device.c", "mlf_frame.c", "mlf_text.c")
-    owned_options = ("profile",)
-    owned_hint = "the profile is read over the device protocol after a run"
+    firmware_sources: Tuple[str, ...] = ("mlf_device.c", "mlf_frame.c", "mlf_text.c")
+    owned_options = ("profile", "device_protocol", "device_memory_bytes")
+    owned_hint = "generate a host_driven project (--project-type host_driven)"
     link_buffer_item = "receive buffer"
     # The host puts the runtime's error descriptions back (transport/reasons.py): ~900 bytes
     # of English the firmware need not carry.
@@ -31,7 +31,9 @@ class HostDriven(ProjectType):
     driven_by = "session()"
     cli_command = "mlf-project run"
 
-    def ram_items(self, plans: Sequence[ModelPlan], board: Board) -> Dict[str, int]:
+    def ram_items(
+        self, plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any]
+    ) -> Dict[str, int]:
         return {"receive buffer": wire_payload(board) + FRAME_OVERHEAD}
 
     def context(

@@ -145,7 +145,9 @@ class MlperfTiny(ProjectType):
                 hint="leave output_scale and output_zero_point out",
             )
 
-    def ram_items(self, plans: Sequence[ModelPlan], board: Board) -> Dict[str, int]:
+    def ram_items(
+        self, plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any]
+    ) -> Dict[str, int]:
         return {"input buffer": sum(input_bytes([plan.model for plan in plans]))}
 
     def context(

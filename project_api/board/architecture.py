@@ -1,8 +1,9 @@
 """The architecture seam: what a board's ``arch`` decides (CPU table, compiler flags, cross
 toolchain file, C seam directories, linker script, QEMU binary).
 
-Each architecture is one small module beside this one (:mod:`.host`, :mod:`.arm`); a new one is
-a new module and one line in :data:`ARCHITECTURES`, not a branch through the board code.
+Each architecture is one small module beside this one (:mod:`.host`, :mod:`.arm`,
+:mod:`.riscv`); a new one is a new module and one line in :data:`ARCHITECTURES`, not a branch
+through the board code.
 """
 
 from __future__ import annotations
@@ -46,8 +47,18 @@ class Architecture:
     name: str = ""
     is_host: bool = False
     qemu_binary: Optional[str] = None
+    qemu_package: Optional[str] = None  # the Debian package of qemu_binary
+    compiler: str = "cc"  # the C compiler's program name (the cross gcc: tools beside it)
+    compiler_packages: str = ""  # the Debian packages of compiler and its C library
     console_kinds: Tuple[str, ...] = ()
     timer_kinds: Tuple[str, ...] = ()
+    # Whether CMSIS-NN's kernels may be built for it (Arm's library: its portable C runs
+    # anywhere, but the project builds it only where TVM's CMSIS-NN code was meant to run).
+    runs_cmsis_nn: bool = True
+    # The seam's fault report (``mlf: fault: <field>=0x...``) names the trap by this field's
+    # number; the host turns it into a word with fault_names.
+    fault_field: str = ""
+    fault_names: Mapping[int, str] = {}
 
     def parse_cpu(self, table: TableReader) -> Optional[Cpu]:
         """The board's ``[cpu]`` table (None for the host, which has none)."""
@@ -77,6 +88,17 @@ class Architecture:
         """Definitions the architecture's seam needs beyond the board's own."""
         return {}
 
+    def fault_name(self, number: int) -> str:
+        """The word for trap ``number`` of the seam's fault report."""
+        return self.fault_names.get(number, "exception")
+
+    def tool(self, name: str) -> str:
+        """A binutils program of this architecture's toolchain (``nm``, ``size``, ...): the
+        cross compiler's prefix plus ``name``; the plain name on the host."""
+        if self.compiler.endswith("-gcc"):
+            return self.compiler[: -len("gcc")] + name
+        return name
+
 
 def architecture(name: str) -> Architecture:
     """The architecture called ``name`` (KeyError when none is)."""
@@ -86,8 +108,9 @@ def architecture(name: str) -> Architecture:
 def _registry() -> Dict[str, Architecture]:
     from .arm import CortexM
     from .host import Host
+    from .riscv import Riscv32
 
-    return {arch.name: arch for arch in (Host(), CortexM())}
+    return {arch.name: arch for arch in (Host(), CortexM(), Riscv32())}
 
 
 ARCHITECTURES: Dict[str, Architecture] = _registry()

@@ -65,8 +65,28 @@ class ArmCpu(Cpu):
 class CortexM(Architecture):
     name = "cortex-m"
     qemu_binary = "qemu-system-arm"
+    qemu_package = "qemu-system-arm"
+    compiler = "arm-none-eabi-gcc"
+    compiler_packages = "gcc-arm-none-eabi libnewlib-arm-none-eabi"
     console_kinds = ("cmsdk-uart", "pl011", "stm32-usart", "stm32-lpuart")
     timer_kinds = ("systick",)
+    fault_field = "exception"
+    # Exception numbers (the IPSR value) by name; the firmware reports only the number.
+    fault_names = {
+        2: "NMI",
+        3: "HardFault",
+        4: "MemManage",
+        5: "BusFault",
+        6: "UsageFault",
+        7: "SecureFault",
+        11: "SVCall",
+        12: "DebugMonitor",
+        14: "PendSV",
+        15: "SysTick",
+    }
+
+    def fault_name(self, number: int) -> str:
+        return "IRQ" if number >= 16 else super().fault_name(number)
 
     def parse_cpu(self, table: TableReader) -> Optional[Cpu]:
         float_abi = table.choice("float_abi", FLOAT_ABIS, default="soft")

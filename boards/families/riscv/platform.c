@@ -1,0 +1,103 @@
+/*
+ * platform.c — the parts of mlf_platform.h every RISC-V board shares: start-up order, the
+ * 64-bit mcycle tick counter, semihosting log/exit on QEMU boards, and the picolibc hook a
+ * bare-metal program still needs (_exit).
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mlf_platform.h"
+#include "mlf_riscv.h"
+
+void mlf_platform_init(void) { mlf_family_init(); }
+
+/* mcycle counts core clock cycles; under QEMU -icount it returns the virtual time in ns
+ * (target/riscv/csr.c, get_ticks()), one per instruction with shift=0, so ticks between two
+ * points without a `wfi` between them are exact instruction counts. Without -icount QEMU
+ * returns the host's time-stamp counter instead. The high half is read around the low one so
+ * that a carry between the two reads is never mixed in. */
+uint64_t mlf_platform_ticks(void) {
+  uint32_t high;
+  uint32_t low;
+  uint32_t again;
+  do {
+    high = MLF_CSR_READ(mcycleh);
+    low = MLF_CSR_READ(mcycle);
+    again = MLF_CSR_READ(mcycleh);
+  } while (high != again);
+  return ((uint64_t)high << 32) | low;
+}
+
+uint64_t mlf_platform_tick_hz(void) { return (uint64_t)MLF_BOARD_TICK_HZ; }
+
+extern uint32_t __mlf_stack_top;
+extern uint32_t __mlf_stack_limit;
+
+size_t mlf_platform_stack_used(void) {
+  /* The start-up code painted the stack; the first word above the guard that lost the paint
+   * is the deepest the stack has reached (a word that happened to be written with the pattern
+   * itself makes this an underestimate by at most that word). */
+  const uint32_t* word = &__mlf_stack_limit + MLF_STACK_GUARD_BYTES / sizeof(uint32_t);
+  while (word < &__mlf_stack_top && *word == MLF_STACK_PAINT) {
+    ++word;
+  }
+  return (size_t)((uintptr_t)&__mlf_stack_top - (uintptr_t)word);
+}
+
+/* QEMU machines have no timestamp pin for MLPerf Tiny's energy monitor. */
+__attribute__((weak)) int mlf_platform_timestamp_pulse(void) { return 0; }
+
+/* The semihosting trap is an ebreak between two hint instructions, uncompressed and within
+ * one page (QEMU checks the neighbours on the same page): a 16-byte aligned function keeps the
+ * three 4-byte instructions together. a0 = operation, a1 = argument, result in a0. */
+__attribute__((naked, noinline, aligned(16))) uintptr_t mlf_semihosting_call(
+    __attribute__((unused)) uintptr_t operation, __attribute__((unused)) uintptr_t argument) {
+  __asm__ volatile(
+      ".option push\n\t"
+      ".option norvc\n\t"
+      "slli zero, zero, 0x1f\n\t"
+      "ebreak\n\t"
+      "srai zero, zero, 7\n\t"
+      ".option pop\n\t"
+      "ret\n\t");
+}
+
+void mlf_platform_log(const char* msg) {
+#if MLF_BOARD_SEMIHOSTING
+  mlf_semihosting_call(MLF_SEMIHOSTING_SYS_WRITE0, (uintptr_t)msg);
+  mlf_semihosting_call(MLF_SEMIHOSTING_SYS_WRITE0, (uintptr_t) "\n");
+#else
+  (void)msg; /* no debugger to print to; the console link carries only the protocol */
+#endif
+}
+
+void mlf_platform_exit(int status) {
+#if MLF_BOARD_SEMIHOSTING
+  /* QEMU exits with the status of SYS_EXIT_EXTENDED, as on Arm. */
+  uint32_t block[2] = {MLF_SEMIHOSTING_ADP_STOPPED_APPLICATION_EXIT, (uint32_t)status};
+  mlf_semihosting_call(MLF_SEMIHOSTING_SYS_EXIT_EXTENDED, (uintptr_t)block);
+#else
+  (void)status;
+#endif
+  MLF_CSR_WRITE(mie, 0u); /* nothing may wake the final wfi */
+  for (;;) {
+    __asm__ volatile("wfi");
+  }
+}
+
+void mlf_platform_abort(int code) {
+  static const char kDigits[] = "0123456789abcdef";
+  char line[] = "mlf: abort: code 0x00000000";
+  size_t end = sizeof line - 1;
+  uint32_t value = (uint32_t)code;
+  for (size_t i = 0; i < 8; ++i) {
+    line[end - 1 - i] = kDigits[(value >> (4 * i)) & 0xFu];
+  }
+  mlf_platform_log(line);
+  mlf_platform_exit(MLF_EXIT_ABORT);
+}
+
+/* picolibc's exit() and abort() end here; its malloc takes the heap between __heap_start and
+ * __heap_end (the linker script bounds it: heap_bytes, 0 by default). */
+void _exit(int status);
+void _exit(int status) { mlf_platform_exit(status); }

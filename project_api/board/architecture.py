@@ -50,6 +50,9 @@ class Architecture:
     qemu_package: Optional[str] = None  # the Debian package of qemu_binary
     compiler: str = "cc"  # the C compiler's program name (the cross gcc: tools beside it)
     compiler_packages: str = ""  # the Debian packages of compiler and its C library
+    # What a compile outside the project's build (the footprint estimate) needs besides the
+    # CPU flags to find the C library, as the toolchain file gives it to the build.
+    library_flags: Tuple[str, ...] = ()
     console_kinds: Tuple[str, ...] = ()
     timer_kinds: Tuple[str, ...] = ()
     # Whether CMSIS-NN's kernels may be built for it (Arm's library: its portable C runs

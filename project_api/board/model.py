@@ -264,7 +264,8 @@ class Board:
 
     @property
     def qemu_binary(self) -> Optional[str]:
-        """The QEMU system emulator of this board's architecture (``qemu-system-arm``)."""
+        """The QEMU system emulator of this board's architecture (``qemu-system-arm``,
+        ``qemu-system-riscv32``)."""
         return self.architecture.qemu_binary if self.is_qemu else None
 
     def instructions_per_tick(self, icount_shift: int = 0) -> float:

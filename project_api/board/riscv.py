@@ -66,6 +66,7 @@ class Riscv32(Architecture):
     qemu_package = "qemu-system-misc"
     compiler = "riscv64-unknown-elf-gcc"
     compiler_packages = "gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf"
+    library_flags = ("--specs=picolibc.specs",)
     console_kinds = ("ns16550",)
     timer_kinds = ("mcycle",)
     runs_cmsis_nn = False

@@ -32,8 +32,8 @@ def _compiler_for(board: Any) -> Tuple[Optional[str], List[str]]:
             if name and shutil.which(name):
                 return name, []
         return None, []
-    found = shutil.which("arm-none-eabi-gcc")
-    return found, list(board.cpu_flags())
+    found = shutil.which(board.architecture.compiler)
+    return found, list(board.cpu_flags()) + list(board.architecture.library_flags)
 
 
 def estimate_code(

@@ -84,6 +84,9 @@ def _write_project(
     previous: Path,
     requested: Mapping[str, Any],
 ) -> Dict[str, Any]:
+    from ..resolve import refuse_cmsis_nn_off_arm
+
+    refuse_cmsis_nn_off_arm([(plan.name, plan.model.sources) for plan in plans], board)
     stack = int(opts["stack_bytes"]) if opts["stack_bytes"] is not None else board.stack_bytes
     ptype = project_type_for(project_type)
     fit = memory_fit(plans, board, stack if not board.is_host else 0, project_type)

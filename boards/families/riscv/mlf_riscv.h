@@ -36,17 +36,18 @@
 #define MLF_EXIT_ABORT 0xFB         /* mlf_platform_abort(): the runtime gave up */
 #define MLF_STACK_PAINT 0x5AA5C33Cu /* what unused stack holds (startup.c paints it) */
 /* The lowest bytes of the stack are a PMP guard no access may touch: an overflow becomes a
- * store access fault the trap handler reports instead of a silent write below RAM. */
+ * store access fault the trap handler reports instead of a silent write below RAM. (A frame
+ * bigger than the guard jumps it and faults in the write-protected FLASH region below.) */
 #define MLF_STACK_GUARD_BYTES 32u
 
 #define MLF_REG8(addr) (*(volatile uint8_t*)(uintptr_t)(addr))
 #define MLF_REG32(addr) (*(volatile uint32_t*)(uintptr_t)(addr))
 
-#define MLF_CSR_READ(csr)                                \
-  __extension__({                                        \
-    uint32_t value_;                                     \
+#define MLF_CSR_READ(csr)                              \
+  __extension__({                                      \
+    uint32_t value_;                                   \
     __asm__ volatile("csrr %0, " #csr : "=r"(value_)); \
-    value_;                                              \
+    value_;                                            \
   })
 #define MLF_CSR_WRITE(csr, value) __asm__ volatile("csrw " #csr ", %0" ::"r"(value) : "memory")
 #define MLF_CSR_SET(csr, bits) __asm__ volatile("csrs " #csr ", %0" ::"r"(bits) : "memory")

@@ -50,8 +50,9 @@ __attribute__((weak)) int mlf_platform_timestamp_pulse(void) { return 0; }
 /* The semihosting trap is an ebreak between two hint instructions, uncompressed and within
  * one page (QEMU checks the neighbours on the same page): a 16-byte aligned function keeps the
  * three 4-byte instructions together. a0 = operation, a1 = argument, result in a0. */
+#define MLF_UNUSED __attribute__((unused)) /* a naked function reads them in assembly */
 __attribute__((naked, noinline, aligned(16))) uintptr_t mlf_semihosting_call(
-    __attribute__((unused)) uintptr_t operation, __attribute__((unused)) uintptr_t argument) {
+    MLF_UNUSED uintptr_t operation, MLF_UNUSED uintptr_t argument) {
   __asm__ volatile(
       ".option push\n\t"
       ".option norvc\n\t"

@@ -17,6 +17,8 @@
 
 extern uint32_t __mlf_stack_top;
 extern uint32_t __mlf_stack_limit;
+extern const uint8_t __mlf_flash_start[];
+extern const uint8_t __mlf_flash_end[];
 extern uint8_t __mlf_data_start[];
 extern uint8_t __mlf_data_end[];
 extern const uint8_t __mlf_data_load[];
@@ -105,17 +107,25 @@ static void paint_stack(void) {
   }
 }
 
-/* PMP entry 0 covers the guard (NAPOT: base | (size/2 - 1) >> 2), locked so that it binds
- * M-mode too, with no permission at all. Accesses no entry matches stay allowed in M-mode. */
-static void guard_stack(void) {
-  uint32_t base = (uint32_t)(uintptr_t)&__mlf_stack_limit;
-  MLF_CSR_WRITE(pmpaddr0, (base >> 2) | ((MLF_STACK_GUARD_BYTES / 2u - 1u) >> 2));
-  MLF_CSR_WRITE(pmpcfg0, 0x98u); /* L | A=NAPOT | no R/W/X */
+/* Physical memory protection, locked so that it binds M-mode too (accesses no entry matches
+ * stay allowed in M-mode): the code region (entries 0-1, top of range) may be read and run but
+ * not written, and the stack's lowest bytes (entry 2, naturally aligned power of two) not
+ * touched at all. A stack overflow then faults in the guard or, when a big frame jumps it, in
+ * the code region below RAM, instead of overwriting code or other memory silently. */
+static void protect_memory(void) {
+  const uint32_t flash_start = (uint32_t)(uintptr_t)__mlf_flash_start;
+  const uint32_t flash_end = (uint32_t)(uintptr_t)__mlf_flash_end;
+  const uint32_t guard = (uint32_t)(uintptr_t)&__mlf_stack_limit;
+  MLF_CSR_WRITE(pmpaddr0, flash_start >> 2);
+  MLF_CSR_WRITE(pmpaddr1, flash_end >> 2);
+  MLF_CSR_WRITE(pmpaddr2, (guard >> 2) | ((MLF_STACK_GUARD_BYTES / 2u - 1u) >> 2));
+  const uint32_t locked = 0x80u, tor = 0x08u, napot = 0x18u, read = 0x01u, execute = 0x04u;
+  MLF_CSR_WRITE(pmpcfg0, ((locked | tor | read | execute) << 8) | ((locked | napot) << 16));
 }
 
 void mlf_reset(void) {
   paint_stack();
-  guard_stack();
+  protect_memory();
   /* .data and the thread-local block's initial values are one range in RAM and in flash. */
   memcpy(__mlf_data_start, __mlf_data_load, (size_t)(__mlf_data_end - __mlf_data_start));
   memset(__mlf_bss_start, 0, (size_t)(__mlf_bss_end - __mlf_bss_start));

@@ -33,6 +33,7 @@ from bench import (  # noqa: E402
     dispatch,
     fuzz,
     hostile,
+    machines,
     matrix,
     params,
     project_types,
@@ -63,6 +64,11 @@ PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
         "types",
         "13. every kind of KWS firmware (graph, AOT) against 68 KB / 111 KB",
         project_types.run,
+    ),
+    (
+        "machines",
+        "14. KWS on each QEMU machine: instructions per inference, firmware vs bare program",
+        machines.run,
     ),
 ]
 DEFAULT_JSON = REPO_ROOT / "bench" / "results" / "latest.json"
@@ -96,6 +102,9 @@ COLUMNS: Dict[str, List[str]] = {
     "bare": ["program", "flash_bytes", "ram_bytes"],
     "types": ["archive", "project_type", "flash_bytes", "ram_bytes", "model_code_bytes",
               "flash_margin", "ram_margin"],
+    "machines": ["board", "graph_instructions", "aot_instructions", "vs_first_graph",
+                 "firmware_flash_bytes", "firmware_ram_bytes", "bare_flash_bytes",
+                 "bare_ram_bytes", "flash_delta_bytes", "ram_delta_bytes", "within_margins"],
 }  # fmt: skip
 
 
@@ -191,6 +200,12 @@ _SUMMARY_TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], str], str]] = 
             f"{t['largest_ram_bytes']:,} B RAM; over a limit: "
             f"{', '.join(t['over_limit']) or 'none'}"
         ),
+        "target_met",
+    ),
+    (
+        "machines",
+        "KWS firmware within 3 KB flash / 2 KB RAM of a bare program on every QEMU machine",
+        lambda m: f"{m['model']} on {', '.join(m['boards'])}",
         "target_met",
     ),
 ]

@@ -53,6 +53,8 @@ class Architecture:
     # What a compile outside the project's build (the footprint estimate) needs besides the
     # CPU flags to find the C library, as the toolchain file gives it to the build.
     library_flags: Tuple[str, ...] = ()
+    # Added to -Os for our C (runtime, firmware loop, board seam) on a microcontroller.
+    size_flags: Tuple[str, ...] = ()
     console_kinds: Tuple[str, ...] = ()
     timer_kinds: Tuple[str, ...] = ()
     # Whether CMSIS-NN's kernels may be built for it (Arm's library: its portable C runs

@@ -127,7 +127,7 @@ class Board:
         """Optimisation of our C (runtime, firmware loop, board seam). On a microcontroller
         flash is what runs short and our code is not the hot path (dispatch is a few
         instructions per operator), so it is built for size there."""
-        return ["-O2"] if self.is_host else ["-Os", "-g"]
+        return ["-O2"] if self.is_host else ["-Os", "-g", *self.architecture.size_flags]
 
     def runtime_lto(self) -> bool:
         """Whether our C is linked with link-time optimisation: on a microcontroller it

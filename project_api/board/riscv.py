@@ -67,6 +67,10 @@ class Riscv32(Architecture):
     compiler = "riscv64-unknown-elf-gcc"
     compiler_packages = "gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf"
     library_flags = ("--specs=picolibc.specs",)
+    # Prologues and epilogues through libgcc's shared save/restore routines, and GCC's cost
+    # model for size: about 460 B less of the KWS firmware's code (a few instructions more
+    # per call of our C; the model's C keeps -O2 without them).
+    size_flags = ("-msave-restore", "-mtune=size")
     console_kinds = ("ns16550",)
     timer_kinds = ("mcycle",)
     runs_cmsis_nn = False

@@ -12,12 +12,11 @@ from typing import Any, Dict
 
 import pytest
 from conftest import corpus_archive, have_tool
-from test_boards import DELETE, _set, raw
+from test_boards import DELETE, MINIMAL_MAIN, _compile_and_link, _set, raw
 
 from project_api.board import ARCHITECTURES, load_board, parse_board
 from project_api.cli import main as cli_main
 from project_api.errors import BoardError
-from project_api.resources import crt_dir
 from project_api.run.qemu import describe_exit
 
 RISCV_BOARDS = ["qemu-riscv32", "qemu-riscv32-imafc"]
@@ -55,7 +54,7 @@ def test_the_boards_say_what_they_are():
 def test_architecture_seam():
     riscv = ARCHITECTURES["riscv32"]
     board = load_board("qemu-riscv32")
-    assert [d.name for d in board.seam_dirs()] == ["riscv", "riscv_virt"]
+    assert [d.name for d in board.seam_dirs()] == ["common", "riscv", "riscv_virt"]
     assert board.linker_template is not None and board.linker_template.parent.name == "riscv"
     assert board.toolchain_file is not None and board.toolchain_file.name == (
         "riscv64-unknown-elf.cmake"
@@ -135,40 +134,13 @@ def test_cli_describes_a_riscv_board(capsys):
 
 # --- the seam builds --------------------------------------------------------------------------
 
-MAIN = """
-#include "mlf_platform.h"
-int main(void) {
-  mlf_platform_init();
-  uint8_t byte;
-  while (mlf_platform_read(&byte, 1) == 1) {
-    mlf_platform_write(&byte, 1);
-    if (byte == 'q') mlf_platform_exit((int)mlf_platform_ticks());
-  }
-  mlf_platform_log("bye");
-  mlf_platform_abort((int)mlf_platform_tick_hz());
-}
-"""
-
 
 @requires_riscv_gcc
 @pytest.mark.parametrize("name", RISCV_BOARDS)
 def test_seam_compiles_warning_free_and_links_with_picolibc(name, tmp_path):
     board = load_board(name)
-    script = tmp_path / "link.ld"
-    script.write_text(board.render_linker_script())
-    (tmp_path / "main.c").write_text(MAIN)
-    result = subprocess.run(
-        [
-            GCC, *board.cpu_flags(), *board.architecture.library_flags, "-std=c11", "-O2",
-            "-Wall", "-Wextra", "-Werror",
-            *[f"-D{k}={v}" for k, v in board.compile_definitions().items()],
-            f"-I{crt_dir() / 'include'}", *[f"-I{d}" for d in board.seam_include_dirs()],
-            *[str(s) for s in board.seam_sources()], str(tmp_path / "main.c"),
-            "-nostartfiles", "-Wl,--gc-sections", f"-T{script}", "-o", str(tmp_path / "fw.elf"),
-        ],
-        capture_output=True,
-        text=True,
-    )  # fmt: skip
+    libraries = board.architecture.library_flags
+    result = _compile_and_link(board, tmp_path, MINIMAL_MAIN, libraries)
     assert result.returncode == 0, result.stderr
     symbols = subprocess.run(
         [board.architecture.tool("nm"), str(tmp_path / "fw.elf")], capture_output=True, text=True

@@ -65,24 +65,24 @@ def test_icount_ticks_are_exact_instruction_counts(firmware_builder):
     assert long_ticks - short_ticks == 2 * (long - short)
 
 
-def test_illegal_instruction_is_reported_by_name(firmware_builder):
-    board = load_board("qemu-riscv32")
+def _fault(board, firmware_builder, command: bytes) -> str:
+    """How the seam firmware ended after ``command``, which must make it fault."""
     runner, port = start(board, firmware_builder(board))
     with runner:
-        port.write(b"f")
+        port.write(command)
         assert runner.wait(TIMEOUT) == EXIT_FAULT
-        reason = runner.exit_reason() or ""
+        return runner.exit_reason() or ""
+
+
+def test_illegal_instruction_is_reported_by_name(firmware_builder):
+    reason = _fault(load_board("qemu-riscv32"), firmware_builder, b"f")
     assert reason.startswith(f"firmware fault (status {EXIT_FAULT}): illegal instruction ")
     assert "mcause=0x00000002" in reason
 
 
 def test_stack_overflow_hits_the_guard(firmware_builder):
     board = load_board("qemu-riscv32")
-    runner, port = start(board, firmware_builder(board))
-    with runner:
-        port.write(b"o")
-        assert runner.wait(TIMEOUT) == EXIT_FAULT
-        reason = runner.exit_reason() or ""
+    reason = _fault(board, firmware_builder, b"o")
     assert "store access fault mcause=0x00000007" in reason
     assert board.ram is not None and board.flash is not None
     mtval = int(reason.split("mtval=0x", 1)[1][:8], 16)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Tuple
 
+from ..resources import boards_dir
+
 if TYPE_CHECKING:  # pragma: no cover
     from .schema import TableReader
 
@@ -64,6 +66,11 @@ class Architecture:
     # number; the host turns it into a word with fault_names.
     fault_field: str = ""
     fault_names: Mapping[int, str] = {}
+    # A cross architecture's own C seam and linker template (boards/families/<shared_seam>/,
+    # beside the families/common/ every microcontroller shares) and its CMake toolchain file
+    # (boards/cmake/<toolchain>.cmake).
+    shared_seam: Optional[str] = None
+    toolchain: Optional[str] = None
 
     def parse_cpu(self, table: TableReader) -> Optional[Cpu]:
         """The board's ``[cpu]`` table (None for the host, which has none)."""
@@ -75,19 +82,26 @@ class Architecture:
 
     def toolchain_file(self) -> Optional[Path]:
         """The CMake toolchain file (None: the host compiler)."""
-        return None
+        return (
+            None if self.toolchain is None else boards_dir() / "cmake" / f"{self.toolchain}.cmake"
+        )
 
     def family_dir(self, family: str) -> Path:
         """The directory of a family's C seam."""
-        raise NotImplementedError
+        return boards_dir() / "families" / family
 
     def seam_dirs(self, family: str) -> List[Path]:
         """Directories whose ``*.c`` make up the seam, most generic first."""
-        return [self.family_dir(family)]
+        if self.shared_seam is None:
+            return [self.family_dir(family)]
+        families = boards_dir() / "families"
+        return [families / "common", families / self.shared_seam, self.family_dir(family)]
 
     def linker_template(self) -> Optional[Path]:
         """The GNU ld script template rendered from a board's memory regions."""
-        return None
+        if self.shared_seam is None:
+            return None
+        return boards_dir() / "families" / self.shared_seam / "linker.ld.j2"
 
     def compile_definitions(self, cpu: Optional[Cpu]) -> Mapping[str, str]:
         """Definitions the architecture's seam needs beyond the board's own."""

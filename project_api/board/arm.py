@@ -5,10 +5,8 @@ faults, semihosting) under each family's drivers, and ``qemu-system-arm``."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from ..resources import boards_dir
 from .architecture import Architecture, Cpu
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,6 +68,8 @@ class CortexM(Architecture):
     compiler_packages = "gcc-arm-none-eabi libnewlib-arm-none-eabi"
     console_kinds = ("cmsdk-uart", "pl011", "stm32-usart", "stm32-lpuart")
     timer_kinds = ("systick",)
+    shared_seam = "cortex_m"
+    toolchain = "arm-none-eabi"
     fault_field = "exception"
     # Exception numbers (the IPSR value) by name; the firmware reports only the number.
     fault_names = {
@@ -105,15 +105,3 @@ class CortexM(Architecture):
     def cpu_flags(self, cpu: Optional[Cpu]) -> List[str]:
         assert isinstance(cpu, ArmCpu)
         return cpu.flags()
-
-    def toolchain_file(self) -> Optional[Path]:
-        return boards_dir() / "cmake" / "arm-none-eabi.cmake"
-
-    def family_dir(self, family: str) -> Path:
-        return boards_dir() / "families" / family
-
-    def seam_dirs(self, family: str) -> List[Path]:
-        return [boards_dir() / "families" / "cortex_m", self.family_dir(family)]
-
-    def linker_template(self) -> Optional[Path]:
-        return boards_dir() / "families" / "cortex_m" / "linker.ld.j2"

@@ -148,7 +148,8 @@ class Board:
 
     def seam_dirs(self) -> List[Path]:
         """Directories whose ``*.c`` files make up the seam, most generic first (for Cortex-M:
-        the shared ``cortex_m`` start-up/timer/fault code, then the family's drivers)."""
+        ``common`` (board constants, reports), the shared ``cortex_m`` start-up/timer/fault
+        code, then the family's drivers)."""
         return self.architecture.seam_dirs(self.family)
 
     def seam_sources(self) -> List[Path]:

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from ..resources import boards_dir
 from .architecture import Architecture, Cpu
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -73,6 +71,8 @@ class Riscv32(Architecture):
     size_flags = ("-msave-restore", "-mtune=size")
     console_kinds = ("ns16550",)
     timer_kinds = ("mcycle",)
+    shared_seam = "riscv"
+    toolchain = "riscv64-unknown-elf"
     runs_cmsis_nn = False
     fault_names = {
         0: "instruction address misaligned",
@@ -111,15 +111,3 @@ class Riscv32(Architecture):
     def cpu_flags(self, cpu: Optional[Cpu]) -> List[str]:
         assert isinstance(cpu, RiscvCpu)
         return cpu.flags()
-
-    def toolchain_file(self) -> Optional[Path]:
-        return boards_dir() / "cmake" / "riscv64-unknown-elf.cmake"
-
-    def family_dir(self, family: str) -> Path:
-        return boards_dir() / "families" / family
-
-    def seam_dirs(self, family: str) -> List[Path]:
-        return [boards_dir() / "families" / "riscv", self.family_dir(family)]
-
-    def linker_template(self) -> Optional[Path]:
-        return boards_dir() / "families" / "riscv" / "linker.ld.j2"

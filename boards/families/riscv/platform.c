@@ -1,6 +1,6 @@
 /*
  * platform.c — the parts of mlf_platform.h every RISC-V board shares: start-up order, the
- * 64-bit mcycle tick counter, semihosting log/exit on QEMU boards, and the picolibc hook a
+ * 64-bit mcycle tick counter, the semihosting trap, exit, and the picolibc hook a
  * bare-metal program still needs (_exit).
  */
 #include <stddef.h>
@@ -63,39 +63,12 @@ __attribute__((naked, noinline, aligned(16))) uintptr_t mlf_semihosting_call(
       "ret\n\t");
 }
 
-void mlf_platform_log(const char* msg) {
-#if MLF_BOARD_SEMIHOSTING
-  mlf_semihosting_call(MLF_SEMIHOSTING_SYS_WRITE0, (uintptr_t)msg);
-  mlf_semihosting_call(MLF_SEMIHOSTING_SYS_WRITE0, (uintptr_t) "\n");
-#else
-  (void)msg; /* no debugger to print to; the console link carries only the protocol */
-#endif
-}
-
 void mlf_platform_exit(int status) {
-#if MLF_BOARD_SEMIHOSTING
-  /* QEMU exits with the status of SYS_EXIT_EXTENDED, as on Arm. */
-  uint32_t block[2] = {MLF_SEMIHOSTING_ADP_STOPPED_APPLICATION_EXIT, (uint32_t)status};
-  mlf_semihosting_call(MLF_SEMIHOSTING_SYS_EXIT_EXTENDED, (uintptr_t)block);
-#else
-  (void)status;
-#endif
-  MLF_CSR_WRITE(mie, 0u); /* nothing may wake the final wfi */
+  mlf_board_semihosting_exit(status); /* QEMU exits with the status, as on Arm */
+  MLF_CSR_WRITE(mie, 0u);             /* nothing may wake the final wfi */
   for (;;) {
     __asm__ volatile("wfi");
   }
-}
-
-void mlf_platform_abort(int code) {
-  static const char kDigits[] = "0123456789abcdef";
-  char line[] = "mlf: abort: code 0x00000000";
-  size_t end = sizeof line - 1;
-  uint32_t value = (uint32_t)code;
-  for (size_t i = 0; i < 8; ++i) {
-    line[end - 1 - i] = kDigits[(value >> (4 * i)) & 0xFu];
-  }
-  mlf_platform_log(line);
-  mlf_platform_exit(MLF_EXIT_ABORT);
 }
 
 /* picolibc's exit() and abort() end here; its malloc takes the heap between __heap_start and

@@ -71,27 +71,13 @@ __attribute__((naked, aligned(4))) void mlf_trap_entry(void) {
       "j mlf_fault_report\n\t");
 }
 
-/* The report: each run of 8 dots becomes the next value in hex. The cause goes as its number:
- * the host names it (run/qemu.py). */
-static const char kReport[] =
-    "mlf: fault: mcause=0x........ mepc=0x........ mtval=0x........ sp=0x........ "
-    "ra=0x........";
-
+/* The cause goes as its number: the host names it (run/qemu.py). */
 void mlf_fault_report(uint32_t mcause, uint32_t mepc, uint32_t mtval, uint32_t sp, uint32_t ra) {
   const uint32_t values[] = {mcause, mepc, mtval, sp, ra};
-  char line[sizeof kReport];
-  const uint32_t* value = values;
-  unsigned nibble = 0;
-  for (size_t i = 0; i < sizeof kReport; ++i) {
-    char c = kReport[i];
-    if (c == '.') {
-      c = "0123456789abcdef"[(*value >> (28u - 4u * nibble)) & 0xFu];
-      nibble = (nibble + 1u) & 7u;
-      value += nibble == 0;
-    }
-    line[i] = c;
-  }
-  mlf_platform_log(line);
+  mlf_board_report(
+      "mlf: fault: mcause=0x........ mepc=0x........ mtval=0x........ sp=0x........ "
+      "ra=0x........",
+      values);
   mlf_platform_exit(MLF_EXIT_FAULT);
 }
 

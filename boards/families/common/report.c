@@ -10,19 +10,19 @@
 #include "mlf_platform.h"
 
 void mlf_board_report(const char* line, const uint32_t* values) {
-  char text[192];
+  char text[192]; /* the templates are the seams' own constants, all shorter */
   unsigned nibble = 0;
   size_t i = 0;
-  for (; line[i] != '\0' && i < sizeof text - 1; ++i) {
-    char c = line[i];
+  char c;
+  do {
+    c = line[i];
     if (c == '.') {
       c = "0123456789abcdef"[(*values >> (28u - 4u * nibble)) & 0xFu];
       nibble = (nibble + 1u) & 7u;
       values += nibble == 0;
     }
-    text[i] = c;
-  }
-  text[i] = '\0';
+    text[i++] = c;
+  } while (c != '\0');
   mlf_platform_log(text);
 }
 

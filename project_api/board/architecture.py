@@ -50,7 +50,7 @@ class Architecture:
     is_host: bool = False
     qemu_binary: Optional[str] = None
     qemu_package: Optional[str] = None  # the Debian package of qemu_binary
-    compiler: str = "cc"  # the C compiler's program name (the cross gcc: tools beside it)
+    compiler: str = "cc"  # the C compiler's program name
     compiler_packages: str = ""  # the Debian packages of compiler and its C library
     # What a compile outside the project's build (the footprint estimate) needs besides the
     # CPU flags to find the C library, as the toolchain file gives it to the build.
@@ -110,13 +110,6 @@ class Architecture:
     def fault_name(self, number: int) -> str:
         """The word for trap ``number`` of the seam's fault report."""
         return self.fault_names.get(number, "exception")
-
-    def tool(self, name: str) -> str:
-        """A binutils program of this architecture's toolchain (``nm``, ``size``, ...): the
-        cross compiler's prefix plus ``name``; the plain name on the host."""
-        if self.compiler.endswith("-gcc"):
-            return self.compiler[: -len("gcc")] + name
-        return name
 
 
 def architecture(name: str) -> Architecture:

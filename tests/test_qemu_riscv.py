@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 from typing import Tuple
@@ -16,6 +17,7 @@ from typing import Tuple
 import numpy as np
 import pytest
 from conftest import corpus_archive, corpus_case, requires_riscv
+from test_boards import _compile_and_link
 from test_qemu import firmware_builder, measure, no_children_left, read_exactly, start
 
 from project_api.board import load_board
@@ -90,6 +92,34 @@ def test_stack_overflow_hits_the_guard(firmware_builder):
     # region just below RAM.
     assert board.ram.origin - 4096 <= mtval < board.ram.origin + 32
     assert board.flash.end == board.ram.origin
+
+
+THREAD_LOCALS = """
+#include <errno.h>
+#include "mlf_platform.h"
+static volatile char pad = 3;
+static __thread int tls_value = 0x1234;
+static __thread int tls_zero;
+static volatile double d = 2.5;
+int main(void) {
+  mlf_platform_init();
+  int ok = pad == 3 && tls_value == 0x1234 && tls_zero == 0 && d == 2.5;
+  tls_value++;
+  errno = 5;
+  return ok && tls_value == 0x1235 && errno == 5 ? 7 : 9;
+}
+"""
+
+
+@pytest.mark.parametrize("board_name", RISCV_BOARDS)
+def test_data_and_thread_locals_are_set_up(board_name, tmp_path):
+    """.data and picolibc's thread-local block (errno) get their initial values from one copy,
+    its zeroed part from the .bss clear, and tp points at it."""
+    board = load_board(board_name)
+    built = _compile_and_link(board, tmp_path, THREAD_LOCALS, board.architecture.library_flags)
+    assert built.returncode == 0, built.stderr
+    command = board.qemu_command(tmp_path / "fw.elf", serial="null")
+    assert subprocess.run(command, capture_output=True, timeout=60).returncode == 7
 
 
 def _cpu_seconds(pid: int) -> float:

@@ -97,6 +97,7 @@ BAD_INPUTS = [
     ("cpu.march", "rv64imac", "cpu.march must be rv32i or rv32e"),
     ("cpu.march", "rv32imac_zicsr", "cpu.march must be rv32i or rv32e"),
     ("cpu.march", "rv32icam", "cpu.march must be rv32i or rv32e .* in that order"),
+    ("cpu.march", "rv32imdc", "cpu.march has d without f"),
     ("cpu.mabi", DELETE, "cpu.mabi is missing"),
     ("cpu.mabi", "lp64", "cpu.mabi must be one of ilp32, ilp32f, ilp32d, ilp32e"),
     ("cpu.mabi", "ilp32d", "cpu.mabi ilp32d passes floats in FP registers: march needs 'd'"),

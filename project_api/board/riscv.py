@@ -98,6 +98,8 @@ class Riscv32(Architecture):
                 f"must be rv32i or rv32e with extensions from m, a, f, d, c in that order "
                 f"(got {march!r})",
             )
+        if "d" in march[4:] and "f" not in march[4:]:
+            table.fail("march", f"has d without f (got {march!r}): D extends F")
         mabi = table.choice("mabi", tuple(MABIS))
         needs = MABIS[mabi]
         if needs == "e" and not march.startswith("rv32e"):

@@ -149,15 +149,12 @@ def _run_bare(project: Any) -> int:
     return done.returncode
 
 
-def run(ctx: Context, result: PartResult) -> None:
-    require_qemu()
-    stem = SMOKE_CASE if ctx.smoke else CASE
-    archive = corpus_dir() / f"{stem}.tar"
-    if not archive.is_file() or not archive.with_suffix(".outputs.npz").is_file():
-        raise Skip(f"{archive.name} and its reference outputs are not in the corpus")
-    firmware = generate(archive, ctx.scratch("bare_firmware"), board=QEMU_BOARD)
+def compare(ctx: Context, archive: Path, board: str, label: str) -> Dict[str, Any]:
+    """The ``host_driven`` firmware of ``archive`` on ``board`` against the bare program, both
+    built in ``ctx``'s scratch under ``label``; the bare program must run and match."""
+    firmware = generate(archive, ctx.scratch(f"{label}_firmware"), board=board)
     firmware.build()
-    bare = generate(archive, ctx.scratch("bare_program"), board=QEMU_BOARD)
+    bare = generate(archive, ctx.scratch(f"{label}_program"), board=board)
     context = bare_context(bare, archive)
     src = Path(bare.dir) / "src"
     (src / "main.c").write_text(_render(context))
@@ -165,17 +162,34 @@ def run(ctx: Context, result: PartResult) -> None:
     bare.build()
     status = _run_bare(bare)
     if status != 0:
-        raise RuntimeError(f"the bare program of {stem} failed under QEMU (status {status})")
+        raise RuntimeError(
+            f"the bare program of {archive.stem} failed under QEMU on {board} (status {status})"
+        )
     ours, base = _linked(firmware), _linked(bare)
     base_flash = base["flash_bytes"] - context["sample_bytes"]
-    flash_delta = ours["flash_bytes"] - base_flash
-    ram_delta = ours["ram_bytes"] - base["ram_bytes"]
+    return {
+        "firmware": ours,
+        "bare": {"flash_bytes": base_flash, "ram_bytes": base["ram_bytes"]},
+        "flash_delta_bytes": ours["flash_bytes"] - base_flash,
+        "ram_delta_bytes": ours["ram_bytes"] - base["ram_bytes"],
+    }
+
+
+def run(ctx: Context, result: PartResult) -> None:
+    require_qemu()
+    stem = SMOKE_CASE if ctx.smoke else CASE
+    archive = corpus_dir() / f"{stem}.tar"
+    if not archive.is_file() or not archive.with_suffix(".outputs.npz").is_file():
+        raise Skip(f"{archive.name} and its reference outputs are not in the corpus")
+    measured = compare(ctx, archive, QEMU_BOARD, "bare")
+    ours, base = measured["firmware"], measured["bare"]
+    flash_delta, ram_delta = measured["flash_delta_bytes"], measured["ram_delta_bytes"]
+    base_flash = base["flash_bytes"]
     result.rows = [
         {"program": "host_driven firmware", **ours},
-        {"program": "bare program (sample subtracted)", "flash_bytes": base_flash,
-         "ram_bytes": base["ram_bytes"]},
+        {"program": "bare program (sample subtracted)", **base},
         {"program": "firmware - bare", "flash_bytes": flash_delta, "ram_bytes": ram_delta},
-    ]  # fmt: skip
+    ]
     result.summary = {
         "model": stem,
         "board": QEMU_BOARD,

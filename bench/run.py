@@ -34,6 +34,7 @@ from bench import (  # noqa: E402
     fuzz,
     hostile,
     idle,
+    machines,
     matrix,
     params,
     project_types,
@@ -71,6 +72,11 @@ PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
         "utvm",
         "16. TVM's microTVM RPC with TVM's own host: session start, 64 KiB copy, KWS -icount",
         utvm.run,
+    ),
+    (
+        "machines",
+        "17. KWS on each QEMU machine: instructions per inference, firmware vs bare program",
+        machines.run,
     ),
 ]
 DEFAULT_JSON = REPO_ROOT / "bench" / "results" / "latest.json"
@@ -110,6 +116,9 @@ COLUMNS: Dict[str, List[str]] = {
     "utvm": ["board", "session_start_s", "copy_bytes", "copy_to_remote_s", "copy_from_remote_s",
              "to_remote_kb_s", "archive", "executor", "rpc_instructions", "ours_instructions",
              "difference_percent", "outputs_match", "measured_by"],
+    "machines": ["board", "graph_instructions", "aot_instructions", "vs_first_graph",
+                 "firmware_flash_bytes", "firmware_ram_bytes", "bare_flash_bytes",
+                 "bare_ram_bytes", "flash_delta_bytes", "ram_delta_bytes", "within_margins"],
 }  # fmt: skip
 
 
@@ -216,6 +225,12 @@ _SUMMARY_TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], str], str]] = 
             f"({i['an385_icount_percent']} % with -icount); worst of {i['boards']} boards "
             f"{i['max_sleeping_percent']} %"
         ),
+        "target_met",
+    ),
+    (
+        "machines",
+        "KWS firmware within 3 KB flash / 2 KB RAM of a bare program on every QEMU machine",
+        lambda m: f"{m['model']} on {', '.join(m['boards'])}",
         "target_met",
     ),
 ]

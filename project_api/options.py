@@ -106,7 +106,7 @@ OPTIONS: Dict[str, Option] = _table(
         "str",
         None,
         "Board to generate for (see `mlf-project boards`): host runs natively, qemu-* "
-        "under qemu-system-arm, others on real hardware.",
+        "under QEMU (qemu-system-arm, qemu-system-riscv32), others on real hardware.",
         required=_GENERATE,
         generator=False,
     ),

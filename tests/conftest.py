@@ -94,6 +94,11 @@ requires_arm = pytest.mark.skipif(
     reason="needs arm-none-eabi-gcc and qemu-system-arm (apt-get install gcc-arm-none-eabi "
     "libnewlib-arm-none-eabi qemu-system-arm)",
 )
+requires_riscv = pytest.mark.skipif(
+    not (have_tool("riscv64-unknown-elf-gcc") and have_tool("qemu-system-riscv32")),
+    reason="needs riscv64-unknown-elf-gcc and qemu-system-riscv32 (apt-get install "
+    "gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf qemu-system-misc)",
+)
 
 
 # --- git --------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ def test_table_and_targets_without_results() -> None:
     text = table([{"a": 1234, "b": 0.5, "c": None, "d": True}], ["a", "b", "c", "d"])
     assert text.splitlines()[1].split() == ["1,234", "0.500", "-", "yes"]
     rows = targets({})
-    assert len(rows) == 16 and {r["status"] for r in rows} == {"not run"}
+    assert len(rows) == 17 and {r["status"] for r in rows} == {"not run"}
     skipped = PartResult("dispatch", "t", status="skipped", reason="needs qemu-system-arm")
     assert targets({"dispatch": skipped})[2]["status"] == "skipped"
 
@@ -190,3 +190,15 @@ def test_bare_part(smoke: Dict[str, Any]) -> None:
     assert summary["flash_delta_bytes"] == (
         summary["firmware_flash_bytes"] - summary["bare_flash_bytes"]
     )
+
+
+def test_machines_part(smoke: Dict[str, Any]) -> None:
+    """Each machine's row holds an exact instruction count and the firmware's excess over the
+    bare program built for that machine."""
+    part = _qemu_part(smoke, "machines")
+    if part is None:
+        return
+    for row in part["rows"]:
+        assert row["graph_instructions"] > 0
+        assert row["flash_delta_bytes"] == row["firmware_flash_bytes"] - row["bare_flash_bytes"]
+        assert 0 < row["bare_ram_bytes"] < row["firmware_ram_bytes"]

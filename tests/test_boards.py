@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Sequence
 
 import pytest
 from conftest import REPO_ROOT, have_tool
@@ -126,7 +126,8 @@ def test_seam_sources_and_include_dirs_exist():
         sources = board.seam_sources()
         assert sources and all(path.is_file() for path in sources)
         names = {path.parent.name for path in sources}
-        assert names == {"cortex_m", *board.family_shared, board.family}
+        shared = {"cortex-m": "cortex_m", "riscv32": "riscv"}[board.arch]
+        assert names == {"common", shared, *board.family_shared, board.family}
         assert all(path.is_dir() for path in board.seam_include_dirs())
 
 
@@ -219,9 +220,14 @@ def test_host_has_no_linker_script():
 # --- compiling the seams ------------------------------------------------------------------
 
 
+NEWLIB_NANO = ("--specs=nano.specs", "--specs=nosys.specs")
+
+
 def _compile_and_link(
-    board: Board, tmp_path: Path, extra_source: str
+    board: Board, tmp_path: Path, extra_source: str, libraries: Sequence[str] = NEWLIB_NANO
 ) -> subprocess.CompletedProcess:
+    """The seam and ``extra_source`` built with the board's compiler (warnings are errors) and
+    linked with its rendered script and ``libraries`` (flags selecting the C library)."""
     script = tmp_path / "link.ld"
     script.write_text(board.render_linker_script())
     main = tmp_path / "main.c"
@@ -229,7 +235,7 @@ def _compile_and_link(
     definitions = [f"-D{k}={v}" for k, v in board.compile_definitions().items()]
     includes = [f"-I{crt_dir() / 'include'}"] + [f"-I{d}" for d in board.seam_include_dirs()]
     command = [
-        "arm-none-eabi-gcc",
+        board.architecture.compiler,
         *board.cpu_flags(),
         "-std=c11",
         "-O2",
@@ -240,8 +246,7 @@ def _compile_and_link(
         *includes,
         *[str(s) for s in board.seam_sources()],
         str(main),
-        "--specs=nano.specs",
-        "--specs=nosys.specs",
+        *libraries,
         "-nostartfiles",
         "-Wl,--gc-sections",
         f"-T{script}",
@@ -541,7 +546,7 @@ def test_stm32_boards_share_the_stm32_seam_and_name_their_console_pins():
     ]:
         board = load_board(name)
         assert board.family == family and board.family_shared == ("stm32",)
-        assert [d.name for d in board.seam_dirs()] == ["cortex_m", "stm32", family]
+        assert [d.name for d in board.seam_dirs()] == ["common", "cortex_m", "stm32", family]
         definitions = board.compile_definitions()
         assert definitions["MLF_STM32_CONSOLE_AF"] in ("0x7u", "0x8u")
         assert board.summary()["definitions"]["MLF_STM32_CONSOLE_RCC_BIT"]

@@ -42,7 +42,8 @@ from project_api.run.base import live_children
 
 pytestmark = [pytest.mark.slow, pytest.mark.qemu, requires_arm]
 
-QEMU_BOARDS = [board.name for board in list_boards() if board.is_qemu]
+# The Arm ones (qemu-system-arm); the RISC-V boards have their own: test_qemu_riscv.py.
+QEMU_BOARDS = [board.name for board in list_boards() if board.is_qemu and board.arch == "cortex-m"]
 AN385 = "qemu-mps2-an385"
 # Every factory model runs on AN385: none needs an exclusion (the largest, chain_add_400,
 # params_64k and many_functions, build in ~2-4 s and run in under a second).

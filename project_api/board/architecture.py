@@ -1,14 +1,17 @@
 """The architecture seam: what a board's ``arch`` decides (CPU table, compiler flags, cross
 toolchain file, C seam directories, linker script, QEMU binary).
 
-Each architecture is one small module beside this one (:mod:`.host`, :mod:`.arm`); a new one is
-a new module and one line in :data:`ARCHITECTURES`, not a branch through the board code.
+Each architecture is one small module beside this one (:mod:`.host`, :mod:`.arm`,
+:mod:`.riscv`); a new one is a new module and one line in :data:`ARCHITECTURES`, not a branch
+through the board code.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ..resources import boards_dir
 
 if TYPE_CHECKING:  # pragma: no cover
     from .schema import TableReader
@@ -46,8 +49,28 @@ class Architecture:
     name: str = ""
     is_host: bool = False
     qemu_binary: Optional[str] = None
+    qemu_package: Optional[str] = None  # the Debian package of qemu_binary
+    compiler: str = "cc"  # the C compiler's program name
+    compiler_packages: str = ""  # the Debian packages of compiler and its C library
+    # What a compile outside the project's build (the footprint estimate) needs besides the
+    # CPU flags to find the C library, as the toolchain file gives it to the build.
+    library_flags: Tuple[str, ...] = ()
+    # Added to -Os for our C (runtime, firmware loop, board seam) on a microcontroller.
+    size_flags: Tuple[str, ...] = ()
     console_kinds: Tuple[str, ...] = ()
     timer_kinds: Tuple[str, ...] = ()
+    # Whether CMSIS-NN's kernels may be built for it (Arm's library: its portable C runs
+    # anywhere, but the project builds it only where TVM's CMSIS-NN code was meant to run).
+    runs_cmsis_nn: bool = True
+    # The seam's fault report (``mlf: fault: <field>=0x...``) names the trap by this field's
+    # number; the host turns it into a word with fault_names.
+    fault_field: str = ""
+    fault_names: Mapping[int, str] = {}
+    # A cross architecture's own C seam and linker template (boards/families/<shared_seam>/,
+    # beside the families/common/ every microcontroller shares) and its CMake toolchain file
+    # (boards/cmake/<toolchain>.cmake).
+    shared_seam: Optional[str] = None
+    toolchain: Optional[str] = None
 
     def parse_cpu(self, table: TableReader) -> Optional[Cpu]:
         """The board's ``[cpu]`` table (None for the host, which has none)."""
@@ -59,24 +82,37 @@ class Architecture:
 
     def toolchain_file(self) -> Optional[Path]:
         """The CMake toolchain file (None: the host compiler)."""
-        return None
+        return (
+            None if self.toolchain is None else boards_dir() / "cmake" / f"{self.toolchain}.cmake"
+        )
 
     def family_dir(self, family: str) -> Path:
         """The directory of a family's C seam."""
-        raise NotImplementedError
+        return boards_dir() / "families" / family
 
     def seam_dirs(self, family: str, shared: Sequence[str] = ()) -> List[Path]:
-        """Directories whose ``*.c`` make up the seam, most generic first: what the family
-        builds on (``shared``), then the family."""
-        return [*map(self.family_dir, shared), self.family_dir(family)]
+        """Directories whose ``*.c`` make up the seam, most generic first: ``common`` and the
+        architecture's shared seam (where it has one), what the family builds on (``shared``),
+        then the family."""
+        own = [*map(self.family_dir, shared), self.family_dir(family)]
+        if self.shared_seam is None:
+            return own
+        families = boards_dir() / "families"
+        return [families / "common", families / self.shared_seam, *own]
 
     def linker_template(self) -> Optional[Path]:
         """The GNU ld script template rendered from a board's memory regions."""
-        return None
+        if self.shared_seam is None:
+            return None
+        return boards_dir() / "families" / self.shared_seam / "linker.ld.j2"
 
     def compile_definitions(self, cpu: Optional[Cpu]) -> Mapping[str, str]:
         """Definitions the architecture's seam needs beyond the board's own."""
         return {}
+
+    def fault_name(self, number: int) -> str:
+        """The word for trap ``number`` of the seam's fault report."""
+        return self.fault_names.get(number, "exception")
 
 
 def architecture(name: str) -> Architecture:
@@ -87,8 +123,9 @@ def architecture(name: str) -> Architecture:
 def _registry() -> Dict[str, Architecture]:
     from .arm import CortexM
     from .host import Host
+    from .riscv import Riscv32
 
-    return {arch.name: arch for arch in (Host(), CortexM())}
+    return {arch.name: arch for arch in (Host(), CortexM(), Riscv32())}
 
 
 ARCHITECTURES: Dict[str, Architecture] = _registry()

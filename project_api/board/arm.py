@@ -5,10 +5,8 @@ faults, semihosting) under each family's drivers, and ``qemu-system-arm``."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from ..resources import boards_dir
 from .architecture import Architecture, Cpu
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -65,8 +63,30 @@ class ArmCpu(Cpu):
 class CortexM(Architecture):
     name = "cortex-m"
     qemu_binary = "qemu-system-arm"
+    qemu_package = "qemu-system-arm"
+    compiler = "arm-none-eabi-gcc"
+    compiler_packages = "gcc-arm-none-eabi libnewlib-arm-none-eabi"
     console_kinds = ("cmsdk-uart", "pl011", "stm32-usart", "stm32-lpuart")
     timer_kinds = ("systick", "stm32-tim2")
+    shared_seam = "cortex_m"
+    toolchain = "arm-none-eabi"
+    fault_field = "exception"
+    # Exception numbers (the IPSR value) by name; the firmware reports only the number.
+    fault_names = {
+        2: "NMI",
+        3: "HardFault",
+        4: "MemManage",
+        5: "BusFault",
+        6: "UsageFault",
+        7: "SecureFault",
+        11: "SVCall",
+        12: "DebugMonitor",
+        14: "PendSV",
+        15: "SysTick",
+    }
+
+    def fault_name(self, number: int) -> str:
+        return "IRQ" if number >= 16 else super().fault_name(number)
 
     def parse_cpu(self, table: TableReader) -> Optional[Cpu]:
         float_abi = table.choice("float_abi", FLOAT_ABIS, default="soft")
@@ -85,15 +105,3 @@ class CortexM(Architecture):
     def cpu_flags(self, cpu: Optional[Cpu]) -> List[str]:
         assert isinstance(cpu, ArmCpu)
         return cpu.flags()
-
-    def toolchain_file(self) -> Optional[Path]:
-        return boards_dir() / "cmake" / "arm-none-eabi.cmake"
-
-    def family_dir(self, family: str) -> Path:
-        return boards_dir() / "families" / family
-
-    def seam_dirs(self, family: str, shared: Sequence[str] = ()) -> List[Path]:
-        return [boards_dir() / "families" / "cortex_m", *super().seam_dirs(family, shared)]
-
-    def linker_template(self) -> Optional[Path]:
-        return boards_dir() / "families" / "cortex_m" / "linker.ld.j2"

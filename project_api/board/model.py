@@ -135,7 +135,7 @@ class Board:
         """Optimisation of our C (runtime, firmware loop, board seam). On a microcontroller
         flash is what runs short and our code is not the hot path (dispatch is a few
         instructions per operator), so it is built for size there."""
-        return ["-O2"] if self.is_host else ["-Os", "-g"]
+        return ["-O2"] if self.is_host else ["-Os", "-g", *self.architecture.size_flags]
 
     def runtime_lto(self) -> bool:
         """Whether our C is linked with link-time optimisation: on a microcontroller it
@@ -156,7 +156,8 @@ class Board:
 
     def seam_dirs(self) -> List[Path]:
         """Directories whose ``*.c`` files make up the seam, most generic first (for Cortex-M:
-        the shared ``cortex_m`` start-up/timer/fault code, then the family's drivers)."""
+        ``common`` (board constants, reports), the shared ``cortex_m`` start-up/timer/fault
+        code, what the family builds on, then the family's drivers)."""
         return self.architecture.seam_dirs(self.family, self.family_shared)
 
     def seam_sources(self) -> List[Path]:
@@ -277,7 +278,8 @@ class Board:
 
     @property
     def qemu_binary(self) -> Optional[str]:
-        """The QEMU system emulator of this board's architecture (``qemu-system-arm``)."""
+        """The QEMU system emulator of this board's architecture (``qemu-system-arm``,
+        ``qemu-system-riscv32``)."""
         return self.architecture.qemu_binary if self.is_qemu else None
 
     def instructions_per_tick(self, icount_shift: int = 0) -> float:

@@ -75,7 +75,7 @@ def _details(board: Board) -> str:
     lines.append(f"  console    {console.kind}{where}, {console.baud} baud")
     lines.append(f"  timer      {board.timer.kind} at {board.timer.clock_hz} Hz")
     if board.is_qemu:
-        lines.append(f"  run        qemu-system-arm -machine {board.run.qemu_machine}")
+        lines.append(f"  run        {board.qemu_binary} -machine {board.run.qemu_machine}")
         lines.append(f"  icount     {board.instructions_per_tick():g} instructions per tick")
     elif board.is_real:
         lines.append(f"  run        flash with {board.run.kind}")

@@ -32,8 +32,8 @@ def _compiler_for(board: Any) -> Tuple[Optional[str], List[str]]:
             if name and shutil.which(name):
                 return name, []
         return None, []
-    found = shutil.which("arm-none-eabi-gcc")
-    return found, list(board.cpu_flags())
+    found = shutil.which(board.architecture.compiler)
+    return found, list(board.cpu_flags()) + list(board.architecture.library_flags)
 
 
 def estimate_code(
@@ -50,7 +50,9 @@ def estimate_code(
         return CodeEstimate(0, 0)
     compiler, cpu_flags = _compiler_for(board)
     if compiler is None:
-        return CodeEstimate(None, 0, "no compiler for the board on PATH")
+        packages = board.architecture.compiler_packages
+        install = f" (apt-get install {packages})" if packages else ""
+        return CodeEstimate(None, 0, f"no compiler for the board on PATH{install}")
     flags = list(opt_flags or (["-O2"]))
     argv0 = [compiler, *cpu_flags, *flags, "-ffunction-sections", "-fdata-sections", "-w"]
     argv0 += [f"-I{d}" for d in include_dirs]

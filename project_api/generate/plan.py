@@ -12,6 +12,7 @@ from ..board import Board, list_boards
 from ..errors import GenerateError, UnsupportedModelError
 from ..options import GRAPH_FORMATS
 from ..read import Archive, Model
+from ..resolve.detect import refuse_cmsis_nn_off_arm
 from .executors import ExecutorKind, LibraryCode, LibraryRequest, executor_for
 from .params_blob import aligned_params, laid_out_params
 from .project_types import check_owned_options, project_type_for
@@ -215,6 +216,8 @@ def _plan_models(
         raise GenerateError(f"option qemu_icount applies to QEMU boards, not {board.name}")
     models = choose_models(archive, model)
     _check_cpu(models, board)
+    # Before the dependencies are judged: no CMSIS-NN dependency makes such a model build here.
+    refuse_cmsis_nn_off_arm([(m.name, m.sources) for m in models], board)
     ptype.check(models, opts)
     plans: List[ModelPlan] = []
     ptr = pointer_bytes(board)

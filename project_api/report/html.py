@@ -197,9 +197,9 @@ def toolchain_versions(board: Any) -> Dict[str, Optional[str]]:
     import shutil
     import subprocess
 
-    tools = ["cc"] if board.is_host else ["arm-none-eabi-gcc"]
-    if board.is_qemu:
-        tools.append("qemu-system-arm")
+    tools = [board.architecture.compiler]
+    if board.qemu_binary is not None:
+        tools.append(board.qemu_binary)
     found: Dict[str, Optional[str]] = {}
     for tool in tools:
         path = shutil.which(tool)

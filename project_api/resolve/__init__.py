@@ -27,7 +27,12 @@ Typical use by the project generator::
 from __future__ import annotations
 
 from .cache import ENV_CACHE, Cache, CacheEntry, cache_key, default_cache_dir
-from .detect import detect_cmsis_nn, find_cmsis_nn_uses, require_cmsis_nn
+from .detect import (
+    detect_cmsis_nn,
+    find_cmsis_nn_uses,
+    refuse_cmsis_nn_off_arm,
+    require_cmsis_nn,
+)
 from .extract import safe_extract
 from .features import CmsisNnBuild, CpuFeatures, assumed_features, cmsis_nn_build, parse_target
 from .lock import (
@@ -106,6 +111,7 @@ __all__ = [
     "place_dependencies",
     "plan_build",
     "read_lock",
+    "refuse_cmsis_nn_off_arm",
     "require_cmsis_nn",
     "resolve_dependencies",
     "reusable_lock",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence, Union
+from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ..errors import DependencyError
 from .spec import CMSIS_NN_DEPENDENCY_FLAG, DependencySpec
@@ -62,6 +62,24 @@ def find_cmsis_nn_uses(sources: Iterable[Union[Path, str]], limit: int = 5) -> L
 def detect_cmsis_nn(sources: Iterable[Union[Path, str]]) -> bool:
     """True when the generated C includes CMSIS-NN headers or calls its kernels."""
     return bool(find_cmsis_nn_uses(sources, limit=1))
+
+
+def refuse_cmsis_nn_off_arm(
+    models: Sequence[Tuple[str, Sequence[Union[Path, str]]]], board: Any
+) -> None:
+    """Raise :class:`DependencyError` (one line) when a model's C calls CMSIS-NN and the board's
+    architecture is not one CMSIS-NN is built for (``Architecture.runs_cmsis_nn``: Arm's
+    library, its kernels and TVM's buffer sizing are for Cortex-M). ``models`` are
+    (name, sources) pairs."""
+    arch = board.architecture
+    if arch.runs_cmsis_nn:
+        return
+    for name, sources in models:
+        if detect_cmsis_nn(sources):
+            raise DependencyError(
+                f"model {name} calls CMSIS-NN kernels, which are Arm-only: board {board.name} is "
+                f"{arch.name}; choose a Cortex-M board, or generate the model without CMSIS-NN"
+            )
 
 
 def require_cmsis_nn(

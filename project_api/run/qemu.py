@@ -1,8 +1,8 @@
-"""Running a Cortex-M firmware under ``qemu-system-arm``.
+"""Running a firmware under QEMU (``qemu-system-arm``, ``qemu-system-riscv32``).
 
 :class:`QemuRunner` starts the board's QEMU machine with the firmware's console UART on a
 pseudo-terminal, semihosting on (diagnostics and the exit status) and optionally ``-icount``
-(one instruction per virtual nanosecond, so SysTick counts are exact instruction counts), and
+(one instruction per virtual nanosecond, so tick counts are exact instruction counts), and
 hands back the pty opened with pyserial. QEMU is started through :func:`run.base.spawn`, so it
 is killed and reaped on :meth:`QemuRunner.stop`, on error and on interpreter exit.
 
@@ -25,11 +25,12 @@ import time
 from pathlib import Path
 from typing import IO, Any, List, Optional, Sequence, Union
 
-from ..board import Board
+from ..board import ARCHITECTURES, Board
 from ..errors import FlashError, TransportError
 from .base import Runner, reap, spawn
 
-# Exit statuses reserved by the Cortex-M seam (boards/families/cortex_m/mlf_cortex_m.h).
+# Exit statuses reserved by the board seams (boards/families/cortex_m/mlf_cortex_m.h,
+# boards/families/riscv/mlf_riscv.h).
 EXIT_FAULT = 0xFA
 EXIT_ABORT = 0xFB
 
@@ -85,7 +86,7 @@ class QemuRunner(Runner):
         if shutil.which(self.command[0]) is None:
             raise FlashError(
                 f"{self.command[0]} is not installed: cannot run board {self.board.name}",
-                hint="apt-get install qemu-system-arm",
+                hint=f"apt-get install {self.board.architecture.qemu_package}",
             )
         began = time.monotonic()
         self._proc = spawn(self.command)
@@ -296,29 +297,16 @@ def describe_exit(status: Optional[int], log: str = "") -> str:
     return f"exited with status {status}"
 
 
-# Cortex-M exception numbers (the IPSR value) by name; the firmware reports only the number.
-_EXCEPTIONS = {
-    2: "NMI",
-    3: "HardFault",
-    4: "MemManage",
-    5: "BusFault",
-    6: "UsageFault",
-    7: "SecureFault",
-    11: "SVCall",
-    12: "DebugMonitor",
-    14: "PendSV",
-    15: "SysTick",
-}
-
-
 def _named_fault(detail: str) -> str:
-    """``exception=0x00000003 pc=...`` as ``HardFault exception=0x00000003 pc=...``."""
-    found = re.search(r"\bexception=0x([0-9a-fA-F]+)", detail)
-    if found is None:
-        return detail
-    number = int(found.group(1), 16)
-    name = _EXCEPTIONS.get(number, "IRQ" if number >= 16 else "exception")
-    return f"{name} {detail}"
+    """``exception=0x00000003 pc=...`` as ``HardFault exception=0x00000003 pc=...``: the
+    architecture whose seam reports that field names the number."""
+    for arch in ARCHITECTURES.values():
+        if not arch.fault_field:
+            continue
+        found = re.search(rf"\b{arch.fault_field}=0x([0-9a-fA-F]+)", detail)
+        if found is not None:
+            return f"{arch.fault_name(int(found.group(1), 16))} {detail}"
+    return detail
 
 
 def _last_line_with(log: str, needle: str) -> str:

@@ -58,6 +58,13 @@ static void echo(void) {
 
 static void busy_loop(uint32_t iterations) {
   /* Two instructions per iteration, whatever the compiler's optimisation level. */
+#if defined(__riscv)
+  __asm__ volatile(
+      "1:\n\t"
+      "addi %0, %0, -1\n\t"
+      "bnez %0, 1b\n\t"
+      : "+r"(iterations));
+#else
   __asm__ volatile(
       "1:\n\t"
       "subs %0, %0, #1\n\t"
@@ -65,6 +72,7 @@ static void busy_loop(uint32_t iterations) {
       : "+r"(iterations)
       :
       : "cc");
+#endif
 }
 
 static uint32_t read_u32(void) {
@@ -152,7 +160,11 @@ int main(void) {
       case 'a':
         mlf_platform_abort(read_byte());
       case 'f':
+#if defined(__riscv)
+        __asm__ volatile(".word 0"); /* an all-zero word is reserved as illegal */
+#else
         __asm__ volatile("udf #0");
+#endif
         break;
       case 'b': {
         volatile const uint32_t* address = (volatile const uint32_t*)(uintptr_t)read_u32();

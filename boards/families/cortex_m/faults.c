@@ -24,29 +24,15 @@ __attribute__((naked)) void mlf_fault_entry(void) {
       "b mlf_fault_report\n\t");
 }
 
-/* The report: each run of 8 dots becomes the next value in hex. The exception goes as its
- * number: the host names it (run/qemu.py). */
-static const char kReport[] =
-    "mlf: fault: exception=0x........ pc=0x........ lr=0x........ xpsr=0x........ "
-    "cfsr=0x........ hfsr=0x........ bfar=0x........ exc_return=0x........";
-
+/* The exception goes as its number: the host names it (run/qemu.py). */
 void mlf_fault_report(const uint32_t* frame, uint32_t exc_return) {
   uint32_t ipsr;
   __asm__ volatile("mrs %0, ipsr" : "=r"(ipsr));
   const uint32_t values[] = {ipsr & 0x1FFu, frame[6],     frame[5],     frame[7],
                              MLF_SCB_CFSR,  MLF_SCB_HFSR, MLF_SCB_BFAR, exc_return};
-  char line[sizeof kReport];
-  const uint32_t* value = values;
-  unsigned nibble = 0;
-  for (size_t i = 0; i < sizeof kReport; ++i) {
-    char c = kReport[i];
-    if (c == '.') {
-      c = "0123456789abcdef"[(*value >> (28u - 4u * nibble)) & 0xFu];
-      nibble = (nibble + 1u) & 7u;
-      value += nibble == 0;
-    }
-    line[i] = c;
-  }
-  mlf_platform_log(line);
+  mlf_board_report(
+      "mlf: fault: exception=0x........ pc=0x........ lr=0x........ xpsr=0x........ "
+      "cfsr=0x........ hfsr=0x........ bfar=0x........ exc_return=0x........",
+      values);
   mlf_platform_exit(MLF_EXIT_FAULT);
 }

@@ -1,39 +1,13 @@
 /*
- * mlf_cortex_m.h — what the Cortex-M board families share: core registers, the hooks each
- * family implements, the board constants the generator passes in, and the exit statuses the
- * QEMU runner recognises.
- *
- * Board constants come from boards/<board>.toml through Board.compile_definitions(); they are
- * required so that a board description and its firmware can never disagree silently.
+ * mlf_cortex_m.h — what the Cortex-M board families share: core registers and the hooks
+ * each family implements (board constants, exit statuses: families/common/mlf_board.h).
  */
 #ifndef MLF_CORTEX_M_H_
 #define MLF_CORTEX_M_H_
 
 #include <stdint.h>
 
-#ifndef MLF_BOARD_TICK_HZ
-#error "MLF_BOARD_TICK_HZ missing: compile with Board.compile_definitions()"
-#endif
-#ifndef MLF_BOARD_CONSOLE_BASE
-#error "MLF_BOARD_CONSOLE_BASE missing: compile with Board.compile_definitions()"
-#endif
-#ifndef MLF_BOARD_CONSOLE_BAUD
-#error "MLF_BOARD_CONSOLE_BAUD missing: compile with Board.compile_definitions()"
-#endif
-#ifndef MLF_BOARD_CONSOLE_CLOCK_HZ
-#error "MLF_BOARD_CONSOLE_CLOCK_HZ missing: compile with Board.compile_definitions()"
-#endif
-#ifndef MLF_BOARD_SEMIHOSTING
-#error "MLF_BOARD_SEMIHOSTING missing: compile with Board.compile_definitions()"
-#endif
-
-/* Exit statuses reserved by the seam (project_api/run/qemu.py names them). A firmware's own
- * statuses should stay below 0xF0. */
-#define MLF_EXIT_FAULT 0xFA         /* a fault or unexpected exception/interrupt */
-#define MLF_EXIT_ABORT 0xFB         /* mlf_platform_abort(): the runtime gave up */
-#define MLF_STACK_PAINT 0x5AA5C33Cu /* what unused stack holds (startup.c paints it) */
-
-#define MLF_REG32(addr) (*(volatile uint32_t*)(uintptr_t)(addr))
+#include "mlf_board.h"
 
 /* System control block and SysTick (identical on ARMv7-M and ARMv8-M Mainline). */
 #define MLF_SCB_ICSR MLF_REG32(0xE000ED04u)
@@ -103,14 +77,5 @@ void mlf_systick_rephase(void);
  * tick count stays right across a long wait. Built with MLF_CONSOLE_POLL=1 it spins on
  * rx_ready() instead (the polling behaviour bench part 14 compares against). */
 void mlf_console_wait(int (*rx_ready)(void));
-
-/* Semihosting (ARM semihosting v2 operations). Only meaningful when MLF_BOARD_SEMIHOSTING:
- * on a real board without a debugger attached, BKPT 0xAB faults. */
-#define MLF_SEMIHOSTING_SYS_WRITE0 0x04u
-#define MLF_SEMIHOSTING_SYS_EXIT 0x18u
-#define MLF_SEMIHOSTING_SYS_EXIT_EXTENDED 0x20u
-#define MLF_SEMIHOSTING_ADP_STOPPED_APPLICATION_EXIT 0x20026u
-
-uintptr_t mlf_semihosting_call(uintptr_t operation, uintptr_t argument);
 
 #endif /* MLF_CORTEX_M_H_ */

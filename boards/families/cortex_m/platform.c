@@ -1,7 +1,8 @@
 /*
- * platform.c — the parts of mlf_platform.h every Cortex-M board shares: start-up order,
- * semihosting log/exit on QEMU boards, and the newlib hooks a bare-metal program still needs
- * (_exit, _sbrk). The tick counter is the board's timer kind (timer_systick.c, or a family's).
+ * platform.c — the parts of mlf_platform.h every Cortex-M board shares: start-up order, the
+ * semihosting trap (BKPT 0xAB), the console's sleeping wait, and the newlib hooks a
+ * bare-metal program still needs (_exit, _sbrk). The tick counter is the board's timer kind
+ * (timer_systick.c, or a family's); reports and exit are common/report.c's.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -79,41 +80,12 @@ uintptr_t mlf_semihosting_call(uintptr_t operation, uintptr_t argument) {
   return r0;
 }
 
-void mlf_platform_log(const char* msg) {
-#if MLF_BOARD_SEMIHOSTING
-  mlf_semihosting_call(MLF_SEMIHOSTING_SYS_WRITE0, (uintptr_t)msg);
-  mlf_semihosting_call(MLF_SEMIHOSTING_SYS_WRITE0, (uintptr_t) "\n");
-#else
-  (void)msg; /* no debugger to print to; the console link carries only the protocol */
-#endif
-}
-
 void mlf_platform_exit(int status) {
-#if MLF_BOARD_SEMIHOSTING
-  uint32_t block[2] = {MLF_SEMIHOSTING_ADP_STOPPED_APPLICATION_EXIT, (uint32_t)status};
-  mlf_semihosting_call(MLF_SEMIHOSTING_SYS_EXIT_EXTENDED, (uintptr_t)block);
-  /* Only reached if the host lacks SYS_EXIT_EXTENDED: status 0 or 1 is all it can carry. */
-  mlf_semihosting_call(MLF_SEMIHOSTING_SYS_EXIT,
-                       status == 0 ? MLF_SEMIHOSTING_ADP_STOPPED_APPLICATION_EXIT : 0u);
-#else
-  (void)status;
-#endif
+  mlf_board_semihosting_exit(status);
   __asm__ volatile("cpsid i" ::: "memory");
   for (;;) {
     __asm__ volatile("wfi");
   }
-}
-
-void mlf_platform_abort(int code) {
-  static const char kDigits[] = "0123456789abcdef";
-  char line[] = "mlf: abort: code 0x00000000";
-  size_t end = sizeof line - 1;
-  uint32_t value = (uint32_t)code;
-  for (size_t i = 0; i < 8; ++i) {
-    line[end - 1 - i] = kDigits[(value >> (4 * i)) & 0xFu];
-  }
-  mlf_platform_log(line);
-  mlf_platform_exit(MLF_EXIT_ABORT);
 }
 
 /* newlib's exit() and abort() end here. */

@@ -268,6 +268,8 @@ def _configured_for_another_generation(project_dir: Path, build_dir: Path) -> bo
     project in place: its cache keeps the CPU flags, toolchain and options of the board it was
     configured for, and its objects the old board seam's. Another CMakeLists.txt than the one
     it was configured from means another generation: start over."""
+    if _resolved(build_dir).is_relative_to(project_dir):
+        return False  # regenerating replaced it with the rest of the project
     try:
         recorded = (build_dir / CONFIGURED_NAME).read_text().strip()
     except OSError:

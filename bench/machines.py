@@ -1,107 +1,173 @@
-"""Part 14: KWS on each QEMU machine (issue 29), measured in one run.
+"""Part 15: the machines of issue 29 (qemu-mps3-an547, qemu-netduinoplus2, qemu-riscv32) beside
+the MPS2 ones.
 
-For every board of :data:`BOARDS` whose cross compiler and QEMU are installed:
+In one run, for the corpus KWS archives:
 
-- instructions per inference of ``kws_int8`` (graph executor) and ``kws_int8_aot`` (AOT) under
-  ``-icount shift=0``, through ``mlf-project run --icount`` on the corpus sample (outputs
-  checked against the reference);
-- the ``host_driven`` KWS firmware against the bare direct-call program of part 12, both built
-  in this run for that machine: flash and RAM, and whether the firmware stays within 3 KB of
-  flash and 2 KB of RAM of it.
+- instructions per inference (QEMU ``-icount shift=0``, the firmware's own tick counter times
+  the board's instructions per tick: ±40 on the 25 MHz MPS2 boards, ±31 on the an547's 32 MHz
+  SysTick, exact on the netduinoplus2's TIM2 and riscv32's ``mcycle``) of ``kws_int8`` (graph),
+  ``kws_int8_aot`` and ``kws_int8_aot_usmp`` on an385 (M3), an386 (M4F), an547 (M55),
+  netduinoplus2 (F405) and riscv32 (rv32imac), each where its compiler and QEMU are installed;
+  every output compared with the archive's reference;
+- the CMSIS-NN archives on an386 (CMSIS-NN's DSP kernels) and an547 (its MVE kernels): the
+  ratio MVE / DSP, target at most 0.5 (needs a CMSIS-NN checkout, bench/common.py);
+- the ``host_driven`` firmware against the bare direct-call program of part 12, built in the
+  same run for each of an385, an547, netduinoplus2 and riscv32 (:func:`bench.bare.measure`): target
+  within 3 KB of flash and 2 KB of RAM on each new machine.
 
-``--smoke`` measures ``mlp_default`` (graph only) on the last board of :data:`BOARDS` present
-(part 12 measures the first already).
+``--smoke``: ``mlp_default``'s instructions on an547 and netduinoplus2.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from . import bare
-from .common import QEMU_BOARD, Context, PartResult, Skip, corpus_dir, have
+from .common import (
+    Context,
+    PartResult,
+    Skip,
+    cmsis_nn_path,
+    corpus_dir,
+    generate,
+    have,
+    require_qemu,
+)
 
-# The Cortex-M3 reference first; boards of other architectures beside it.
-BOARDS = [QEMU_BOARD, "qemu-riscv32"]
-GRAPH, AOT, SMOKE = "kws_int8", "kws_int8_aot", "mlp_default"
+AN385, AN386 = "qemu-mps2-an385", "qemu-mps2-an386"
+AN547, NETDUINO, RISCV32 = "qemu-mps3-an547", "qemu-netduinoplus2", "qemu-riscv32"
+KWS_BOARDS = (AN385, AN386, AN547, NETDUINO, RISCV32)
+KWS_CASES = ("kws_int8", "aot/kws_int8_aot", "aot/kws_int8_aot_usmp")
+CMSIS_CASES = ("kws_int8_cmsisnn", "aot/kws_int8_aot_cmsisnn_usmp")
+BARE_BOARDS = (AN385, AN547, NETDUINO, RISCV32)
+NEW_BOARDS = (AN547, NETDUINO, RISCV32)
+SMOKE_CASE = "mlp_default"
+MVE_TARGET = 0.5
 
 
-def _available(name: str) -> bool:
+def _installed(boards: Tuple[str, ...], skipped: List[str]) -> List[str]:
+    """The boards whose cross compiler and QEMU are installed; the others noted in
+    ``skipped``."""
     from project_api.board import load_board
 
-    board = load_board(name)
-    return have(board.architecture.compiler, board.qemu_binary or "")
+    found = []
+    for name in boards:
+        board = load_board(name)
+        if have(board.architecture.compiler, board.qemu_binary or ""):
+            found.append(name)
+        else:
+            skipped.append(f"{name}: needs {board.architecture.compiler} and {board.qemu_binary}")
+    return found
 
 
-def _instructions(target: Path, board: str, archive: Path, out: Path) -> int:
-    """Instructions of one inference of the corpus sample; the outputs must match."""
+def _archive(stem: str) -> Optional[Path]:
+    path = corpus_dir() / f"{stem}.tar"
+    return path if path.is_file() and path.with_suffix(".outputs.npz").is_file() else None
+
+
+def instructions(ctx: Context, archive: Path, board: str, options: Dict[str, Any]) -> int:
+    """Builds ``archive`` for ``board`` as ``mlf-project run`` does, infers once on its
+    reference inputs under -icount and returns the instructions of that inference; raises
+    when the outputs differ from the reference."""
     from project_api.modelgen import compare_outputs
 
-    argv = [sys.executable, "-m", "project_api", "run", str(target), "--icount", "--json",
-            "--input", str(archive.with_suffix(".inputs.npz")), "--output", str(out)]  # fmt: skip
-    if target.suffix == ".tar":
-        argv += ["--board", board]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{archive.stem} on {board}: {done.stderr.strip()[-500:]}")
-    problems = compare_outputs(
-        dict(np.load(out)), dict(np.load(archive.with_suffix(".outputs.npz")))
+    project = generate(
+        archive,
+        ctx.scratch(f"machines_{archive.stem}_{board}"),
+        board=board,
+        options={**options, "qemu_icount": True},
     )
+    project.build()
+    inputs = dict(np.load(archive.with_suffix(".inputs.npz")))
+    expected = dict(np.load(archive.with_suffix(".outputs.npz")))
+    with project.session(timeout=30, run_timeout=300) as session:
+        outputs = session.run(inputs)
+        stats = session.last_stats
+    problems = compare_outputs(outputs, expected, rtol=1e-5)
     if problems:
-        raise RuntimeError(f"{archive.stem} on {board}: outputs differ: {problems}")
-    return int(json.loads(done.stdout)["instructions"])
+        raise RuntimeError(f"{archive.stem} on {board} differs from its reference: {problems}")
+    assert stats is not None and stats.ticks is not None
+    return int(round(stats.ticks * project.board.instructions_per_tick()))
+
+
+def _kws_rows(ctx: Context, cases: List[str], boards: List[str]) -> List[Dict[str, Any]]:
+    rows = []
+    for stem in cases:
+        archive = _archive(stem)
+        if archive is None:
+            raise Skip(f"{stem}.tar and its reference are not in the corpus")
+        row: Dict[str, Any] = {"archive": archive.stem}
+        for board in boards:
+            row[board] = instructions(ctx, archive, board, {})
+            ctx.log(f"  {archive.stem} on {board}: {row[board]:,} instructions")
+        rows.append(row)
+    return rows
+
+
+def _cmsis_rows(ctx: Context, skipped: List[str]) -> List[Dict[str, Any]]:
+    cmsis = cmsis_nn_path()
+    if cmsis is None:
+        skipped.append("CMSIS-NN rows: no CMSIS-NN checkout ($MLF_PROJECT_CMSIS_NN)")
+        return []
+    rows = []
+    for stem in CMSIS_CASES:
+        archive = _archive(stem)
+        if archive is None:
+            skipped.append(f"{stem}: not in the corpus")
+            continue
+        dsp = instructions(ctx, archive, AN386, {"cmsis_path": str(cmsis)})
+        mve = instructions(ctx, archive, AN547, {"cmsis_path": str(cmsis)})
+        rows.append({"archive": archive.stem, AN386: dsp, AN547: mve, "mve_over_dsp": mve / dsp})
+        ctx.log(f"  {archive.stem}: DSP {dsp:,}, MVE {mve:,} instructions ({mve / dsp:.3f})")
+    return rows
+
+
+def _bare_rows(ctx: Context, stem: str, boards: List[str]) -> List[Dict[str, Any]]:
+    archive = _archive(stem)
+    if archive is None:
+        raise Skip(f"{stem}.tar and its reference are not in the corpus")
+    rows = []
+    for board in boards:
+        m = bare.measure(ctx, archive, board)
+        rows.append({"archive": archive.stem, **m})
+        ctx.log(
+            f"  {archive.stem} on {board}: firmware − bare {m['flash_delta_bytes']:+,} B flash, "
+            f"{m['ram_delta_bytes']:+,} B RAM"
+        )
+    return rows
 
 
 def run(ctx: Context, result: PartResult) -> None:
-    boards = [name for name in BOARDS if _available(name)]
-    if not boards:
-        raise Skip("needs a cross compiler and QEMU for one of " + ", ".join(BOARDS))
+    require_qemu()
     if ctx.smoke:
-        boards = boards[-1:]
-    graph = corpus_dir() / f"{SMOKE if ctx.smoke else GRAPH}.tar"
-    aot: Optional[Path] = None if ctx.smoke else corpus_dir() / "aot" / f"{AOT}.tar"
-    for needed in [graph] + ([aot] if aot is not None else []):
-        if not needed.with_suffix(".outputs.npz").is_file():
-            raise Skip(f"{needed.name} and its reference outputs are not in the corpus")
-    rows: List[Dict[str, Any]] = []
-    for board in boards:
-        label = f"machines_{board}"
-        compared = bare.compare(ctx, graph, board, label)
-        project = ctx.work / f"{label}_firmware"
-        row: Dict[str, Any] = {
-            "board": board,
-            "graph_instructions": _instructions(project, board, graph, project / "out.npz"),
-            "aot_instructions": None,
-            "firmware_flash_bytes": compared["firmware"]["flash_bytes"],
-            "firmware_ram_bytes": compared["firmware"]["ram_bytes"],
-            "bare_flash_bytes": compared["bare"]["flash_bytes"],
-            "bare_ram_bytes": compared["bare"]["ram_bytes"],
-            "flash_delta_bytes": compared["flash_delta_bytes"],
-            "ram_delta_bytes": compared["ram_delta_bytes"],
-        }
-        if aot is not None:
-            row["aot_instructions"] = _instructions(aot, board, aot, ctx.work / f"{label}.npz")
-        row["within_margins"] = (
-            row["flash_delta_bytes"] <= bare.FLASH_MARGIN
-            and row["ram_delta_bytes"] <= bare.RAM_MARGIN
-        )
-        rows.append(row)
-        ctx.log(
-            f"  {board}: {graph.stem} {row['graph_instructions']:,} instructions"
-            + (f", {aot.stem} {row['aot_instructions']:,}" if aot is not None else "")
-            + f"; firmware - bare +{row['flash_delta_bytes']:,} / +{row['ram_delta_bytes']:,} B"
-        )
-    first = rows[0]["graph_instructions"]
-    for row in rows:
-        row["vs_first_graph"] = round(row["graph_instructions"] / first, 4)
-    result.rows = rows
+        kws = _kws_rows(ctx, [SMOKE_CASE], _installed(NEW_BOARDS, result.skipped))
+        cmsis: List[Dict[str, Any]] = []
+        # The bare program compares float outputs byte for byte, which hard-float builds
+        # of mlp_default miss by an ulp: part 12's smoke runs bare.measure on an385.
+        bares: List[Dict[str, Any]] = []
+    else:
+        kws = _kws_rows(ctx, list(KWS_CASES), _installed(KWS_BOARDS, result.skipped))
+        cmsis = _cmsis_rows(ctx, result.skipped)
+        bares = _bare_rows(ctx, bare.CASE, _installed(BARE_BOARDS, []))
+    result.rows = (
+        [{"figure": "instructions", **row} for row in kws]
+        + [{"figure": "cmsis-nn instructions", **row} for row in cmsis]
+        + [{"figure": "firmware vs bare", **row} for row in bares]
+    )
+    new_bares = [r for r in bares if r["board"] in NEW_BOARDS]
+    worst_ratio = max((r["mve_over_dsp"] for r in cmsis), default=None)
     result.summary = {
-        "model": graph.stem,
-        "boards": [row["board"] for row in rows],
-        "target_met": all(row["within_margins"] for row in rows),
+        "instructions": {r["archive"]: {b: r[b] for b in r if b != "archive"} for r in kws},
+        "mve_over_dsp": {r["archive"]: round(r["mve_over_dsp"], 4) for r in cmsis},
+        "mve_target_met": None if worst_ratio is None else worst_ratio <= MVE_TARGET,
+        "bare": {r["board"]: {k: v for k, v in r.items() if k != "board"} for r in bares},
+        "bare_target_met": None
+        if not new_bares
+        else all(
+            r["flash_delta_bytes"] <= bare.FLASH_MARGIN and r["ram_delta_bytes"] <= bare.RAM_MARGIN
+            for r in new_bares
+        ),
     }

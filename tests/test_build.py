@@ -155,6 +155,37 @@ def test_cross_build_reports_memory_use(mlp_archive: Path, tmp_path: Path) -> No
     assert np.isclose(memory["RAM"]["size"], 4 << 20)
 
 
+def mps2_objects(build_dir: Path) -> List[Path]:
+    return [p for p in (build_dir / "CMakeFiles").rglob("*.obj") if "mps2" in p.parts]
+
+
+@requires_arm
+def test_regenerated_for_another_family_with_an_outside_build_dir(
+    mlp_archive: Path, tmp_path: Path
+) -> None:
+    """A project regenerated in place for a board of another family holds exactly the new
+    board's seam, and a build directory outside the project (option build_dir), which outlives
+    the regeneration, starts over: no CPU flags, toolchain or seam objects of the old board."""
+    outside = tmp_path / "outside-build"
+    options = {"build_dir": str(outside)}
+    first = Project.generate(mlp_archive, tmp_path / "p", board="qemu-mps3-an547", options=options)
+    first.build()
+    assert mps2_objects(outside)
+    project = Project.generate(
+        mlp_archive, tmp_path / "p", board="qemu-netduinoplus2", options=options, force=True
+    )
+    copied = {d.name: sorted(f.name for f in d.iterdir()) for d in (project.dir / "board").iterdir()
+              if d.is_dir()}  # fmt: skip
+    wanted = {d.name: sorted(f.name for f in d.iterdir() if f.suffix in (".c", ".h"))
+              for d in project.board.seam_dirs()}  # fmt: skip
+    assert copied == wanted and "mps2" not in copied
+    project.build()
+    cache = (outside / "CMakeCache.txt").read_text()
+    assert "-mcpu=cortex-m4;" in cache and "cortex-m55" not in cache
+    assert not mps2_objects(outside)
+    run_once(project)
+
+
 def test_makefiles_when_ninja_is_missing(
     mlp_archive: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

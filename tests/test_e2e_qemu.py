@@ -45,6 +45,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.qemu, requires_arm]
 # The Arm ones (qemu-system-arm); the RISC-V boards have their own: test_qemu_riscv.py.
 QEMU_BOARDS = [board.name for board in list_boards() if board.is_qemu and board.arch == "cortex-m"]
 AN385 = "qemu-mps2-an385"
+NETDUINO = "qemu-netduinoplus2"
 # Every factory model runs on AN385: none needs an exclusion (the largest, chain_add_400,
 # params_64k and many_functions, build in ~2-4 s and run in under a second).
 FACTORY = sorted(catalog())
@@ -137,6 +138,8 @@ def builds(
             add(archive.stem, AN385, **corpus_kwargs(archive, cmsis_nn_checkout))
             if "all_models" in corpus_case(archive):
                 add(archive.stem, AN385, **corpus_kwargs(archive, cmsis_nn_checkout, "*"))
+    if archive_of("multi_module") is not None:
+        add("multi_module", NETDUINO, **corpus_kwargs(archives["multi_module"], None, "*"))
     for board, name, _ in OTHER_BOARDS:
         if name in catalog():
             add(name, board)
@@ -306,16 +309,19 @@ def test_corpus_archive_on_an385(
     assert live_children() == []
 
 
-def test_corpus_multi_model_archive_linked_on_an385(
+@pytest.mark.parametrize("board", [AN385, NETDUINO])
+def test_corpus_multi_model_archive_linked(
+    board: str,
     mlf_corpus: Path,
     builds: Dict[str, Tuple[Path, Any]],
     capsys: pytest.CaptureFixture,
     tmp_path: Path,
 ) -> None:
-    """Both models of multi_module.tar in one firmware: the npz feeds mnist (checked against
-    its reference), mlp runs on random inputs."""
+    """Both models of multi_module.tar in one firmware (on the M3, and on the STM32F405's
+    128 KiB): the npz feeds mnist (checked against its reference), mlp runs on random
+    inputs."""
     case = corpus_case(mlf_corpus / "multi_module.tar")
-    _, project = built(builds, key("multi_module", AN385, "*"))
+    _, project = built(builds, key("multi_module", board, "*"))
     assert [m["name"] for m in project.models] == case["all_models"]
     status, out, err = cli(
         capsys, "run", project.dir, "--model", "*", "--input", case["inputs_npz"], "--output",
@@ -393,7 +399,8 @@ def test_factory_model_with_exact_instruction_counts(
 # --- project types, graph formats, failures ------------------------------------------------------
 
 
-def test_standalone_under_qemu(tmp_path: Path) -> None:
+@pytest.mark.parametrize("board", ["qemu-mps2-an386", "qemu-mps3-an547"])
+def test_standalone_under_qemu(board: str, tmp_path: Path) -> None:
     model = catalog()["mlp"]()
     inputs = model.sample_inputs()
     save_npz(tmp_path / "s.npz", {**inputs, **model.reference(inputs)})
@@ -401,7 +408,7 @@ def test_standalone_under_qemu(tmp_path: Path) -> None:
     project = Project.generate(
         archive,
         tmp_path / "p",
-        board="qemu-mps2-an386",
+        board=board,
         project_type="standalone",
         options={"sample_inputs": str(tmp_path / "s.npz"), "qemu_icount": True},
     )

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import pytest
 from aot_pool_builders import pool_form_files
-from conftest import have_tool
+from conftest import CMSIS_NN_SKIP, have_tool
 from mlf_builders import aot_files, write_dir
 
 from project_api.cli import main as cli_main
@@ -103,6 +103,8 @@ def host_project(mlp_archive: Path, tmp_path_factory: pytest.TempPathFactory) ->
         ),
         ("/x/arm-none-eabi/lib/thumb/v7-m/nofp/libc_nano.a(lib_a-memcpy.o)", ".text", "libc"),
         ("CMakeFiles/cmsis_nn.dir/deps/cmsis_nn/Source/x.c.obj", ".text", "model"),
+        ("libmlf_dep_cmsis_nn.a(arm_convolve_s8.c.obj)", ".text", "model"),
+        ("deps/libmlf_dep_cmsis_nn.a(mlf_cmsis_nn_scratch.c.obj)", ".bss.scratch", "model"),
         ("somewhere/else.o", ".text", "other"),
         (
             "CMakeFiles/mlf_model_kws.dir/model/kws/codegen/host/src/kws_lib0.c.obj",
@@ -343,6 +345,21 @@ def test_cli_json_option_graph_format(mlp_archive: Path, capsys: pytest.CaptureF
     document = json.loads(out)
     assert status == 0 and document["graph_format"] == ["json"]
     assert document["planned"]["ram"]["graph tables"] > 0
+
+
+def test_cli_cmsis_path_for_an_archive(
+    mlf_corpus: Path, cmsis_nn_checkout: Optional[Path], capsys: pytest.CaptureFixture
+) -> None:
+    """footprint takes the dependency flags run and generate take (here for the an547)."""
+    if cmsis_nn_checkout is None:
+        pytest.skip(CMSIS_NN_SKIP)
+    archive = mlf_corpus / "kws_int8_cmsisnn.tar"
+    argv = ["footprint", archive, "--board", "qemu-mps3-an547", "--json", "--no-estimate"]
+    status, _, err = cli(capsys, *argv)
+    assert status == 2 and "CMSIS-NN" in err
+    status, out, err = cli(capsys, *argv, "--cmsis-path", cmsis_nn_checkout)
+    assert status == 0, err
+    assert json.loads(out)["fits"] is True
 
 
 def test_does_not_fit(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

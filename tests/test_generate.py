@@ -335,6 +335,23 @@ def test_real_corpus_model_refused_on_small_board(mlf_corpus: Path, tmp_path: Pa
         generate(mlf_corpus / "kws_int8.tar", tmp_path / "p", board="qemu-lm3s6965evb")
 
 
+def test_fit_refusals_on_the_issue_29_machines(mlf_corpus: Path, tmp_path: Path) -> None:
+    """KWS fits the netduinoplus2's 128 KiB of RAM with 17 KiB to spare, not with a 32 KiB
+    stack; the an547's code goes to its 512 KiB ITCM."""
+    from project_api.modelgen import params_sized
+
+    with pytest.raises(FitError, match=r"stack 32768\) but the board has 131072"):
+        generate(
+            mlf_corpus / "kws_int8.tar",
+            tmp_path / "p",
+            board="qemu-netduinoplus2",
+            options={"stack_bytes": 32768},
+        )
+    archive = params_sized(600 * 1024).write(tmp_path / "big.tar")
+    with pytest.raises(FitError, match=r"does not fit board qemu-mps3-an547: flash: .*524288"):
+        generate(archive, tmp_path / "q", board="qemu-mps3-an547")
+
+
 def test_cmsis_nn_code_needs_cmsis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CMSIS_PATH", raising=False)
     members = catalog()["mlp"]().members()

@@ -89,9 +89,10 @@ def test_a_separate_client_through_the_pty_and_the_socket(
 @requires_arm
 @pytest.mark.qemu
 @pytest.mark.parametrize(
-    "attached", [("graph", "qemu-mps2-an385"), ("aot", "qemu-mps2-an385")], indirect=True,
-    ids=["graph", "aot"],
+    "attached",
+    [("graph", "qemu-mps2-an385"), ("aot", "qemu-mps2-an385"), ("graph", "qemu-netduinoplus2")],
+    indirect=True, ids=["graph", "aot", "graph-netduinoplus2"],
 )  # fmt: skip
-def test_a_separate_client_on_an385(attached: Dict[str, Any], tmp_path: Path) -> None:
+def test_a_separate_client_on_qemu(attached: Dict[str, Any], tmp_path: Path) -> None:
     check_session(run_client(attached["pty"], attached["form"], tmp_path), attached["form"])
     stop(attached)

@@ -278,6 +278,30 @@ def test_client_skips_what_was_pending_and_reads_answers() -> None:
     assert result.elapsed_ticks is None
 
 
+class DeafAtFirstPort(ScriptedPort):
+    """A console that drops the first ``deaf`` bytes written to it, as QEMU's STM32 USART
+    drops what arrives before the firmware set UE and RE; it says m-ready when it wakes."""
+
+    def __init__(self, replies: Dict[str, str], deaf: int) -> None:
+        super().__init__(replies)
+        self.deaf = deaf
+
+    def write(self, data: bytes) -> int:
+        dropped = min(self.deaf, len(data))
+        self.deaf -= dropped
+        if dropped and not self.deaf:
+            self.out += b"m-init-done\r\nm-ready\r\n"
+        return dropped + super().write(data[dropped:])
+
+
+def test_client_asks_again_when_the_question_was_dropped() -> None:
+    port = DeafAtFirstPort({"name": "m-name-dut-[dev]\r\n", "results": "m-results-[3]\r\n"}, 6)
+    device = EembcDevice(port, timeout=5.0)
+    assert device.connect() == "dev"
+    assert device.transcript.count("> name") == 2
+    assert device.results() == [3]  # the second question's answer did not linger
+
+
 def test_client_raises_on_errors_and_incomplete_answers() -> None:
     port = ScriptedPort({"infer": "m-warmup-start-0\r\n", "results": "e-[results: none]\r\n"})
     device = EembcDevice(port, timeout=1.0)

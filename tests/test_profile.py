@@ -151,20 +151,29 @@ def test_profile_needs_host_driven(cnn_archive: Path, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @requires_arm
-@pytest.mark.parametrize("stem", ["kws_int8", "kws_int8_aot_usmp"])
-def test_kws_on_qemu(stem: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    """KWS (graph and AOT) on Cortex-M3 under -icount: its 14 operator calls, in exact
-    instructions, sum to the whole inference within a measured overhead."""
+@pytest.mark.parametrize(
+    "stem, board",
+    [
+        ("kws_int8", "qemu-mps2-an385"),
+        ("kws_int8_aot_usmp", "qemu-mps2-an385"),
+        ("kws_int8", "qemu-mps3-an547"),
+    ],
+)
+def test_kws_on_qemu(stem: str, board: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """KWS (graph and AOT) on Cortex-M3 (and graph on the M55) under -icount: its 14 operator
+    calls, in instructions to one tick of the board's timer (40 on the an385, 31.25 on the
+    an547's SysTick), sum to the whole inference within a measured overhead."""
     archive = corpus_archive(stem)
     if archive is None:
         pytest.skip(f"{stem}.tar is not in the corpus (MLF_PROJECT_CORPUS or ../shared/mlf)")
-    status, out, err = cli(
-        capsys, "profile", archive, "--board", "qemu-mps2-an385", "--icount", "--json"
-    )
+    status, out, err = cli(capsys, "profile", archive, "--board", board, "--icount", "--json")
     assert status == 0, err
     document = json.loads(out)
     assert document["unit"] == "instructions" and len(document["calls"]) == 14
-    assert all(c["value"] > 0 and c["value"] % 40 == 0 for c in document["calls"])
+    per_tick = load_board(board).instructions_per_tick()
+    ticks = [c["value"] / per_tick for c in document["calls"]]
+    assert all(t > 0 and abs(t - round(t)) < 1e-6 for t in ticks)
+    assert f"one tick of the board's timer is {per_tick:g} instructions" in document["notes"][0]
     assert 0 < document["overhead"] < 0.001 * document["whole"]
     convolutions = [c for c in document["calls"] if "conv2d" in c["function"]]
     assert len(convolutions) == 9 and sum(c["share"] for c in convolutions) > 0.99

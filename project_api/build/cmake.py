@@ -14,6 +14,7 @@ a FitError.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import shutil
@@ -36,6 +37,8 @@ CMAKE_ENV = "MLF_CMAKE"
 CONFIGURE_TIMEOUT = 300.0
 BUILD_TIMEOUT = 1800.0
 LOG_NAME = "build.log"
+# In the build directory: a digest of the project's CMakeLists.txt when it was configured.
+CONFIGURED_NAME = "mlf-configured-from.sha256"
 _VERSION_RE = re.compile(r"cmake version (\d+)\.(\d+)(?:\.(\d+))?")
 _NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]\s+(.*)$")
 _MAKE_STEP = re.compile(r"^\[\s*(\d+)%\]\s+(.*)$")
@@ -253,6 +256,27 @@ def _kill(proc: subprocess.Popen) -> None:
             proc.kill()
 
 
+def _lists_digest(project_dir: Path) -> str:
+    try:
+        return hashlib.sha256((project_dir / "CMakeLists.txt").read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+def _configured_for_another_generation(project_dir: Path, build_dir: Path) -> bool:
+    """A build directory outside the project (option build_dir) outlives regenerating the
+    project in place: its cache keeps the CPU flags, toolchain and options of the board it was
+    configured for, and its objects the old board seam's. Another CMakeLists.txt than the one
+    it was configured from means another generation: start over."""
+    if _resolved(build_dir).is_relative_to(project_dir):
+        return False  # regenerating replaced it with the rest of the project
+    try:
+        recorded = (build_dir / CONFIGURED_NAME).read_text().strip()
+    except OSError:
+        return False  # configured by hand or by an older version: left as it is
+    return recorded != _lists_digest(project_dir)
+
+
 def _cache_source_dir(build_dir: Path) -> Optional[Path]:
     cache = build_dir / "CMakeCache.txt"
     try:
@@ -337,7 +361,9 @@ def _build(
     # A build directory from another place (the project was moved) or generator: start over.
     old_source = _cache_source_dir(build_dir)
     if old_source is not None and (
-        _resolved(old_source) != project_dir or _cache_generator(build_dir) != generator
+        _resolved(old_source) != project_dir
+        or _cache_generator(build_dir) != generator
+        or _configured_for_another_generation(project_dir, build_dir)
     ):
         shutil.rmtree(build_dir, ignore_errors=True)
     started = time.monotonic()
@@ -352,7 +378,9 @@ def _build(
         argv += [f"-D{key}={value}" for key, value in (cache_entries or {}).items()]
         status = runner.run(argv, project_dir, CONFIGURE_TIMEOUT, "configure")
         configure_seconds = time.monotonic() - started
-        if status != 0:
+        if status == 0:
+            (build_dir / CONFIGURED_NAME).write_text(_lists_digest(project_dir) + "\n")
+        else:
             log = runner.text
             _remove(build_dir / "CMakeCache.txt")
             raise BuildError(

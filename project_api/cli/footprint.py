@@ -10,7 +10,7 @@ from typing import Any, Dict
 
 from ..options import PROJECT_TYPES
 from .command import EXIT_FAILURE, EXIT_OK, Command
-from .generate import add_option_argument
+from .generate import add_dependency_flags, add_option_argument, dependency_options
 
 
 class FootprintCommand(Command):
@@ -42,6 +42,7 @@ class FootprintCommand(Command):
         add_option_argument(
             parser, help="a project option for an archive (e.g. graph_format=json); repeatable"
         )
+        add_dependency_flags(parser, "for an archive")
         parser.add_argument(
             "--build",
             action="store_true",
@@ -66,7 +67,7 @@ class FootprintCommand(Command):
                 args.target,
                 board=args.board,
                 model=args.model,
-                options=parse_option_assignments(args.option),
+                options=dependency_options(args, parse_option_assignments(args.option)),
                 build=args.build,
                 estimate=not args.no_estimate,
                 progress=progress,

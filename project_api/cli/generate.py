@@ -72,6 +72,22 @@ def add_generate_arguments(parser: argparse.ArgumentParser, *, board_default: st
     )
 
 
+def add_dependency_flags(parser: argparse.ArgumentParser, whom: str) -> None:
+    """--dependency, --cmsis-path and the trust flags, for commands that generate a project
+    of their own (``whom``: for what the dependency counts)."""
+    parser.add_argument(
+        "--dependency",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help=f"a dependency {whom}, as `generate --dependency`; repeatable",
+    )
+    parser.add_argument(
+        "--cmsis-path", metavar="DIR", help="a CMSIS-NN checkout, as `generate --cmsis-path`"
+    )
+    add_trust_arguments(parser)
+
+
 def add_trust_arguments(group: Any) -> None:
     """What the user allows the archive's own external_dependencies (docs/security.md)."""
     group.add_argument(

@@ -11,7 +11,7 @@ from typing import List
 
 from ..errors import InputError
 from .command import EXIT_FAILURE, EXIT_OK, Command
-from .generate import add_option_argument, add_trust_arguments, dependency_options
+from .generate import add_dependency_flags, add_option_argument, dependency_options
 
 
 class MatrixCommand(Command):
@@ -45,17 +45,7 @@ class MatrixCommand(Command):
         add_option_argument(
             parser, help="a project option for every cell (e.g. cmsis_path=DIR); repeatable"
         )
-        parser.add_argument(
-            "--dependency",
-            action="append",
-            default=[],
-            metavar="SPEC",
-            help="a dependency for every archive, as `generate --dependency`; repeatable",
-        )
-        parser.add_argument(
-            "--cmsis-path", metavar="DIR", help="a CMSIS-NN checkout, as `generate --cmsis-path`"
-        )
-        add_trust_arguments(parser)
+        add_dependency_flags(parser, "for every archive")
 
     def do_run(self, args: argparse.Namespace) -> int:
         from ..generate import parse_option_assignments

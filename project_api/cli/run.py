@@ -47,7 +47,10 @@ class RunCommand(Command):
     )
 
     target_help = "an MLF archive, or a generated project directory"
-    icount_help = "QEMU boards: -icount shift=0, so 'instructions' is an exact count"
+    icount_help = (
+        "QEMU boards: -icount shift=0, so 'instructions' counts the guest's instructions, "
+        "to within one tick of the board's timer (instructions_per_tick: 1 is exact)"
+    )
     timeout_help = (
         "seconds to wait for each answer, the run's included (default by board: host 10, "
         "QEMU 60, real 30; a run then gets at least 30)"
@@ -461,6 +464,8 @@ def _report(project: Any, result: Dict[str, Any], args: argparse.Namespace) -> N
         line = f"  device time {doc['seconds'] * 1e3:.3f} ms ({doc['ticks']} ticks)"
         if doc["instructions"] is not None:
             line += f", {doc['instructions']} instructions"
+            if doc["instructions_per_tick"] and doc["instructions_per_tick"] > 1:
+                line += f" (±{doc['instructions_per_tick']:g}: one tick)"
         print(line)
     if "standalone" in result:
         print(f"standalone check: {result['standalone']}")
@@ -481,6 +486,7 @@ def _json_of(project: Any, run: Mapping[str, Any]) -> Dict[str, Any]:
         and project.options.get("qemu_icount")
     ):
         instructions = int(round(ticks * project.board.instructions_per_tick()))
+    per_tick = project.board.instructions_per_tick() if instructions is not None else None
     return {
         "board": project.board.name,
         "model": run["model"],
@@ -492,6 +498,7 @@ def _json_of(project: Any, run: Mapping[str, Any]) -> Dict[str, Any]:
         "ticks": ticks,
         "tick_hz": tick_hz,
         "instructions": instructions,
+        "instructions_per_tick": per_tick,
         "workspace_bytes": getattr(stats, "workspace_bytes", None),  # measured high-water
         "stack_bytes_used": getattr(stats, "stack_bytes_used", None),  # painted stack
         "workspace_reserved_bytes": next(

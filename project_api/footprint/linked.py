@@ -151,6 +151,8 @@ def classify(obj: str, section: str) -> str:
         return _model_category(section)
     if "/deps/" in path or path.startswith("deps/") or "/_deps/" in path:
         return "model"
+    if base.startswith("libmlf_dep_") or "/libmlf_dep_" in path:
+        return "model"  # a dependency's library as the map names its members: lib(x.c.obj)
     if "/src/" in path or path.startswith("src/"):
         if base.startswith("params_") and ".S." in base:
             return "params"

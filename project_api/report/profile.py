@@ -276,6 +276,11 @@ def build_profile(
     dropped = max(dropped for _, dropped, _, _ in runs)
     if dropped:
         notes.append(f"{dropped} call(s) not recorded: the device's table was full")
+    if unit == "instructions" and 0 < ticks_per_unit < 1:
+        notes.append(
+            f"one tick of the board's timer is {1 / ticks_per_unit:g} instructions: "
+            "each count is to within that"
+        )
     if target.executor == "aot":
         notes.append("AOT: tensor sizes per call are not known on the device")
     return Profile(

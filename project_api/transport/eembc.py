@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, List, Optional, Tuple, Union
 
-from ..errors import DeviceError, ProtocolError
+from ..errors import DeviceError, ProtocolError, TransportTimeoutError
 from .link import Link
 from .reasons import explain
 
@@ -27,6 +27,7 @@ READY = "m-ready"
 TERMINATOR = "%"
 LINE_MAX = 80  # characters of one command
 CHUNK_BYTES = 31  # input bytes per db command, as the EEMBC runner sends them
+RESEND_SECONDS = 1.0  # connect: how long a question goes unanswered before it is asked again
 DEFAULT_WARMUPS = 10  # what the firmware runs when `infer N` names none
 
 Number = Union[int, float]
@@ -157,19 +158,45 @@ class EembcDevice:
     def connect(self, timeout: Optional[float] = None) -> str:
         """Synchronises with a device in any state (a boot banner or a previous client's
         half-sent command may be pending): ends whatever line it holds, asks its name and
-        skips everything before the answer. Returns the name."""
+        skips everything before the answer. Returns the name.
+
+        A console that drops what arrives before the firmware enabled it (QEMU's STM32 USART
+        until UE and RE are set) loses the question of a host quicker than the boot: while
+        no line has come for :data:`RESEND_SECONDS` it is asked again, and the answers to the
+        repeats are read away before the session goes on."""
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        self.transcript.append("> ")
-        self.link.write_all(TERMINATOR.encode("ascii"), what="a command terminator")
-        self.send("name")
+        asked = 0
+        ask_at = time.monotonic()
         name: Optional[str] = None
         while True:
-            line = self.read_line(deadline)
+            if name is None and time.monotonic() >= ask_at:
+                self.transcript.append("> ")
+                self.link.write_all(TERMINATOR.encode("ascii"), what="a command terminator")
+                self.send("name")
+                asked += 1
+                ask_at = time.monotonic() + RESEND_SECONDS
+            try:
+                line = self.read_line(deadline if name is not None else min(deadline, ask_at))
+            except TransportTimeoutError:
+                if time.monotonic() >= deadline:
+                    raise
+                continue
             match = _NAME.match(line)
             if match is not None:
                 name = match.group(1)
             elif line == READY and name is not None:
+                if asked > 1:
+                    self._read_away()
                 return name
+
+    def _read_away(self) -> None:
+        """Discards what the device says until it is quiet for :data:`RESEND_SECONDS`."""
+        while True:
+            try:
+                self.link.read_some(time.monotonic() + RESEND_SECONDS)
+            except TransportTimeoutError:
+                break
+        self._pending.clear()
 
     def name(self) -> str:
         for line in self.checked("name"):

@@ -233,6 +233,17 @@ class ChildProcess:
     state: str  # "Z" for a zombie: ended but not reaped
 
 
+def reap_leftover_children() -> List[str]:
+    """Kills and reaps the children a test left running (so one leak fails one test, not
+    every later one) and returns their command lines for the test's assertion."""
+    from project_api.run.base import live_children, reap
+
+    leftovers = live_children()
+    for proc in leftovers:
+        reap(proc)
+    return [str(proc.args) for proc in leftovers]
+
+
 def child_processes(prefixes: Tuple[str, ...]) -> List[ChildProcess]:
     """This process's children (zombies included) whose name starts with a prefix."""
     found = []

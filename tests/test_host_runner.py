@@ -12,6 +12,7 @@ from typing import Iterator
 
 import numpy as np
 import pytest
+from conftest import reap_leftover_children
 from device_c import cbuild
 
 from project_api.errors import (
@@ -20,7 +21,6 @@ from project_api.errors import (
     TransportClosedError,
     TransportTimeoutError,
 )
-from project_api.run.base import live_children
 from project_api.run.host import HostRunner
 from project_api.transport.session import Session
 
@@ -36,7 +36,7 @@ def firmware(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(autouse=True)
 def no_leftover_children() -> Iterator[None]:
     yield
-    assert live_children() == []
+    assert reap_leftover_children() == []
 
 
 def open_session(firmware: Path, *args: str, **options: object) -> Session:

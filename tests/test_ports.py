@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Optional
 
 import pytest
+from conftest import reap_leftover_children
 from serial.tools.list_ports_common import ListPortInfo
 
 from project_api.board import load_board
 from project_api.errors import FlashError, TransportError
 from project_api.run import flasher
-from project_api.run.base import live_children
 from project_api.run.flasher import (
     RealBoardRunner,
     choose_tool,
@@ -53,7 +53,7 @@ BUILTIN = fake_port("/dev/ttyS0")
 @pytest.fixture(autouse=True)
 def no_children_left():
     yield
-    assert live_children() == []
+    assert reap_leftover_children() == []
 
 
 # --- port discovery -----------------------------------------------------------------------

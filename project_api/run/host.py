@@ -105,6 +105,9 @@ class HostRunner(Runner):
                 f"{self.executable.name} ended with status {status} before its link was "
                 f"opened{': ' + tail if tail else ''}"
             ) from exc
+        except BaseException:
+            self.stop()  # no child outlives a start that failed
+            raise
         finally:
             # pyserial has its own descriptor now; ours would keep the pty alive for the child
             # after the port is closed.

@@ -22,6 +22,14 @@ from ..errors import TransportClosedError, TransportTimeoutError
 POLL_SECONDS = 0.05
 
 
+try:
+    from termios import error as _TermiosError
+except ImportError:  # pragma: no cover - not a POSIX host
+
+    class _TermiosError(Exception):  # type: ignore[no-redef]
+        """Never raised where termios is missing."""
+
+
 def open_serial(
     port: str,
     *,
@@ -47,7 +55,8 @@ def open_serial(
         if keep_pending and "_reset_input_buffer" in vars(device):
             del device._reset_input_buffer  # later explicit resets flush as usual
         return device
-    except (SerialException, OSError, ValueError) as exc:
+    except (SerialException, OSError, ValueError, _TermiosError) as exc:
+        # termios.error is no OSError: a pty hung up while pyserial configures it raises it.
         raise TransportClosedError(f"cannot open serial port {port}: {exc}") from exc
 
 

@@ -304,7 +304,8 @@ static int args_are(const mlf_utvm_args* a, const char* kinds) {
 static void alloc_reply(mlf_utvm* ut, uint64_t nbytes, uint64_t alignment) {
   void* p = mlf_utvm_alloc(ut, nbytes, alignment);
   if (p == NULL) {
-    mlf_utvm_exception(ut, "device memory exhausted or bad alignment");
+    mlf_utvm_exception(
+        ut, "device memory exhausted (project option device_memory_bytes) or bad alignment");
   } else {
     reply_handle(ut, (uint64_t)(uintptr_t)p);
   }

@@ -68,6 +68,10 @@ static void plic_acknowledge(void) {
   }
 }
 
+#ifndef MLF_CONSOLE_POLL
+#define MLF_CONSOLE_POLL 0
+#endif
+
 size_t mlf_platform_read(uint8_t* buf, size_t max) {
   if (max == 0) {
     return 0;
@@ -75,8 +79,10 @@ size_t mlf_platform_read(uint8_t* buf, size_t max) {
   /* A byte arriving between the test and the wfi leaves the interrupt pending, and a pending
    * interrupt makes wfi return at once: no wake-up is lost. */
   while ((UART_LSR & UART_LSR_DATA_READY) == 0u) {
+#if !MLF_CONSOLE_POLL /* 1: the spinning wait bench part 14 compares against */
     __asm__ volatile("wfi" ::: "memory");
     plic_acknowledge();
+#endif
   }
   size_t count = 0;
   do {

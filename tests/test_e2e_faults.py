@@ -289,7 +289,9 @@ def test_device_killed_mid_run_through_the_cli(
     assert not hung and status == 2, out + err
     assert ended - killed[0] < 5, "the death was noticed only at the time-out"
     line = error_line(err)
-    assert "the device link closed while waiting for " in line and expected in line, line
+    # Under load the kill can land before the RUN (while a wake-up byte goes out): the cause
+    # and the promptness are what count.
+    assert "the device link closed while " in line and expected in line, line
     assert live_children() == [] and children_left() == []
 
 

@@ -59,6 +59,11 @@ void mlf_family_init(void) {
   MLF_CSR_SET(mie, MLF_MIE_MEIE); /* wakes wfi; mstatus.MIE stays 0, so it is never taken */
 }
 
+#ifndef MLF_CONSOLE_POLL
+#define MLF_CONSOLE_POLL 0
+#endif
+
+#if !MLF_CONSOLE_POLL
 /* Claims and completes whatever the PLIC holds for us, so that its gateway forwards the
  * next request (a real PLIC latches a request until it is completed). */
 static void plic_acknowledge(void) {
@@ -67,9 +72,6 @@ static void plic_acknowledge(void) {
     PLIC_CLAIM_CONTEXT0 = source;
   }
 }
-
-#ifndef MLF_CONSOLE_POLL
-#define MLF_CONSOLE_POLL 0
 #endif
 
 size_t mlf_platform_read(uint8_t* buf, size_t max) {

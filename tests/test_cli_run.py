@@ -290,3 +290,12 @@ def test_standalone_run_of_an_archive_directory_takes_npz_and_npy(
         capsys, "run", two, "--project-type", "standalone", "--input", tmp_path / "in.npy"
     )
     assert status == 2 and "a .npy holds one array" in err and "Traceback" not in err
+
+
+def test_version_is_printed(capsys: pytest.CaptureFixture) -> None:
+    from project_api.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith("mlf-project 0.")

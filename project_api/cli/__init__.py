@@ -45,11 +45,22 @@ def _load_commands() -> List[Command]:
     return commands
 
 
+def package_version() -> str:
+    """The installed distribution's version (``unknown`` when run from a bare checkout)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mlf-project-api")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser(commands: Sequence[Command]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mlf-project",
         description="Turn a TVM Model Library Format archive into firmware that runs.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for command in commands:

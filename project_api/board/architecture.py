@@ -37,6 +37,10 @@ class Cpu:
     def has_fpu(self) -> bool:
         raise NotImplementedError
 
+    def flags(self) -> List[str]:
+        """Compiler and linker flags selecting the core."""
+        raise NotImplementedError
+
     def summary(self) -> Dict[str, Any]:
         """The CPU table as JSON (``mlf-project boards --json``)."""
         raise NotImplementedError
@@ -76,10 +80,6 @@ class Architecture:
         """The board's ``[cpu]`` table (None for the host, which has none)."""
         return None
 
-    def cpu_flags(self, cpu: Optional[Cpu]) -> List[str]:
-        """Compiler and linker flags selecting the core."""
-        return []
-
     def toolchain_file(self) -> Optional[Path]:
         """The CMake toolchain file (None: the host compiler)."""
         return (
@@ -105,10 +105,6 @@ class Architecture:
         if self.shared_seam is None:
             return None
         return boards_dir() / "families" / self.shared_seam / "linker.ld.j2"
-
-    def compile_definitions(self, cpu: Optional[Cpu]) -> Mapping[str, str]:
-        """Definitions the architecture's seam needs beyond the board's own."""
-        return {}
 
     def fault_name(self, number: int) -> str:
         """The word for trap ``number`` of the seam's fault report."""

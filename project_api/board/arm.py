@@ -101,7 +101,3 @@ class CortexM(Architecture):
             dsp=table.boolean("dsp", default=False),
             mve=table.boolean("mve", default=False),
         )
-
-    def cpu_flags(self, cpu: Optional[Cpu]) -> List[str]:
-        assert isinstance(cpu, ArmCpu)
-        return cpu.flags()

@@ -147,7 +147,7 @@ class Board:
     def cpu_flags(self) -> List[str]:
         """Compiler/linker flags selecting the core, e.g. ``['-mcpu=cortex-m4', '-mthumb',
         '-mfloat-abi=hard', '-mfpu=fpv4-sp-d16']``; empty for the host."""
-        return self.architecture.cpu_flags(self.cpu) if self.cpu is not None else []
+        return [] if self.cpu is None else self.cpu.flags()
 
     @property
     def family_dir(self) -> Path:
@@ -194,7 +194,6 @@ class Board:
             )
         if self.console.irq is not None:
             definitions["MLF_BOARD_CONSOLE_IRQ"] = f"{self.console.irq}u"
-        definitions.update(self.architecture.compile_definitions(self.cpu))
         return definitions
 
     @property

@@ -109,7 +109,3 @@ class Riscv32(Architecture):
         if march.startswith("rv32e") and needs != "e":
             table.fail("mabi", f"an rv32e march needs mabi = 'ilp32e' (got {mabi!r})")
         return RiscvCpu(march=march, mabi=mabi)
-
-    def cpu_flags(self, cpu: Optional[Cpu]) -> List[str]:
-        assert isinstance(cpu, RiscvCpu)
-        return cpu.flags()

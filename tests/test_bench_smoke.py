@@ -135,6 +135,8 @@ def test_hostile_part(smoke: Dict[str, Any]) -> None:
     """Every hostile archive gets an answer: a one-line refusal (status 2) or a description,
     never a traceback (figures are the benchmark's business, not a test's)."""
     part = smoke["parts"]["hostile"]
+    if part["status"] == "skipped" and part["reason"].endswith("is not here"):
+        pytest.skip(f"the corpus is absent: {part['reason']}")
     assert part["status"] == "ok", part["reason"]
     assert len(part["rows"]) >= 9
     for row in part["rows"]:

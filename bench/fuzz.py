@@ -1,15 +1,15 @@
 """Part 9: long fuzzing of every parser of untrusted bytes, reported.
 
-Builds the libFuzzer targets (clang, ASan + UBSan): graph.json, params and the MLPerf Tiny
-command parser from ``crt/tests``, and the device protocol's frame decoder and dispatcher
-from ``tests/device_c``. Each runs for ``RUNS`` executions (``--smoke``: a few thousand),
-two at a time on two cores; the table gives executions, rate, coverage (libFuzzer's ``cov``
-and ``ft``), corpus size and crashes. ``python bench/run.py --only fuzz`` gives the figures
-the README quotes; CI runs only the smoke.
+Builds the libFuzzer targets (clang, ASan + UBSan): graph.json, params, the MLPerf Tiny
+command parser and the microTVM RPC server from ``crt/tests``, and the device protocol's
+frame decoder and dispatcher from ``tests/device_c``. Each runs for ``RUNS`` executions
+(``--smoke``: a few thousand), two at a time on two cores; the table gives executions, rate,
+coverage (libFuzzer's ``cov`` and ``ft``), corpus size and crashes. ``python bench/run.py
+--only fuzz`` gives the figures the README quotes; CI runs only the smoke.
 
-``MLF_BENCH_FUZZ_TARGETS`` picks targets (``graph,params,mlperftiny,device``) and
+``MLF_BENCH_FUZZ_TARGETS`` picks targets (``graph,params,mlperftiny,device,utvm``) and
 ``MLF_BENCH_FUZZ_FORK=N`` runs each as one libFuzzer run in fork mode with N workers, one
-target at a time: the slow device target reaches 10 M executions in one run that way.
+target at a time: the slow device and utvm targets reach 10 M executions in one run that way.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ TARGET_RUNS = 10_000_000
 # MLF_BENCH_FUZZ_RUNS sets a shorter (or longer) run; the target stays 10 M.
 RUNS = int(os.environ.get("MLF_BENCH_FUZZ_RUNS", TARGET_RUNS))
 SMOKE_RUNS = 3_000
-KINDS = ("graph", "params", "mlperftiny", "device")
+KINDS = ("graph", "params", "mlperftiny", "device", "utvm")
 TARGETS = [k for k in os.environ.get("MLF_BENCH_FUZZ_TARGETS", ",".join(KINDS)).split(",") if k]
 FORK_WORKERS = int(os.environ.get("MLF_BENCH_FUZZ_FORK", "0"))
 CRT_TESTS = REPO_ROOT / "crt" / "tests"
@@ -66,7 +66,7 @@ def _build_device(work: Path) -> Path:
 
 def _seeds(build: Path, work: Path) -> Path:
     root = work / "seeds"
-    for kind in ("graph", "params", "mlperftiny", "device"):
+    for kind in KINDS:
         (root / kind).mkdir(parents=True, exist_ok=True)
     subprocess.run([str(build / "make_seeds"), str(root)], check=True, capture_output=True)
     for archive in corpus_archives():
@@ -141,7 +141,7 @@ def run(ctx: Context, result: PartResult) -> None:
     seeds = _seeds(build, work)
     runs = SMOKE_RUNS if ctx.smoke else RUNS
     fuzzers = {"graph": build / "fuzz_graph_json", "params": build / "fuzz_params"}
-    fuzzers.update(mlperftiny=build / "fuzz_mlperftiny", device=device)
+    fuzzers.update(mlperftiny=build / "fuzz_mlperftiny", device=device, utvm=build / "fuzz_utvm")
     unknown = sorted(set(TARGETS) - set(fuzzers))
     if unknown:
         raise Skip(f"MLF_BENCH_FUZZ_TARGETS names no target {unknown}: choose from {KINDS}")

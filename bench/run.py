@@ -41,6 +41,7 @@ from bench import (  # noqa: E402
     ram,
     soak,
     streaming,
+    trial,
     utvm,
 )
 from bench.common import REPO_ROOT, Context, PartResult, Skip  # noqa: E402
@@ -78,6 +79,7 @@ PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
         "16. TVM's microTVM RPC with TVM's own host: session start, 64 KiB copy, KWS -icount",
         utvm.run,
     ),
+    ("trial", "17. one AutoTVM trial through TVM's client: generate, build, time", trial.run),
 ]
 DEFAULT_JSON = REPO_ROOT / "bench" / "results" / "latest.json"
 
@@ -120,6 +122,9 @@ COLUMNS: Dict[str, List[str]] = {
     "utvm": ["board", "session_start_s", "copy_bytes", "copy_to_remote_s", "copy_from_remote_s",
              "to_remote_kb_s", "archive", "executor", "rpc_instructions", "ours_instructions",
              "difference_percent", "outputs_match", "measured_by"],
+    "trial": ["board", "trials", "cached_generate_s", "cached_build_s", "cached_session_s",
+              "cached_total_s", "uncached_total_s", "ratio", "dominant", "target_s",
+              "target_met"],
 }  # fmt: skip
 
 
@@ -246,7 +251,25 @@ _SUMMARY_TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], str], str]] = 
         ),
         "bare_target_met",
     ),
+    (
+        "trial",
+        "one AutoTVM trial <= 3 s on the host (median of 10)",
+        lambda t: _trial(t, "host"),
+        "host_target_met",
+    ),
+    (
+        "trial",
+        "one AutoTVM trial <= 5 s on qemu-mps2-an385 (median of 10)",
+        lambda t: _trial(t, "qemu"),
+        "qemu_target_met",
+    ),
 ]
+
+
+def _trial(t: Dict[str, Any], kind: str) -> str:
+    if f"{kind}_trial_s" not in t:
+        return "not measured"
+    return f"{t[kind + '_trial_s']} s (without the runtime cache {t[kind + '_uncached_trial_s']} s)"
 
 
 def _without_texts(c: Dict[str, Any]) -> str:
@@ -416,6 +439,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     chosen = [p for p in PARTS if not args.only or p[0] in args.only.split(",")]
     if args.only and len(chosen) != len(set(args.only.split(","))):
         parser.error(f"unknown part in --only {args.only}")
+    # Every project compiles its own runtime (sizes come from its objects, build times are
+    # comparable across runs); part 17 measures the shared runtime cache on purpose.
+    os.environ["MLF_PROJECT_RUNTIME_CACHE"] = "off"
 
     def log(message: str) -> None:
         if not args.quiet:

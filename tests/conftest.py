@@ -20,6 +20,10 @@ from project_api.modelgen import corpus
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CORPUS_ENV = corpus.CORPUS_ENV
+# The suite's projects share built runtime libraries (project_api.build.runtime_cache) in a
+# cache of the run's own, never the user's, removed when the run ends.
+_RUNTIME_CACHE = tempfile.TemporaryDirectory(prefix="mlf-test-runtime-cache-")
+os.environ.setdefault("MLF_PROJECT_RUNTIME_CACHE", str(Path(_RUNTIME_CACHE.name) / "runtime"))
 
 
 def corpus_dir() -> Path:

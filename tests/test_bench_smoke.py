@@ -151,7 +151,7 @@ def test_fuzz_and_soak_parts(smoke: Dict[str, Any]) -> None:
         assert "clang" in fuzz["reason"] or "libFuzzer" in fuzz["reason"]
     else:
         assert fuzz["status"] == "ok", fuzz["reason"]
-        assert len(fuzz["rows"]) == 4 and fuzz["summary"]["crashes"] == 0
+        assert len(fuzz["rows"]) == 5 and fuzz["summary"]["crashes"] == 0
     soak = smoke["parts"]["soak"]
     if soak["status"] == "skipped":
         assert "corpus" in soak["reason"] or "is not here" in soak["reason"]
@@ -205,3 +205,16 @@ def test_machines_part(smoke: Dict[str, Any]) -> None:
     measured = [board for board in rows[0] if board.startswith("qemu-")]
     assert "qemu-mps3-an547" in measured and "qemu-netduinoplus2" in measured
     assert all(rows[0][board] > 0 for board in measured)
+
+
+def test_trial_part(smoke: Dict[str, Any]) -> None:
+    """AutoTVM trials through TVM's own client on the host, with and without the runtime
+    cache (the figures are reported, not judged here)."""
+    part = smoke["parts"]["trial"]
+    if part["status"] == "skipped":
+        assert "TVM" in part["reason"] or "board" in part["reason"]
+        return
+    assert part["status"] == "ok", part["reason"]
+    (row,) = part["rows"]
+    assert row["board"] == "host" and row["trials"] == 2
+    assert row["cached_build_s"] > 0 and row["uncached_total_s"] > 0

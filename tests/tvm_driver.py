@@ -19,7 +19,9 @@ SPEC (JSON): ``template_dir``, ``project_dir``, ``options`` (the user's project 
   ``operators`` (the same graph run op by op from Python, on tensors made with
   ``tvm.nd.empty(..., device=session.device)``); ``op_time`` (``time_evaluator`` of the first
   operator); ``aot`` (``AotModule(session.create_aot_executor())``, plus ``time_evaluator`` of
-  its ``run``); ``copy`` (``nbytes``: one CopyToRemote, timed).
+  its ``run``); ``copy`` (``nbytes``: one CopyToRemote, timed);
+- ``trials`` (``archive``, ``count``, ``action``): AutoTVM's trials, each a new project
+  (``generate``) and a session doing ``action``, timed by phase.
 """
 
 from __future__ import annotations
@@ -365,6 +367,27 @@ def session(
             project.shutdown()
 
 
+def trials(
+    spec: Dict[str, Any], step: Dict[str, Any], arrays: Dict[str, np.ndarray]
+) -> Dict[str, Any]:
+    """AutoTVM's trials, each as its builder and runner do one: a new project generated from
+    the operator archive, built, flashed, a Session doing ``action``, closed. Seconds per
+    phase of each trial."""
+    rows = []
+    for index in range(int(step.get("count", 1))):
+        trial_spec = {**spec, "project_dir": os.path.join(spec["project_dir"], f"trial{index}")}
+        row = generate(trial_spec, step)
+        done: Dict[str, Any] = {}
+        began = time.monotonic()
+        session(trial_spec, {"actions": [step["action"]]}, arrays, done)
+        if "error" in done["actions"][0]:
+            raise RuntimeError(f"trial {index}: {done['actions'][0]['error']}")
+        row["session_s"] = time.monotonic() - began
+        row["total_s"] = row["generate_s"] + row["build_s"] + row["session_s"]
+        rows.append(row)
+    return {"trials": rows}
+
+
 def trace() -> str:
     return traceback.format_exc()[-4000:]
 
@@ -384,6 +407,8 @@ def main(argv: List[str]) -> int:
                 done.update(generate(spec, step))
             elif step["do"] == "session":
                 session(spec, step, arrays, done)
+            elif step["do"] == "trials":
+                done.update(trials(spec, step, arrays))
             else:
                 raise ValueError(f"unknown step {step['do']!r}")
             done.update(ok=True, seconds=time.monotonic() - began)

@@ -117,11 +117,13 @@ class TvmHost:
         work: Path,
         *,
         timeout: float = 300.0,
+        env: Optional[Mapping[str, str]] = None,
     ) -> Dict[str, Any]:
         """Runs ``tests/tvm_driver.py`` on ``spec`` (see the driver's docstring) and returns its
         result: ``{"steps": [...], "error": None | {"type", "message"}, "log": str,
         "arrays": {name: ndarray}}``. The driver and every process it started are killed when
-        it does not finish in ``timeout`` seconds, or when the test is interrupted."""
+        it does not finish in ``timeout`` seconds, or when the test is interrupted. ``env`` adds to
+        the driver's environment (and so to the Project API servers it starts)."""
         import numpy as np
 
         work.mkdir(parents=True, exist_ok=True)
@@ -139,7 +141,7 @@ class TvmHost:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=self.env(),
+                env=self.env(env),
                 cwd=str(work),
                 start_new_session=True,  # its own group: killed whole, no inherited SIGINT
             )

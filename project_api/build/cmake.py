@@ -8,7 +8,8 @@ builds), else Makefiles with ``-j``. Output is quiet: progress lines go to a cal
 build is written to ``<build dir>/build.log`` (:data:`LOG_NAME`) and kept in
 :class:`BuildError`'s ``log`` on failure; the message gives the lines that say why (see
 :mod:`.summary`) and the hint names the log file. A linker's ``region ... overflowed`` becomes
-a FitError.
+a FitError. The runtime library comes from :mod:`.runtime_cache` when an earlier project
+built the same one.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import BuildError, FitError
 from ..generate.sizes import linker_overflow
+from . import runtime_cache
 from .summary import summarise
 
 Progress = Callable[[str], None]
@@ -375,11 +377,17 @@ def _build(
         argv = [tool.path, "-S", str(project_dir), "-B", str(build_dir), "-G", generator]
         if ninja:
             argv.append(f"-DCMAKE_MAKE_PROGRAM={ninja}")
-        argv += [f"-D{key}={value}" for key, value in (cache_entries or {}).items()]
+        entries = {**runtime_cache.configure_entries(), **(cache_entries or {})}
+        argv += [f"-D{key}={value}" for key, value in entries.items()]
         status = runner.run(argv, project_dir, CONFIGURE_TIMEOUT, "configure")
         configure_seconds = time.monotonic() - started
         if status == 0:
             (build_dir / CONFIGURED_NAME).write_text(_lists_digest(project_dir) + "\n")
+            cached = runtime_cache.cached_library(runner.text)
+            if cached is not None:
+                runtime_cache.note_use(cached)
+                if progress:
+                    progress(f"runtime library from the cache ({cached.parent.name[:12]})")
         else:
             log = runner.text
             _remove(build_dir / "CMakeCache.txt")
@@ -404,6 +412,8 @@ def _build(
             f"building {project_dir} failed (status {status}):\n" + summarise(log, project_dir),
             log=log,
         )
+    if "mlf-runtime-cache: miss" in log:
+        runtime_cache.prune()
     firmware = build_dir / firmware_name
     if not firmware.is_file():
         raise BuildError(f"the build succeeded but {firmware} is missing", log=log)

@@ -112,10 +112,11 @@ def _link_buffer_item(info: Mapping[str, Any]) -> str:
 
 def _attributed(project: Any, linked: LinkedSizes, progress: Optional[Progress]) -> LinkedSizes:
     """``linked`` split by source: a firmware linked with link-time optimisation (MLF_LTO)
-    has our C compiled into one object, so the project is also built without it (beside the
-    build directory, incrementally) and that build's split is used, with what the
-    optimisation saved as its own row."""
-    from ..build import build
+    has our C compiled into one object, and one whose runtime library came from the shared
+    cache (project_api.build.runtime_cache) has no runtime objects in its build tree, so the
+    project is also built without either (beside the build directory, incrementally) and
+    that build's split is used, with what the optimisation saved as its own row."""
+    from ..build import build, runtime_cache
 
     plain = build(
         Path(project.dir),
@@ -124,9 +125,15 @@ def _attributed(project: Any, linked: LinkedSizes, progress: Optional[Progress])
         progress=progress,
         cmake=project.options.get("cmake"),
         board_name=project.board.name,
-        cache_entries={"MLF_LTO": "OFF"},
+        cache_entries={"MLF_LTO": "OFF", runtime_cache.CACHE_ENTRY: ""},
     )
     return linked.attributed_by(linked_sizes(plain.firmware.parent, plain.firmware))
+
+
+def _runtime_objects_elsewhere(linked: LinkedSizes, build_dir: Path) -> bool:
+    """Split by the build tree's objects, but the runtime library was linked from the cache."""
+    runtime_objects = build_dir / "CMakeFiles" / "mlf_runtime.dir"
+    return linked.method == "objects" and not runtime_objects.is_dir()
 
 
 def project_footprint(
@@ -164,6 +171,8 @@ def project_footprint(
             notes.append(
                 "link-time optimised (MLF_LTO): bytes split as a build without it splits them"
             )
+        elif _runtime_objects_elsewhere(result.linked, Path(project.build_dir)):
+            result.linked = _attributed(project, result.linked, progress)
         if board.is_host:
             notes.append("host: the stack is the OS's; .bss/.data are the process's statics")
     return result

@@ -40,6 +40,9 @@ from .tables import (
 # Line breaks (CMake's and C's, and any other control character) and the end of a C comment.
 _COMMENT_BREAKERS = re.compile(r"[\x00-\x1f\x7f]|\*/")
 
+# How the project's CMakeLists.txt builds (or finds a cached) runtime library.
+_RUNTIME_CACHE_MODULE = "mlf_runtime_cache.cmake"
+
 # --- writing -------------------------------------------------------------------------------------
 
 
@@ -250,6 +253,7 @@ def _copy_runtime(root: Path, kind: ProjectType, graph_format: str, profile: boo
                 shutil.copyfile(path, runtime / target / path.name)
                 if path.suffix == ".c":
                     sources.append(f"runtime/{target}/{path.name}")
+    shutil.copyfile(crt / _RUNTIME_CACHE_MODULE, runtime / _RUNTIME_CACHE_MODULE)
     if not any(s.startswith("runtime/src/") for s in sources):
         raise GenerateError(
             f"the runtime sources are missing from {crt / 'src'}",

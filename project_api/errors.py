@@ -187,3 +187,16 @@ class ProjectApiError(MlfProjectError):
         super().__init__(message, hint=hint)
         self.code = code
         self.data = data
+
+
+def describe_exit_status(status: int) -> str:
+    """A firmware process's end in words: its exit status, or the signal that killed it."""
+    if status < 0:
+        import signal
+
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        return f"the device process was killed by {name}"
+    return f"the device process exited with status {status}"

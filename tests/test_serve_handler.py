@@ -483,6 +483,7 @@ def test_device_death_is_transport_closed(handler: Any, fake_driver: Any) -> Non
     runner.proc.wait()
     with pytest.raises(TransportClosedError) as info:
         handler.read_transport(4, 2.0)
+    assert "killed by SIGKILL" in str(info.value)  # how it ended, not only "end of file"
     assert runner.proc not in live_children()
     # Later calls keep saying why.
     with pytest.raises(TransportClosedError) as again:

@@ -24,7 +24,12 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Union
 
-from ..errors import ProjectApiError, TransportClosedError, TransportTimeoutError
+from ..errors import (
+    ProjectApiError,
+    TransportClosedError,
+    TransportTimeoutError,
+    describe_exit_status,
+)
 from .options import MAX_TIMEOUT_SEC, coerce_options, invalid_params, project_options
 
 _LOG = logging.getLogger(__name__)
@@ -170,8 +175,7 @@ class ProjectApiHandler:
 
     def build(self, options: Mapping[str, Any]) -> None:
         project = self._project("build", options)
-        firmware = project.build(progress=_progress)
-        _LOG.info("built %s", firmware)
+        project.build(progress=_progress)  # whose last progress line says "built <firmware>"
 
     def flash(self, options: Mapping[str, Any]) -> None:
         project = self._project("flash", options)
@@ -239,7 +243,7 @@ class ProjectApiHandler:
         except (TransportTimeoutError, TransportClosedError):
             raise
         except Exception as err:  # noqa: BLE001 - serial/OS errors mean the link is dead
-            raise self._lost(f"reading failed: {err}") from err
+            raise self._lost(self._ended(f"reading failed: {err}")) from err
         if not data:
             self._check_alive()
             raise TransportTimeoutError(f"read_transport: no data within {timeout_sec} s")
@@ -316,7 +320,17 @@ class ProjectApiHandler:
     def _check_alive(self) -> None:
         status = getattr(self._runner, "exit_status", None)
         if status is not None:
-            raise self._lost(f"the firmware exited with status {status}")
+            raise self._lost(describe_exit_status(status))
+
+    def _ended(self, what_failed: str) -> str:
+        """Why the link failed: how the firmware ended when it did (a crash closes the link
+        a moment before the process is seen to end), else what failed."""
+        for _ in range(20):
+            status = getattr(self._runner, "exit_status", None)
+            if status is not None:
+                return f"{describe_exit_status(status)} ({what_failed})"
+            time.sleep(0.025)
+        return what_failed
 
     def _lost(self, reason: str) -> TransportClosedError:
         """Stops a dead device and returns the error; later calls repeat the reason."""

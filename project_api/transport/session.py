@@ -41,6 +41,7 @@ from ..errors import (
     ProtocolError,
     TransportClosedError,
     TransportError,
+    describe_exit_status,
 )
 from . import messages as msg
 from .exchange import Counters, Exchange
@@ -387,7 +388,7 @@ class Session:
             time.sleep(0.025)
         parts = []
         if status is not None:
-            parts.append(_describe_status(status))
+            parts.append(describe_exit_status(status))
         log = (runner.log or "").strip()
         if log:
             tail = log[-600:]
@@ -429,15 +430,3 @@ class Session:
 # ---- helpers ------------------------------------------------------------------------------
 
 OPERATOR_FAILED = 9  # the runtime's MLF_ERR_OPERATOR
-
-
-def _describe_status(status: int) -> str:
-    if status < 0:
-        import signal
-
-        try:
-            name = signal.Signals(-status).name
-        except ValueError:
-            name = f"signal {-status}"
-        return f"the device process was killed by {name}"
-    return f"the device process exited with status {status}"

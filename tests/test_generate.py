@@ -593,3 +593,22 @@ def test_tables_leave_out_the_args_of_bound_params(
     args = re.search(r"mlf_arg \w+_args\[\] = \{(.*?)\};", text, re.S)
     assert args is not None and '"x"' in args.group(1) and '"p0"' not in args.group(1)
     assert "MLF_EXECUTOR_STATE_BYTES(" in text and ", 1u)" in text
+
+
+def test_compiled_templates_are_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Templates compile once per cache (most of generating a small project); a cache that
+    cannot be written only makes generating slower."""
+    archive = catalog()["mlp"]().write(tmp_path / "mlp.tar")
+    monkeypatch.setenv("MLF_PROJECT_CACHE", str(tmp_path / "cache"))
+    generate_project(archive, tmp_path / "p1")
+    compiled = sorted((tmp_path / "cache" / "templates").iterdir())
+    assert compiled
+    generate_project(archive, tmp_path / "p2")
+    assert sorted((tmp_path / "cache" / "templates").iterdir()) == compiled
+    assert (tmp_path / "p1" / "CMakeLists.txt").read_text() == (
+        tmp_path / "p2" / "CMakeLists.txt"
+    ).read_text()
+    (tmp_path / "blocked").write_text("a file where the cache directory would be")
+    monkeypatch.setenv("MLF_PROJECT_CACHE", str(tmp_path / "blocked"))
+    generate_project(archive, tmp_path / "p3")
+    assert (tmp_path / "p3" / "CMakeLists.txt").is_file()

@@ -4,6 +4,7 @@ external dependencies."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -16,6 +17,7 @@ from ..board import Board
 from ..errors import GenerateError
 from ..read import Archive
 from ..read.code import is_junk
+from ..resolve.cache import default_cache_dir
 from ..resources import crt_dir, template_dir
 from .dependencies import DeclaredDependencies, install_project_dependencies
 from .plan import (
@@ -51,6 +53,7 @@ def _environment() -> Any:
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_dir() / "templates")),
+        bytecode_cache=_bytecode_cache(),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -60,6 +63,29 @@ def _environment() -> Any:
     env.filters["cmake_quote"] = _cmake_quote
     env.filters["comment"] = _comment
     return env
+
+
+def _bytecode_cache() -> Any:
+    """Compiled templates, kept beside the dependency cache: compiling them is most of
+    generating a small project (an AutoTVM trial's). jinja2 keys each by its source's
+    checksum; a cache that cannot be read or written is only slower."""
+    import jinja2
+
+    class QuietCache(jinja2.FileSystemBytecodeCache):
+        def load_bytecode(self, bucket: Any) -> None:
+            with contextlib.suppress(OSError, ValueError, EOFError):
+                super().load_bytecode(bucket)
+
+        def dump_bytecode(self, bucket: Any) -> None:
+            with contextlib.suppress(OSError):
+                super().dump_bytecode(bucket)
+
+    directory = default_cache_dir() / "templates"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return QuietCache(str(directory))
 
 
 def _cmake_quote(text: str) -> str:

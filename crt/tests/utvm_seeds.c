@@ -217,9 +217,11 @@ int utvm_write_seeds(const char* dir) {
   msg_u(&s.record, 1, 8);
   msg_u(&s.record, 0, 8);
   end(&s);
-  static const char* const graph_methods[10] = {
-      "set_input",       "run",            "get_output",  "get_input",      "get_num_outputs",
-      "get_input_index", "get_num_inputs", "load_params", "get_input_info", "share_params"};
+  static const char* const graph_methods[10] = {"set_input",       "run",
+                                                "get_output",      "get_input",
+                                                "get_num_outputs", "get_input_index",
+                                                "get_num_inputs",  "load_params",
+                                                "get_input_info",  "share_params"};
   for (int i = 0; i < 10; ++i) get_function(&s, GRAPH_MODULE, graph_methods[i]);
   copy(&s, 1, 0, 4);
   call(&s, GRAPH_METHOD(0u), 2, "\x0b\x07");

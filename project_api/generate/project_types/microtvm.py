@@ -19,6 +19,7 @@ from ...board import Board
 from ...errors import GenerateError
 from ...read import Model
 from ..registry import function_pointers_c, registry_c, unregistered_functions
+from ..table_sizes import json_parse_bytes, state_bytes
 from ..tables import MLF_FUNC_COPY
 from .host_driven import HostDriven
 
@@ -35,6 +36,7 @@ UNIT = 64  # every device allocation is 64-byte aligned and a multiple of 64 byt
 # sizeof(mlf_utvm) on a 32-bit target, rounded up (argument scratch, block and function
 # tables, time evaluator results): 5,480 B in the KWS firmware for qemu-mps2-an385.
 STATE_BYTES = 6 * 1024
+EXECUTOR_STRUCT_BYTES = 160  # sizeof(mlf_executor) on a 64-bit host is 136
 
 
 def _units(nbytes: int) -> int:
@@ -43,8 +45,9 @@ def _units(nbytes: int) -> int:
 
 def device_memory(plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any]) -> int:
     """The device arena: the option, else every storage pool of the graph models as TVM's host
-    allocates them (4-byte rounded, in 64-byte units), what a graph executor created on the
-    device takes (graph_executor_bytes) plus slack, and on the host board at least 8 MiB."""
+    allocates them (4-byte rounded, in 64-byte units) or, if larger, what their graph executors
+    take when created on the device (graph_executor_bytes), plus slack, and on the host board
+    at least 8 MiB."""
     given: Optional[int] = opts.get("device_memory_bytes")
     if given is not None:
         return int(given)
@@ -55,8 +58,9 @@ def device_memory(plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, A
         for nbytes in plan.tables.storage_bytes
     )
     buffers = sum(_units(nbytes) for plan in plans for nbytes in _operator_buffers(plan))
-    on_device = sum(graph_executor_bytes(plan) for plan in plans)
-    return max(pools + buffers + on_device + SLACK_BYTES, HOST_MEMORY_BYTES if board.is_host else 0)
+    # A script runs a graph one way or the other: the host's pools, or an executor on the device.
+    graphs = max(pools, sum(graph_executor_bytes(plan, board) for plan in plans))
+    return max(graphs + buffers + SLACK_BYTES, HOST_MEMORY_BYTES if board.is_host else 0)
 
 
 def _operator_buffers(plan: ModelPlan) -> List[int]:
@@ -82,16 +86,19 @@ def _graph_json(plan: ModelPlan) -> bytes:
     return (plan.model.root / member).read_bytes() if member is not None else b""
 
 
-def graph_executor_bytes(plan: ModelPlan) -> int:
-    """Device memory for one graph executor the host creates on the device from the graph JSON:
-    the JSON's copy and its parsed tables, the executor's state and its arena, each block
-    rounded up to whole 64-byte units (a generous figure: tables counted as the JSON's size)."""
+def graph_executor_bytes(plan: ModelPlan, board: Board) -> int:
+    """Device memory for a graph executor the host creates on the device from the model's
+    graph JSON (mlf_utvm_graph.c): a block with the JSON's copy and its parsed tables, a block
+    with the executor, its function pointers, its state and its arena, in whole 64-byte units.
+    0 for other models."""
     text = len(_graph_json(plan))
     if not text:
         return 0
-    tables = 2 * text + 64
-    arena = sum(_units(n) for n in plan.tables.storage_bytes)
-    return _units(text + 1 + tables) + _units(plan.state_bytes + 512) + arena
+    ptr = 8 if board.is_host else 4
+    tables = json_parse_bytes(plan.kind.graph(plan.model), plan.tables, ptr)
+    executor = EXECUTOR_STRUCT_BYTES + ptr * len(plan.tables.funcs)
+    state = executor + state_bytes(plan.tables, ptr) + plan.tables.arena_bytes() + UNIT
+    return _units(text + 8 + tables) + _units(state)
 
 
 def rpc_workspace(plans: Sequence[ModelPlan]) -> int:

@@ -167,19 +167,16 @@ def test_tvm_client_gets_a_microtvm_firmware(tvm_run: Run, board: str) -> None:
     }
 
 
-@pytest.mark.parametrize(
-    "board, stem",
-    [
-        pytest.param("host", "kws_int8", id="host-kws_int8"),
-        pytest.param("host", "mnist8", id="host-mnist8"),
-        pytest.param(
-            "qemu-mps2-an385",
-            "mnist8",
-            id="an385-mnist8",
-            marks=[requires_arm, pytest.mark.qemu],
-        ),
-    ],
-)
+GRAPH_CASES = [
+    pytest.param("host", "kws_int8", id="host-kws_int8"),
+    pytest.param("host", "mnist8", id="host-mnist8"),
+    pytest.param(
+        "qemu-mps2-an385", "mnist8", id="an385-mnist8", marks=[requires_arm, pytest.mark.qemu]
+    ),
+]
+
+
+@pytest.mark.parametrize("board, stem", GRAPH_CASES)
 def test_graph_executor(tvm_run: Run, board: str, stem: str) -> None:
     """create_local_graph_executor with the archive's graph JSON and params (mnist: loaded as
     tvmc run does, load_params of the params bytes): set_input, run,
@@ -190,19 +187,7 @@ def test_graph_executor(tvm_run: Run, board: str, stem: str) -> None:
     assert_outputs(result, "graph")
 
 
-@pytest.mark.parametrize(
-    "board, stem",
-    [
-        pytest.param("host", "kws_int8", id="host-kws_int8"),
-        pytest.param("host", "mnist8", id="host-mnist8"),
-        pytest.param(
-            "qemu-mps2-an385",
-            "mnist8",
-            id="an385-mnist8",
-            marks=[requires_arm, pytest.mark.qemu],
-        ),
-    ],
-)
+@pytest.mark.parametrize("board, stem", GRAPH_CASES)
 def test_graph_executor_on_device(tvm_run: Run, board: str, stem: str) -> None:
     """tvm.contrib.graph_executor.create over the session: the device parses the graph JSON
     and runs the graph. Counts and index lookups, set_input by name and index, get_input

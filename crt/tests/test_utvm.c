@@ -242,16 +242,22 @@ static void test_alloc_copy_call(void) {
 }
 
 /* A graph model's signatures: a call must pass the tensors the graph passes, no fewer. */
-static void test_signatures(void) {
+/* The test library with one signature: add takes three tensors of `bytes` bytes each. */
+static mlf_utvm_model add_signed(const uint32_t* bytes) {
   static const TVMBackendPackedCFunc funcs[1] = {op_add};
   static const mlf_utvm_signature sigs[1] = {{3, 0}};
+  const mlf_utvm_model model = {.name = "default",
+                                .library = &g_test_lib,
+                                .sig_funcs = funcs,
+                                .signatures = sigs,
+                                .sig_bytes = bytes,
+                                .num_signatures = 1};
+  return model;
+}
+
+static void test_signatures(void) {
   static const uint32_t bytes[3] = {16, 16, 16};
-  const mlf_utvm_model models[1] = {{.name = "default",
-                                     .library = &g_test_lib,
-                                     .sig_funcs = funcs,
-                                     .signatures = sigs,
-                                     .sig_bytes = bytes,
-                                     .num_signatures = 1}};
+  const mlf_utvm_model models[1] = {add_signed(bytes)};
   fresh(models, 1);
   uint64_t add = get_function(system_lib(), "add");
   uint64_t a = alloc(16), small = alloc(8);
@@ -635,15 +641,8 @@ static void test_graph_module(void) {
 
 static void test_graph_signatures(void) {
   /* add takes three tensors of 32 bytes in its model's graph; the basic graph passes 16. */
-  static const TVMBackendPackedCFunc funcs[1] = {op_add};
-  static const mlf_utvm_signature sigs[1] = {{3, 0}};
   static const uint32_t bytes[3] = {32, 32, 32};
-  const mlf_utvm_model models[1] = {{.name = "default",
-                                     .library = &g_test_lib,
-                                     .sig_funcs = funcs,
-                                     .signatures = sigs,
-                                     .sig_bytes = bytes,
-                                     .num_signatures = 1}};
+  const mlf_utvm_model models[1] = {add_signed(bytes)};
   fresh(models, 1);
   utvm_msg m;
   char* json = json_from(kBasicJson);

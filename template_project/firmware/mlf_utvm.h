@@ -238,6 +238,21 @@ enum {
   MLF_UTVM_GRAPH_METHOD = 8 /* its function, low = generation << 16 | slot << 8 | method */
 };
 uint64_t mlf_utvm_global_lookup(const char* name, size_t len);
+/* The functions both executor modules (AOT, graph) have, in the order TVM's wrappers look
+ * them up; a module's own follow from MLF_UTVM_COMMON_METHODS on. */
+enum {
+  MLF_UTVM_SET_INPUT,
+  MLF_UTVM_RUN,
+  MLF_UTVM_GET_OUTPUT,
+  MLF_UTVM_GET_INPUT,
+  MLF_UTVM_GET_NUM_OUTPUTS,
+  MLF_UTVM_GET_INPUT_INDEX,
+  MLF_UTVM_GET_NUM_INPUTS,
+  MLF_UTVM_COMMON_METHODS
+};
+/* A method's index: a common one's, else MLF_UTVM_COMMON_METHODS + its index in `own`;
+ * MLF_UTVM_COMMON_METHODS + num_own when there is none. */
+uint32_t mlf_utvm_method(const char* name, size_t len, const char* const* own, uint32_t num_own);
 /* Calls function handle `fn` with ut->args; sends the reply (Return or Exception). */
 void mlf_utvm_call(mlf_utvm* ut, uint64_t fn);
 /* 0, or -1 for a handle that is no longer live (a graph executor freed twice). */

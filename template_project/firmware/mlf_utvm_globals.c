@@ -32,23 +32,12 @@ static const char* const kGlobals[NUM_GLOBALS] = {"runtime.SystemLib",
                                                   "tvm.aot_executor.create",
                                                   "tvm.graph_executor.create"};
 
-/* The AOT executor module's functions, in the order AotModule looks them up (the graph
- * executor's in mlf_utvm_graph.c start the same way: RUN is run in both). */
-enum {
-  SET_INPUT,
-  RUN,
-  GET_OUTPUT,
-  GET_INPUT,
-  GET_NUM_OUTPUTS,
-  GET_INPUT_INDEX,
-  GET_NUM_INPUTS,
-  GET_INPUT_NAME,
-  NUM_METHODS
-};
-static const char* const kMethods[NUM_METHODS] = {"set_input",       "run",
-                                                  "get_output",      "get_input",
-                                                  "get_num_outputs", "get_input_index",
-                                                  "get_num_inputs",  "get_input_name"};
+/* The AOT executor module's own function, after the common ones (mlf_utvm.h). */
+enum { GET_INPUT_NAME = MLF_UTVM_COMMON_METHODS, NUM_METHODS };
+static const char* const kAotMethods[NUM_METHODS - MLF_UTVM_COMMON_METHODS] = {"get_input_name"};
+static const char* const kCommonMethods[MLF_UTVM_COMMON_METHODS] = {
+    "set_input",       "run",           "get_output", "get_input", "get_num_outputs",
+    "get_input_index", "get_num_inputs"};
 
 static const char kNotFound[] = "function not found";
 
@@ -57,6 +46,11 @@ static uint32_t find_name(const char* const* names, uint32_t count, const char* 
     if (strlen(names[i]) == len && memcmp(names[i], name, len) == 0) return i;
   }
   return count;
+}
+
+uint32_t mlf_utvm_method(const char* name, size_t len, const char* const* own, uint32_t num_own) {
+  uint32_t i = find_name(kCommonMethods, MLF_UTVM_COMMON_METHODS, name, len);
+  return i < MLF_UTVM_COMMON_METHODS ? i : i + find_name(own, num_own, name, len);
 }
 
 uint64_t mlf_utvm_global_lookup(const char* name, size_t len) {
@@ -142,7 +136,7 @@ static uint64_t module_function(mlf_utvm* ut, uint64_t module, const char* name,
     return slot == UINT32_MAX ? UINT64_MAX : MLF_UTVM_HANDLE(MLF_UTVM_LIBFUNC, slot);
   }
   if (which > ut->config.num_models || ut->config.models[which - 1].executor == NULL) return 0;
-  uint32_t method = find_name(kMethods, NUM_METHODS, name, len);
+  uint32_t method = mlf_utvm_method(name, len, kAotMethods, NUM_METHODS - MLF_UTVM_COMMON_METHODS);
   return method < NUM_METHODS ? MLF_UTVM_HANDLE(MLF_UTVM_METHOD, (which - 1) << 8 | method) : 0;
 }
 
@@ -240,19 +234,19 @@ static void call_method(mlf_utvm* ut, uint32_t m, uint32_t method) {
   mlf_tensor_info info;
   uint32_t index = UINT32_MAX;
   switch (method) {
-    case RUN:
+    case MLF_UTVM_RUN:
       if (run_model(ut, m) != 0) {
         mlf_utvm_exception(ut, "run failed");
       } else {
         no_result(ut);
       }
       return;
-    case GET_INPUT:
+    case MLF_UTVM_GET_INPUT:
       index = mlf_utvm_input_of(ut, ex);
       if (mlf_executor_input_info(ex, index, &info) != MLF_OK) break;
       mlf_utvm_array_result(ut, m, &info, mlf_executor_input_data(ex, index));
       return;
-    case GET_OUTPUT:
+    case MLF_UTVM_GET_OUTPUT:
       if (a->num == 1 && a->codes[0] == kDLInt && a->values[0].v_int64 >= 0 &&
           a->values[0].v_int64 <= UINT32_MAX) {
         index = (uint32_t)a->values[0].v_int64;
@@ -260,13 +254,13 @@ static void call_method(mlf_utvm* ut, uint32_t m, uint32_t method) {
       if (mlf_executor_output_info(ex, index, &info) != MLF_OK) break;
       mlf_utvm_array_result(ut, m, &info, (void*)(uintptr_t)mlf_executor_output_data(ex, index));
       return;
-    case GET_NUM_INPUTS:
+    case MLF_UTVM_GET_NUM_INPUTS:
       mlf_utvm_int_result(ut, mlf_executor_num_inputs(ex));
       return;
-    case GET_NUM_OUTPUTS:
+    case MLF_UTVM_GET_NUM_OUTPUTS:
       mlf_utvm_int_result(ut, mlf_executor_num_outputs(ex));
       return;
-    case GET_INPUT_INDEX:
+    case MLF_UTVM_GET_INPUT_INDEX:
       if (a->num != 1 || a->codes[0] != kTVMStr) break;
       index = mlf_utvm_input_of(ut, ex);
       mlf_utvm_int_result(ut, index == UINT32_MAX ? -1 : (int64_t)index);
@@ -320,7 +314,7 @@ static void create_timer(mlf_utvm* ut) {
   uint32_t kind = MLF_UTVM_KIND(target);
   if (target == 0 || target == UINT64_MAX ||
       ((kind == MLF_UTVM_METHOD || kind == MLF_UTVM_GRAPH_METHOD) &&
-       (MLF_UTVM_LOW(target) & 0xFFu) != RUN)) {
+       (MLF_UTVM_LOW(target) & 0xFFu) != MLF_UTVM_RUN)) {
     mlf_utvm_exception(ut, target == UINT64_MAX ? "too many functions" : kNotFound);
     return;
   }

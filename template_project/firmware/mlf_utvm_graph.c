@@ -15,27 +15,11 @@
 
 #include "mlf_utvm.h"
 
-/* In the order GraphModule looks them up; RUN is the AOT executor module's RUN too (the time
- * evaluator times either). set_input_zero_copy and set_output_zero_copy are absent, which
- * GraphModule accepts. */
-enum {
-  SET_INPUT,
-  RUN,
-  GET_OUTPUT,
-  GET_INPUT,
-  GET_NUM_OUTPUTS,
-  GET_INPUT_INDEX,
-  GET_NUM_INPUTS,
-  LOAD_PARAMS,
-  GET_INPUT_INFO,
-  SHARE_PARAMS,
-  NUM_METHODS
-};
-static const char* const kMethods[NUM_METHODS] = {"set_input",       "run",
-                                                  "get_output",      "get_input",
-                                                  "get_num_outputs", "get_input_index",
-                                                  "get_num_inputs",  "load_params",
-                                                  "get_input_info",  "share_params"};
+/* Its own functions, after the common ones (mlf_utvm.h), in the order GraphModule looks them
+ * up. set_input_zero_copy and set_output_zero_copy are absent, which GraphModule accepts. */
+enum { LOAD_PARAMS = MLF_UTVM_COMMON_METHODS, GET_INPUT_INFO, SHARE_PARAMS, NUM_METHODS };
+static const char* const kGraphMethods[NUM_METHODS - MLF_UTVM_COMMON_METHODS] = {
+    "load_params", "get_input_info", "share_params"};
 
 #define ALIGN8(n) (((uint64_t)(n) + 7u) & ~(uint64_t)7u)
 #define MESSAGE_BYTES 192u
@@ -234,12 +218,8 @@ void mlf_utvm_graph_create(mlf_utvm* ut) {
 uint64_t mlf_utvm_graph_function(mlf_utvm* ut, uint64_t module, const char* name, size_t len) {
   mlf_utvm_graph* g = live(ut, module, MLF_UTVM_GRAPH);
   if (g == NULL) return 0;
-  for (uint32_t m = 0; m < NUM_METHODS; ++m) {
-    if (strlen(kMethods[m]) == len && memcmp(kMethods[m], name, len) == 0) {
-      return handle_of(MLF_UTVM_GRAPH_METHOD, (uint32_t)(g - ut->graphs), g, m);
-    }
-  }
-  return 0;
+  uint32_t m = mlf_utvm_method(name, len, kGraphMethods, NUM_METHODS - MLF_UTVM_COMMON_METHODS);
+  return m < NUM_METHODS ? handle_of(MLF_UTVM_GRAPH_METHOD, (uint32_t)(g - ut->graphs), g, m) : 0;
 }
 
 static int run(mlf_utvm* ut, mlf_utvm_graph* g) {
@@ -250,7 +230,7 @@ static int run(mlf_utvm* ut, mlf_utvm_graph* g) {
 
 int mlf_utvm_graph_run(mlf_utvm* ut, uint64_t fn) {
   mlf_utvm_graph* g = live(ut, fn, MLF_UTVM_GRAPH_METHOD);
-  return g != NULL && (MLF_UTVM_LOW(fn) & 0xFFu) == RUN ? run(ut, g) : -1;
+  return g != NULL && (MLF_UTVM_LOW(fn) & 0xFFu) == MLF_UTVM_RUN ? run(ut, g) : -1;
 }
 
 /* A tensor argument the host sent for a copy of exactly nbytes into or out of `own` (an
@@ -274,7 +254,7 @@ static const char* call(mlf_utvm* ut, mlf_utvm_graph* g, uint32_t method, char* 
   uint32_t index = UINT32_MAX;
   const uint8_t* peer;
   switch (method) {
-    case SET_INPUT:
+    case MLF_UTVM_SET_INPUT:
       if (a->num != 2) return "set_input: (name or index, array), please";
       a->num = 1; /* the key alone names the input */
       index = mlf_utvm_input_of(ut, ex);
@@ -283,10 +263,10 @@ static const char* call(mlf_utvm* ut, mlf_utvm_graph* g, uint32_t method, char* 
       if (peer == NULL) return "set_input: a device array of the input's size, please";
       (void)mlf_executor_set_input(ex, index, peer, info.nbytes);
       break;
-    case RUN:
+    case MLF_UTVM_RUN:
       if (run(ut, g) != 0) return describe(buf, "run: ", mlf_executor_error(ex));
       break;
-    case GET_OUTPUT:
+    case MLF_UTVM_GET_OUTPUT:
       if ((a->num != 1 && a->num != 2) || a->codes[0] != kDLInt || a->values[0].v_int64 < 0 ||
           a->values[0].v_int64 > UINT32_MAX ||
           mlf_executor_output_info(ex, (uint32_t)a->values[0].v_int64, &info) != MLF_OK) {
@@ -303,18 +283,18 @@ static const char* call(mlf_utvm* ut, mlf_utvm_graph* g, uint32_t method, char* 
         (void)mlf_executor_get_output(ex, index, (void*)(uintptr_t)peer, info.nbytes);
       }
       break;
-    case GET_INPUT:
+    case MLF_UTVM_GET_INPUT:
       index = mlf_utvm_input_of(ut, ex);
       if (mlf_executor_input_info(ex, index, &info) != MLF_OK) return "get_input: no such input";
       mlf_utvm_array_result(ut, 0, &info, mlf_executor_input_data(ex, index));
       return NULL;
-    case GET_NUM_OUTPUTS:
+    case MLF_UTVM_GET_NUM_OUTPUTS:
       mlf_utvm_int_result(ut, mlf_executor_num_outputs(ex));
       return NULL;
-    case GET_NUM_INPUTS:
+    case MLF_UTVM_GET_NUM_INPUTS:
       mlf_utvm_int_result(ut, mlf_executor_num_inputs(ex));
       return NULL;
-    case GET_INPUT_INDEX:
+    case MLF_UTVM_GET_INPUT_INDEX:
       if (a->num != 1 || a->codes[0] != kTVMStr) return "get_input_index: a name, please";
       index = mlf_utvm_input_of(ut, ex);
       mlf_utvm_int_result(ut, index == UINT32_MAX ? -1 : (int64_t)index);

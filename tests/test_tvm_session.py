@@ -80,10 +80,10 @@ def test_our_protocol_firmware_fails_tvm_handshake(
 
 # --- TVM's flows, one driver run per board and archive ------------------------------------------
 
-GRAPH_ACTIONS = ("graph", "operators", "op_time")
+GRAPH_ACTIONS = ("graph", "operators", "op_time", "device_graph")
 # Over QEMU's UART every byte is emulated: the op-by-op run (all params copied again) is left
 # to the host board; the graph run and an operator's time evaluator cover the firmware.
-QEMU_GRAPH_ACTIONS = ("graph", "op_time")
+QEMU_GRAPH_ACTIONS = ("graph", "op_time", "device_graph")
 BOARDS = [
     pytest.param("host", id="host"),
     pytest.param("qemu-mps2-an385", id="an385", marks=[requires_arm, pytest.mark.qemu]),
@@ -167,19 +167,16 @@ def test_tvm_client_gets_a_microtvm_firmware(tvm_run: Run, board: str) -> None:
     }
 
 
-@pytest.mark.parametrize(
-    "board, stem",
-    [
-        pytest.param("host", "kws_int8", id="host-kws_int8"),
-        pytest.param("host", "mnist8", id="host-mnist8"),
-        pytest.param(
-            "qemu-mps2-an385",
-            "mnist8",
-            id="an385-mnist8",
-            marks=[requires_arm, pytest.mark.qemu],
-        ),
-    ],
-)
+GRAPH_CASES = [
+    pytest.param("host", "kws_int8", id="host-kws_int8"),
+    pytest.param("host", "mnist8", id="host-mnist8"),
+    pytest.param(
+        "qemu-mps2-an385", "mnist8", id="an385-mnist8", marks=[requires_arm, pytest.mark.qemu]
+    ),
+]
+
+
+@pytest.mark.parametrize("board, stem", GRAPH_CASES)
 def test_graph_executor(tvm_run: Run, board: str, stem: str) -> None:
     """create_local_graph_executor with the archive's graph JSON and params (mnist: loaded as
     tvmc run does, load_params of the params bytes): set_input, run,
@@ -188,6 +185,30 @@ def test_graph_executor(tvm_run: Run, board: str, stem: str) -> None:
     done = action(result, "graph")
     assert done["outputs"] == ["output0"]
     assert_outputs(result, "graph")
+
+
+@pytest.mark.parametrize("board, stem", GRAPH_CASES)
+def test_graph_executor_on_device(tvm_run: Run, board: str, stem: str) -> None:
+    """tvm.contrib.graph_executor.create over the session: the device parses the graph JSON
+    and runs the graph. Counts and index lookups, set_input by name and index, get_input
+    giving back what was set, get_output with and without an array, the time evaluator of
+    its run; load_params of the archive's blob is refused with a clear error (the receive
+    buffer holds the graph JSON, not the params) and params go per tensor."""
+    result = tvm_run(board, stem)
+    done = action(result, "device_graph")
+    inputs = dict(np.load(str(result["case"]["inputs_npz"])))
+    reference = np.load(str(result["case"]["outputs_npz"]))
+    assert done["num_outputs"] == len(reference.files)
+    assert done["num_inputs"] > len(inputs)  # inputs and params: TVM counts both
+    assert done["index_known"] >= 0 and done["index_unknown"] == -1
+    assert "larger than the device's receive buffer" in done["load_params"]
+    assert len(done["run_s"]) == 1 and done["run_s"][0] > 0
+    assert_outputs(result, "device_graph")
+    for index, name in enumerate(reference.files):
+        got = result["arrays"][f"device_graph.into{index}"]
+        assert_bit_equal(got, reference[name], f"get_output({index}, out)")
+    for name, value in inputs.items():
+        assert_bit_equal(result["arrays"][f"device_graph.input.{name}"], value, f"input {name}")
 
 
 def test_operators_on_device_tensors(tvm_run: Run) -> None:

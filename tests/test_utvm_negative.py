@@ -10,6 +10,7 @@ The codec itself is checked against the byte sequences the spec verified against
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import struct
 from pathlib import Path
@@ -335,3 +336,76 @@ def test_abuse_over_qemu_uart(tmp_path: Path) -> None:
         client.start()
         assert client.system_lib() != 0
         assert runner.exit_status is None
+
+
+def softmax_graph(width: int, func: str = SOFTMAX) -> str:
+    """A graph JSON of one node: x [1, width] float32 -> func -> [1, width]."""
+    shape = [1, width]
+    return json.dumps(
+        {
+            "nodes": [
+                {"op": "null", "name": "x", "inputs": []},
+                {
+                    "op": "tvm_op",
+                    "name": "s",
+                    "attrs": {"func_name": func, "num_inputs": "1", "num_outputs": "1"},
+                    "inputs": [[0, 0, 0]],
+                },
+            ],
+            "arg_nodes": [0],
+            "heads": [[1, 0, 0]],
+            "attrs": {
+                "dltype": ["list_str", ["float32", "float32"]],
+                "storage_id": ["list_int", [0, 1]],
+                "shape": ["list_shape", [shape, shape]],
+            },
+            "node_row_ptr": [0, 1, 2],
+        }
+    )
+
+
+@needs_rpc_firmware
+def test_graph_executor_create_abuse(device: Tuple[UtvmClient, Any]) -> None:
+    """tvm.graph_executor.create with a JSON that does not parse, one naming a function the
+    firmware lacks, one passing a function less than its signature; a module freed twice and
+    called after its free: each an Exception, and the firmware keeps serving."""
+    import numpy as np
+
+    client, runner = device
+    create = client.get_global("tvm.graph_executor.create")
+    lib = client.system_lib()
+
+    def graph(text: str) -> int:
+        values = client.call(create, text, Arg(MODULE, lib), 1, 0)
+        assert values[0] == (INT, MODULE), values
+        return int(values[1][1])
+
+    for text, why in (
+        ('{"nodes": [', "tvm.graph_executor.create"),
+        (softmax_graph(4, SOFTMAX + "_missing"), "no function in the system library"),
+        (softmax_graph(1), "smaller than its model's graph"),
+        ("x" * 100, "tvm.graph_executor.create"),
+    ):
+        with pytest.raises(RemoteError, match=why):
+            graph(text)
+    with pytest.raises(RemoteError, match="expected"):
+        client.call(create, softmax_graph(4), 7, 1, 0)  # no module
+    module = graph(softmax_graph(4))
+    run = client.module_function(module, "run")
+    get_input = client.module_function(module, "get_input")
+    assert client.module_function(module, "set_input_zero_copy") == 0
+    x = np.array([[1.0, 2.0, 3.0, 4.0]], dtype=np.float32)
+    client.copy_to(Tensor(client.call(get_input, "x")[1][1][0], (1, 4), FLOAT32), x.tobytes())
+    client.call(run)
+    out = client.call(client.module_function(module, "get_output"), 0)[1][1][0]
+    got = np.frombuffer(client.copy_from(Tensor(out, (1, 4), FLOAT32), 16), dtype=np.float32)
+    np.testing.assert_allclose(got, np.exp(x[0] - 4) / np.exp(x[0] - 4).sum(), rtol=1e-5)
+    client.free(module, MODULE)
+    with pytest.raises(RemoteError, match="already freed"):
+        client.free(module, MODULE)
+    with pytest.raises(RemoteError, match="freed"):
+        client.call(run)
+    assert client.module_function(module, "run") == 0
+    assert outcome(client, b"") == "ignored"  # still serving
+    assert graph(softmax_graph(4)) != module  # its memory came back
+    assert runner.exit_status is None

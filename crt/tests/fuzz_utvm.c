@@ -2,7 +2,8 @@
  * fuzz_utvm.c — libFuzzer target: the microTVM RPC server (template_project/firmware/
  * mlf_utvm_*.c: framing, session, MinRPC dispatch, globals, device memory) fed arbitrary
  * traffic (input format: fuzz_utvm.h), over a system library of operators that check their
- * tensors' shapes and an AOT model (the runtime's executor over the basic test graph).
+ * tensors' shapes and an AOT model (the runtime's executor over the basic test graph); graph
+ * executors the traffic creates (tvm.graph_executor.create) call the same library.
  *
  * Besides memory safety (ASan, UBSan) it checks what the device writes: every packet is
  * well-formed with a good CRC, and none carries more than the 2048 payload bytes TVM's host

@@ -242,16 +242,22 @@ static void test_alloc_copy_call(void) {
 }
 
 /* A graph model's signatures: a call must pass the tensors the graph passes, no fewer. */
-static void test_signatures(void) {
+/* The test library with one signature: add takes three tensors of `bytes` bytes each. */
+static mlf_utvm_model add_signed(const uint32_t* bytes) {
   static const TVMBackendPackedCFunc funcs[1] = {op_add};
   static const mlf_utvm_signature sigs[1] = {{3, 0}};
+  const mlf_utvm_model model = {.name = "default",
+                                .library = &g_test_lib,
+                                .sig_funcs = funcs,
+                                .signatures = sigs,
+                                .sig_bytes = bytes,
+                                .num_signatures = 1};
+  return model;
+}
+
+static void test_signatures(void) {
   static const uint32_t bytes[3] = {16, 16, 16};
-  const mlf_utvm_model models[1] = {{.name = "default",
-                                     .library = &g_test_lib,
-                                     .sig_funcs = funcs,
-                                     .signatures = sigs,
-                                     .sig_bytes = bytes,
-                                     .num_signatures = 1}};
+  const mlf_utvm_model models[1] = {add_signed(bytes)};
   fresh(models, 1);
   uint64_t add = get_function(system_lib(), "add");
   uint64_t a = alloc(16), small = alloc(8);
@@ -480,6 +486,180 @@ static void test_aot_module(void) {
   free(arena);
 }
 
+/* ---- the graph executor module (tvm.graph_executor.create) ------------------------------ */
+
+static int exception_has(const utvm_msg* m, const char* part) {
+  if (request(m) != 5) return 0;
+  size_t len = (size_t)utvm_le(g_reply + 12, 8);
+  char text[512];
+  if (len >= sizeof(text)) len = sizeof(text) - 1;
+  memcpy(text, g_reply + 20, len);
+  text[len] = '\0';
+  if (strstr(text, part) == NULL) fprintf(stderr, "exception: %s\n", text);
+  return strstr(text, part) != NULL;
+}
+
+/* tvm.graph_executor.create(json, lib, 1, 0): the request, ready to send. */
+static void graph_create(utvm_msg* m, uint64_t lib, const char* json) {
+  static const int codes[4] = {11, 9, 0, 0};
+  call_start(m, global("tvm.graph_executor.create"), 4, codes);
+  msg_str(m, json);
+  msg_u(m, lib, 8);
+  msg_u(m, 1, 8);
+  msg_u(m, 0, 8);
+}
+
+static void free_module(utvm_msg* m, uint64_t module) {
+  static const int codes[2] = {3, 0};
+  m->len = 0;
+  msg_u(m, FREE_HANDLE, 4);
+  msg_u(m, 2, 4);
+  for (int i = 0; i < 2; ++i) msg_u(m, (uint32_t)codes[i], 4);
+  msg_u(m, module, 8);
+  msg_u(m, 9, 8);
+}
+
+/* A call of fn with a key (name, or index when name is NULL) and optionally a tensor. */
+static void keyed_call(utvm_msg* m, uint64_t fn, const char* name, uint64_t index, uint64_t data) {
+  int codes[2] = {name != NULL ? 11 : 0, 7};
+  const int64_t shape[2] = {1, 4};
+  call_start(m, fn, data != 0 ? 2 : 1, codes);
+  if (name != NULL) {
+    msg_str(m, name);
+  } else {
+    msg_u(m, index, 8);
+  }
+  if (data != 0) msg_tensor(m, data, 2, shape, 2, 32);
+}
+
+static void test_graph_module(void) {
+  fresh(kLibOnly, 1);
+  uint64_t lib = system_lib();
+  utvm_msg m;
+  char* json = json_from(kBasicJson);
+  graph_create(&m, lib, "{\"nodes\": [");
+  CHECK(exception_has(&m, "tvm.graph_executor.create: "));
+  char* unknown = json_from(kBasicJson);
+  memcpy(strstr(unknown, "\"scale2\"") + 1, "nosuch", 6);
+  graph_create(&m, lib, unknown);
+  CHECK(exception_has(&m, "no function in the system library: nosuch"));
+  free(unknown);
+  graph_create(&m, lib, json);
+  uint64_t gm = call_result(&m, 9, 3);
+  CHECK_EQ_INT(gm >> 32, 7);
+  static const char* const names[10] = {"set_input",       "run",
+                                        "get_output",      "get_input",
+                                        "get_num_outputs", "get_input_index",
+                                        "get_num_inputs",  "load_params",
+                                        "get_input_info",  "share_params"};
+  uint64_t fn[10];
+  for (int i = 0; i < 10; ++i) {
+    fn[i] = get_function(gm, names[i]);
+    CHECK(fn[i] != 0);
+  }
+  CHECK_EQ_INT(get_function(gm, "set_input_zero_copy"), 0);
+  call_start(&m, fn[6], 0, NULL);
+  CHECK_EQ_INT(call_result(&m, 0, 0), 2);
+  call_start(&m, fn[4], 0, NULL);
+  CHECK_EQ_INT(call_result(&m, 0, 0), 3);
+  keyed_call(&m, fn[5], "p0", 0, 0);
+  CHECK_EQ_INT(call_result(&m, 0, 0), 1);
+  keyed_call(&m, fn[5], "nope", 0, 0);
+  CHECK_EQ_INT((int64_t)call_result(&m, 0, 0), -1);
+  /* set_input by name and by index from device arrays; get_input gives them back. */
+  const float x[4] = {1, 2, 3, 4}, p[4] = {0.5f, 0.5f, 0.5f, 0.5f};
+  uint64_t ax = alloc(16), ap = alloc(16), out = alloc(16);
+  CHECK_EQ_INT(copy_to(ax, x, 4), 4);
+  CHECK_EQ_INT(copy_to(ap, p, 4), 4);
+  keyed_call(&m, fn[0], "x", 0, ax);
+  CHECK_EQ_INT(call_result(&m, 4, 4), 0);
+  keyed_call(&m, fn[0], NULL, 1, ap);
+  CHECK_EQ_INT(call_result(&m, 4, 4), 0);
+  keyed_call(&m, fn[0], "nope", 0, ap);
+  CHECK(exception_has(&m, "set_input: no such input"));
+  keyed_call(&m, fn[3], NULL, 1, 0);
+  CHECK_EQ_INT(request(&m), 4);
+  uint64_t p_data = utvm_le(g_reply + 28, 8);
+  float got[4];
+  CHECK_EQ_INT(copy_from(p_data, got, 4), 8);
+  CHECK(got[0] == 0.5f && got[3] == 0.5f);
+  CHECK_EQ_INT(copy_from(p_data, got, 8), 5); /* past the input: not the host's */
+  call_start(&m, fn[1], 0, NULL);
+  CHECK_EQ_INT(call_result(&m, 4, 4), 0);
+  keyed_call(&m, fn[2], NULL, 2, 0);
+  CHECK_EQ_INT(request(&m), 4);
+  CHECK_EQ_INT(copy_from(utvm_le(g_reply + 28, 8), got, 4), 8);
+  CHECK(got[0] == 1.5f && got[3] == 4.5f);
+  keyed_call(&m, fn[2], NULL, 0, out); /* get_output(0, out) */
+  CHECK_EQ_INT(call_result(&m, 4, 4), 0);
+  CHECK_EQ_INT(copy_from(out, got, 4), 8);
+  CHECK(got[0] == 2.5f && got[3] == 5.5f);
+  keyed_call(&m, fn[2], NULL, 9, 0);
+  CHECK(exception_has(&m, "get_output: no such output"));
+  /* load_params: p0 from a params blob (then no longer an input). */
+  static const int64_t shape14[2] = {1, 4};
+  const float p2[4] = {10, 10, 10, 10};
+  const test_param params[1] = {{"p0", {kDLFloat, 32, 1}, 2, shape14, p2, 16}};
+  uint8_t blob[256];
+  size_t blob_len = test_params_write(params, 1, blob, sizeof(blob));
+  static const int bytes_code[1] = {12};
+  call_start(&m, fn[7], 1, bytes_code);
+  msg_u(&m, blob_len, 8);
+  msg_bytes(&m, blob, blob_len);
+  CHECK_EQ_INT(call_result(&m, 4, 4), 0);
+  call_start(&m, fn[7], 1, bytes_code);
+  msg_u(&m, 3, 8);
+  msg_bytes(&m, "abc", 3);
+  CHECK(exception_has(&m, "load_params: "));
+  call_start(&m, fn[1], 0, NULL);
+  CHECK_EQ_INT(call_result(&m, 4, 4), 0);
+  keyed_call(&m, fn[2], NULL, 2, out);
+  CHECK_EQ_INT(call_result(&m, 4, 4), 0);
+  CHECK_EQ_INT(copy_from(out, got, 4), 8);
+  CHECK(got[0] == 11.0f && got[3] == 14.0f);
+  call_start(&m, fn[8], 0, NULL);
+  CHECK(exception_has(&m, "not supported"));
+  /* Two at once at most; freeing one makes room, twice is refused, its handles die. */
+  graph_create(&m, lib, json);
+  uint64_t second = call_result(&m, 9, 3);
+  graph_create(&m, lib, json);
+  CHECK(exception_has(&m, "too many graph executors"));
+  free_module(&m, gm);
+  CHECK_EQ_INT(request(&m), 4);
+  free_module(&m, gm);
+  CHECK(exception_has(&m, "handle already freed"));
+  call_start(&m, fn[1], 0, NULL);
+  CHECK(exception_has(&m, "graph executor freed"));
+  CHECK_EQ_INT(get_function(gm, "run"), 0);
+  CHECK_EQ_INT(copy_from(p_data, got, 4), 5); /* its memory is gone */
+  graph_create(&m, lib, json);
+  CHECK(call_result(&m, 9, 3) != gm);
+  free_module(&m, second);
+  CHECK_EQ_INT(request(&m), 4);
+  free(json);
+}
+
+static void test_graph_signatures(void) {
+  /* add takes three tensors of 32 bytes in its model's graph; the basic graph passes 16. */
+  static const uint32_t bytes[3] = {32, 32, 32};
+  const mlf_utvm_model models[1] = {add_signed(bytes)};
+  fresh(models, 1);
+  utvm_msg m;
+  char* json = json_from(kBasicJson);
+  graph_create(&m, system_lib(), json);
+  CHECK(exception_has(&m, "a tensor smaller than its model's graph passes to add"));
+  free(json);
+  /* Nothing was kept: the arena is whole again. */
+  CHECK_EQ_INT(g_dev->ut.num_blocks, 0);
+  /* A request larger than the receive buffer is answered, not dropped. */
+  static char big[UTVM_RX + 100];
+  memset(big, ' ', sizeof(big) - 1);
+  big[sizeof(big) - 1] = '\0';
+  graph_create(&m, system_lib(), big);
+  CHECK(exception_has(&m, "larger than the device's receive buffer"));
+  CHECK(system_lib() != 0);
+}
+
 int main(void) {
   g_dev = (utvm_device*)calloc(1, sizeof(*g_dev));
   RUN(test_crc_and_frame_vectors);
@@ -491,6 +671,8 @@ int main(void) {
   RUN(test_recovery);
   RUN(test_time_evaluator);
   RUN(test_aot_module);
+  RUN(test_graph_module);
+  RUN(test_graph_signatures);
   free(g_dev);
   return test_finish();
 }

@@ -1,7 +1,7 @@
 /*
  * utvm_seeds.c — seeds for fuzz_utvm (format: fuzz_utvm.h): the traffic of TVM's host flows
  * (system library, function lookup, allocations and copies, operator calls, the time
- * evaluator, the AOT executor module), one seed per flow, plus raw framed packets.
+ * evaluator, the AOT and graph executor modules), one seed per flow, plus raw framed packets.
  */
 #include <stdio.h>
 #include <string.h>
@@ -17,6 +17,9 @@
 #define LIBFUNC(slot) ((3ull << 32) | (slot))
 #define TIMER (4ull << 32 | 1u)
 #define METHOD(m, k) ((5ull << 32) | ((m) << 8) | (k))
+/* The first graph executor of a session: generation 1, slot 0. */
+#define GRAPH_MODULE ((7ull << 32) | (1u << 16))
+#define GRAPH_METHOD(k) ((8ull << 32) | (1u << 16) | (k))
 
 typedef struct {
   utvm_msg all;    /* the seed */
@@ -194,6 +197,64 @@ int utvm_write_seeds(const char* dir) {
   end(&s);
   time_evaluator(&s, AOT_MODULE, "run", 3, 2);
   call(&s, TIMER, 0, "");
+  end(&s);
+  rc |= write_file(dir, n++, s.all.bytes, s.all.len);
+
+  /* tvm.graph_executor.create over the fuzzer's library ("copy", signed: two tensors of 16
+   * bytes) and every function of the module, the time evaluator of its run, two frees. */
+  s.all.len = 0;
+  msg_u(&s.all, 8, 1);
+  alloc(&s, 64);
+  call(&s, GLOBAL(6), 4, "\x0b\x09\x00\x00");
+  msg_str(&s.record,
+          "{\"nodes\": [{\"op\": \"null\", \"name\": \"x\", \"inputs\": []}, {\"op\": "
+          "\"tvm_op\", \"name\": \"c\", \"attrs\": {\"func_name\": \"copy\", \"num_inputs\": "
+          "\"1\", \"num_outputs\": \"1\"}, \"inputs\": [[0, 0, 0]]}], \"arg_nodes\": [0], "
+          "\"heads\": [[1, 0, 0]], \"attrs\": {\"dltype\": [\"list_str\", [\"float32\", "
+          "\"float32\"]], \"storage_id\": [\"list_int\", [0, 1]], \"shape\": [\"list_shape\", "
+          "[[4], [4]]]}, \"node_row_ptr\": [0, 1, 2]}");
+  msg_u(&s.record, SYSTEM_LIB_MODULE, 8);
+  msg_u(&s.record, 1, 8);
+  msg_u(&s.record, 0, 8);
+  end(&s);
+  static const char* const graph_methods[10] = {"set_input",       "run",
+                                                "get_output",      "get_input",
+                                                "get_num_outputs", "get_input_index",
+                                                "get_num_inputs",  "load_params",
+                                                "get_input_info",  "share_params"};
+  for (int i = 0; i < 10; ++i) get_function(&s, GRAPH_MODULE, graph_methods[i]);
+  copy(&s, 1, 0, 4);
+  call(&s, GRAPH_METHOD(0u), 2, "\x0b\x07");
+  msg_str(&s.record, "x");
+  tensor_at(&s, 0, 4);
+  end(&s);
+  call(&s, GRAPH_METHOD(3u), 1, "\x00");
+  msg_u(&s.record, 0, 8);
+  end(&s);
+  call(&s, GRAPH_METHOD(1u), 0, "");
+  end(&s);
+  call(&s, GRAPH_METHOD(2u), 2, "\x00\x07");
+  msg_u(&s.record, 0, 8);
+  tensor_at(&s, 0, 4);
+  end(&s);
+  call(&s, GRAPH_METHOD(5u), 1, "\x0b");
+  msg_str(&s.record, "x");
+  end(&s);
+  call(&s, GRAPH_METHOD(7u), 1, "\x0c");
+  msg_str(&s.record, "not params");
+  end(&s);
+  time_evaluator(&s, GRAPH_MODULE, "run", 2, 2);
+  call(&s, TIMER, 0, "");
+  end(&s);
+  for (int i = 0; i < 2; ++i) {
+    begin(&s, 10);
+    msg_u(&s.record, 2, 4);
+    msg_bytes(&s.record, "\x03\0\0\0\0\0\0\0", 8);
+    msg_u(&s.record, GRAPH_MODULE, 8);
+    msg_u(&s.record, 9, 8);
+    end(&s);
+  }
+  call(&s, GRAPH_METHOD(1u), 0, "");
   end(&s);
   rc |= write_file(dir, n++, s.all.bytes, s.all.len);
 

@@ -130,7 +130,7 @@ def _write_project(
     shutil.copyfile(template_dir() / SERVER_FILE, root / SERVER_FILE)
     for plan in plans:
         _copy_model_code(plan, archive, root)
-    any_json = any(plan.graph_format == "json" for plan in plans)
+    any_json = ptype.parses_graph_json or any(plan.graph_format == "json" for plan in plans)
     runtime_sources = _copy_runtime(
         root, ptype, "json" if any_json else "tables", bool(opts["profile"])
     )
@@ -257,8 +257,9 @@ def _junk_names(directory: str, names: List[str]) -> List[str]:
 
 # Runtime sources a project does not compile (build time is part of the product): TVM's
 # graph-executor API needs TVMPlatformMemoryAllocate, which our firmware has no use for; the
-# JSON parser only serves graph_format=json. Of template_project/firmware/ a project compiles
-# what its type names (ProjectType.firmware_sources), plus the profile hooks when asked.
+# JSON parser only serves graph_format=json and project types that parse graph JSON sent at
+# run time. Of template_project/firmware/ a project compiles what its type names
+# (ProjectType.firmware_sources), plus the profile hooks when asked.
 _NOT_COMPILED = {"mlf_tvm_compat.c"}
 _PROFILE_SOURCE = "mlf_profile.c"
 _JSON_ONLY = {"mlf_graph_json.c", "mlf_json.c"}

@@ -16,6 +16,8 @@
  *                       malformed request gets an Exception (never a crash or a spin).
  *   mlf_utvm_globals.c  what the host calls: runtime.SystemLib, ModuleGetFunction, the
  *                       packet size, RPCTimeEvaluator, random_fill, the AOT executor module.
+ *   mlf_utvm_graph.c    tvm.graph_executor.create: a graph executor over a graph JSON the host
+ *                       sends, in device memory, driven through TVM's GraphModule functions.
  *   mlf_utvm_alloc.c    device memory the host allocates (DevAllocData...): a fixed arena,
  *                       every block known, so every pointer the host sends is checked.
  *
@@ -58,6 +60,9 @@ extern "C" {
 #endif
 #ifndef MLF_UTVM_MAX_TIMED_CALLS
 #define MLF_UTVM_MAX_TIMED_CALLS 100000000u /* cap on a time evaluator's `number` */
+#endif
+#ifndef MLF_UTVM_MAX_GRAPHS
+#define MLF_UTVM_MAX_GRAPHS 2u /* graph executors the host created and has not freed */
 #endif
 #define MLF_UTVM_TX_STAGING 64u
 #define MLF_UTVM_REPLY_HEAD 160u
@@ -131,6 +136,15 @@ typedef struct {
   uint32_t generation;
 } mlf_utvm_timer;
 
+/* A graph executor the host created: two blocks of device memory the host cannot reach (but
+ * for the executor's inputs and outputs), `tables` (the JSON's copy and the parsed tables) and
+ * `state` (executor, function pointers, state, arena). generation 0: a free slot. */
+typedef struct {
+  uint8_t* tables;
+  uint8_t* state;
+  uint16_t generation;
+} mlf_utvm_graph;
+
 typedef struct mlf_utvm {
   mlf_utvm_config config;
   /* framing, receive side */
@@ -156,6 +170,8 @@ typedef struct mlf_utvm {
   mlf_utvm_func funcs[MLF_UTVM_MAX_FUNCS];
   mlf_utvm_timer timer;
   double results[MLF_UTVM_MAX_REPEAT];
+  mlf_utvm_graph graphs[MLF_UTVM_MAX_GRAPHS];
+  uint16_t graph_serial; /* the last generation given out: a freed executor's handles die */
   int shutdown;
 } mlf_utvm;
 
@@ -188,6 +204,8 @@ void mlf_utvm_tx_noop(mlf_utvm* ut);
 
 /* Session: a whole packet received; a Normal reply sent (header bytes + tail). */
 void mlf_utvm_session_packet(mlf_utvm* ut, uint8_t* payload, uint32_t len);
+/* A good packet longer than the receive buffer, whose first rx_size bytes are at head. */
+void mlf_utvm_session_oversized(mlf_utvm* ut, const uint8_t* head);
 void mlf_utvm_session_send(mlf_utvm* ut, const uint8_t* head, size_t head_len, const uint8_t* tail,
                            size_t tail_len);
 uint32_t mlf_utvm_random(mlf_utvm* ut);
@@ -210,17 +228,63 @@ void mlf_utvm_exception(mlf_utvm* ut, const char* message);
 #define MLF_UTVM_KIND(handle) ((uint32_t)((handle) >> 32))
 #define MLF_UTVM_LOW(handle) ((uint32_t)(handle))
 enum {
-  MLF_UTVM_GLOBAL = 1,  /* a global function, low = its index */
-  MLF_UTVM_MODULE = 2,  /* low 0: the system library (all models); 1 + m: AOT executor of m */
-  MLF_UTVM_LIBFUNC = 3, /* a library function, low = slot in mlf_utvm.funcs */
-  MLF_UTVM_TIMER = 4,   /* the time evaluator, low = generation */
-  MLF_UTVM_METHOD = 5,  /* an AOT executor method, low = model << 8 | method */
-  MLF_UTVM_ARRAY = 6    /* an AOT executor's input/output array (freeing it does nothing) */
+  MLF_UTVM_GLOBAL = 1,      /* a global function, low = its index */
+  MLF_UTVM_MODULE = 2,      /* low 0: the system library (all models); 1 + m: AOT executor of m */
+  MLF_UTVM_LIBFUNC = 3,     /* a library function, low = slot in mlf_utvm.funcs */
+  MLF_UTVM_TIMER = 4,       /* the time evaluator, low = generation */
+  MLF_UTVM_METHOD = 5,      /* an AOT executor method, low = model << 8 | method */
+  MLF_UTVM_ARRAY = 6,       /* an executor's input/output array (freeing it does nothing) */
+  MLF_UTVM_GRAPH = 7,       /* a graph executor, low = generation << 16 | slot << 8 */
+  MLF_UTVM_GRAPH_METHOD = 8 /* its function, low = generation << 16 | slot << 8 | method */
 };
 uint64_t mlf_utvm_global_lookup(const char* name, size_t len);
+/* The functions both executor modules (AOT, graph) have, in the order TVM's wrappers look
+ * them up; a module's own follow from MLF_UTVM_COMMON_METHODS on. */
+enum {
+  MLF_UTVM_SET_INPUT,
+  MLF_UTVM_RUN,
+  MLF_UTVM_GET_OUTPUT,
+  MLF_UTVM_GET_INPUT,
+  MLF_UTVM_GET_NUM_OUTPUTS,
+  MLF_UTVM_GET_INPUT_INDEX,
+  MLF_UTVM_GET_NUM_INPUTS,
+  MLF_UTVM_COMMON_METHODS
+};
+/* A method's index: a common one's, else MLF_UTVM_COMMON_METHODS + its index in `own`;
+ * MLF_UTVM_COMMON_METHODS + num_own when there is none. */
+uint32_t mlf_utvm_method(const char* name, size_t len, const char* const* own, uint32_t num_own);
 /* Calls function handle `fn` with ut->args; sends the reply (Return or Exception). */
 void mlf_utvm_call(mlf_utvm* ut, uint64_t fn);
-void mlf_utvm_free_handle(mlf_utvm* ut, uint64_t handle, int64_t kind);
+/* 0, or -1 for a handle that is no longer live (a graph executor freed twice). */
+int mlf_utvm_free_handle(mlf_utvm* ut, uint64_t handle, int64_t kind);
+/* The model whose library (or extra) has function `name`, which goes to *fn; NULL if none. */
+const mlf_utvm_model* mlf_utvm_find_function(const mlf_utvm* ut, const char* name, size_t len,
+                                             TVMBackendPackedCFunc* fn);
+/* The signature model gives fn, or NULL. */
+const mlf_utvm_signature* mlf_utvm_signature_of(const mlf_utvm_model* model,
+                                                TVMBackendPackedCFunc fn);
+/* Binds the workspace library functions draw from (ws, else the configuration's). */
+void mlf_utvm_bind_workspace(mlf_utvm* ut, mlf_workspace* ws);
+void mlf_utvm_int_result(mlf_utvm* ut, int64_t v);
+/* The input a call's one argument names (an index, or a name string); UINT32_MAX if none. */
+uint32_t mlf_utvm_input_of(mlf_utvm* ut, mlf_executor* ex);
+/* An executor's input or output as an NDArray result (handle MLF_UTVM_ARRAY, low). */
+void mlf_utvm_array_result(mlf_utvm* ut, uint32_t low, const mlf_tensor_info* info, void* data);
+
+/* Graph executors (mlf_utvm_graph.c): the global's call (ut->args), a function of a graph
+ * executor's module (0 when it has none of that name), a call of one, the handle's free
+ * (-1 when it is not live), one run for the time evaluator (0 ok). */
+void mlf_utvm_graph_create(mlf_utvm* ut);
+uint64_t mlf_utvm_graph_function(mlf_utvm* ut, uint64_t module, const char* name, size_t len);
+void mlf_utvm_graph_call(mlf_utvm* ut, uint64_t fn);
+int mlf_utvm_graph_free(mlf_utvm* ut, uint64_t module);
+int mlf_utvm_graph_run(mlf_utvm* ut, uint64_t fn);
+/* Whether the block at `block` is a live graph executor's (the host may not touch it); the
+ * live graph executor whose input or output holds [address, address + nbytes) (1), or none. */
+int mlf_utvm_graph_owns(const mlf_utvm* ut, const uint8_t* block);
+int mlf_utvm_graph_io_ok(const mlf_utvm* ut, uint64_t address, uint64_t nbytes);
+/* Whether [address, address + nbytes) lies inside one of ex's inputs or outputs. */
+int mlf_utvm_executor_io_ok(mlf_executor* ex, uint64_t address, uint64_t nbytes);
 
 /* Memory (mlf_utvm_alloc.c). */
 void mlf_utvm_alloc_init(mlf_utvm* ut, uint8_t* arena, size_t size);

@@ -68,8 +68,9 @@ static uint32_t block_at(const mlf_utvm* ut, uint64_t address) {
 
 int mlf_utvm_free(mlf_utvm* ut, uint64_t address) {
   uint32_t i = block_at(ut, address);
-  if (i == ut->num_blocks || (uintptr_t)ut->arena_base + ut->blocks[i].offset != address) {
-    return -1;
+  if (i == ut->num_blocks || (uintptr_t)ut->arena_base + ut->blocks[i].offset != address ||
+      mlf_utvm_graph_owns(ut, ut->arena_base + ut->blocks[i].offset)) {
+    return -1; /* a live graph executor's blocks go when the executor does */
   }
   --ut->num_blocks;
   memmove(&ut->blocks[i], &ut->blocks[i + 1], (ut->num_blocks - i) * sizeof(ut->blocks[0]));
@@ -81,25 +82,29 @@ static int inside(uint64_t address, uint64_t nbytes, const void* start, size_t s
   return start != NULL && address >= s && address - s <= size && nbytes <= size - (address - s);
 }
 
+int mlf_utvm_executor_io_ok(mlf_executor* ex, uint64_t address, uint64_t nbytes) {
+  mlf_tensor_info info;
+  for (uint32_t k = 0; mlf_executor_input_info(ex, k, &info) == MLF_OK; ++k) {
+    if (inside(address, nbytes, mlf_executor_input_data(ex, k), info.nbytes)) return 1;
+  }
+  for (uint32_t k = 0; mlf_executor_output_info(ex, k, &info) == MLF_OK; ++k) {
+    if (inside(address, nbytes, mlf_executor_output_data(ex, k), info.nbytes)) return 1;
+  }
+  return 0;
+}
+
 int mlf_utvm_memory_ok(const mlf_utvm* ut, uint64_t address, uint64_t nbytes) {
   uint32_t i = block_at(ut, address);
-  if (i < ut->num_blocks) {
+  if (i < ut->num_blocks && !mlf_utvm_graph_owns(ut, ut->arena_base + ut->blocks[i].offset)) {
     const mlf_utvm_block* b = &ut->blocks[i];
     return inside(address, nbytes, ut->arena_base + b->offset, b->size);
   }
-  /* An executor's inputs and outputs (the AOT executor module hands them out). */
+  /* An executor's inputs and outputs (the AOT and graph executor modules hand them out). */
   for (uint32_t m = 0; m < ut->config.num_models; ++m) {
     mlf_executor* ex = ut->config.models[m].executor;
-    if (ex == NULL) continue;
-    mlf_tensor_info info;
-    for (uint32_t k = 0; mlf_executor_input_info(ex, k, &info) == MLF_OK; ++k) {
-      if (inside(address, nbytes, mlf_executor_input_data(ex, k), info.nbytes)) return 1;
-    }
-    for (uint32_t k = 0; mlf_executor_output_info(ex, k, &info) == MLF_OK; ++k) {
-      if (inside(address, nbytes, mlf_executor_output_data(ex, k), info.nbytes)) return 1;
-    }
+    if (ex != NULL && mlf_utvm_executor_io_ok(ex, address, nbytes)) return 1;
   }
-  return 0;
+  return mlf_utvm_graph_io_ok(ut, address, nbytes);
 }
 
 uint64_t mlf_utvm_tensor_bytes(const DLTensor* t) {

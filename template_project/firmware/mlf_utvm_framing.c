@@ -94,7 +94,7 @@ static void rx_start(mlf_utvm* ut) {
 }
 
 /* One unescaped byte of the current packet's fields. Returns 1 when a whole packet with a
- * good CRC is in the receive buffer. */
+ * good CRC is in the receive buffer, 2 for a good one too large for it (its head is there). */
 static int rx_data(mlf_utvm* ut, uint8_t byte) {
   switch (ut->rx_state) {
     case LENGTH:
@@ -106,18 +106,20 @@ static int rx_data(mlf_utvm* ut, uint8_t byte) {
       }
       return 0;
     case PAYLOAD:
-      if (!ut->rx_discard) ut->config.rx_buffer[ut->rx_got] = byte;
+      /* An oversized packet keeps its head: its sender is told (mlf_utvm_session_oversized). */
+      if (ut->rx_got < ut->config.rx_size) ut->config.rx_buffer[ut->rx_got] = byte;
       if (++ut->rx_got == ut->rx_len) ut->rx_state = CRC;
       return 0;
     default: /* CRC */
       ut->rx_packet_crc |= (uint16_t)(byte << (8u * ut->rx_field_got));
       if (++ut->rx_field_got < 2) return 0;
       ut->rx_state = HUNT;
-      return !ut->rx_discard && ut->rx_packet_crc == ut->rx_crc && ut->rx_len > 0;
+      if (ut->rx_packet_crc != ut->rx_crc || ut->rx_len == 0) return 0;
+      return ut->rx_discard ? 2 : 1;
   }
 }
 
-/* One received byte. Returns 1 when it completed a good packet. */
+/* One received byte. Returns what rx_data does when it completed a packet, else 0. */
 static int rx_byte(mlf_utvm* ut, uint8_t byte) {
   if (ut->rx_state == HUNT) {
     if (byte == ESCAPE) ut->rx_state = HUNT_ESCAPE;
@@ -155,7 +157,9 @@ static int rx_byte(mlf_utvm* ut, uint8_t byte) {
 
 int mlf_utvm_feed(mlf_utvm* ut, const uint8_t* data, size_t n) {
   for (size_t i = 0; i < n && !ut->shutdown; ++i) {
-    if (rx_byte(ut, data[i])) mlf_utvm_session_packet(ut, ut->config.rx_buffer, ut->rx_len);
+    int got = rx_byte(ut, data[i]);
+    if (got == 1) mlf_utvm_session_packet(ut, ut->config.rx_buffer, ut->rx_len);
+    if (got == 2) mlf_utvm_session_oversized(ut, ut->config.rx_buffer);
   }
   return ut->shutdown;
 }

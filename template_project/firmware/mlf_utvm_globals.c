@@ -20,6 +20,7 @@ enum {
   TIME_EVALUATOR,
   RANDOM_FILL,
   AOT_CREATE,
+  GRAPH_CREATE,
   NUM_GLOBALS
 };
 
@@ -28,24 +29,15 @@ static const char* const kGlobals[NUM_GLOBALS] = {"runtime.SystemLib",
                                                   "tvm.rpc.server.GetCRTMaxPacketSize",
                                                   "runtime.RPCTimeEvaluator",
                                                   "tvm.contrib.random.random_fill",
-                                                  "tvm.aot_executor.create"};
+                                                  "tvm.aot_executor.create",
+                                                  "tvm.graph_executor.create"};
 
-/* The AOT executor module's functions, in the order AotModule looks them up. */
-enum {
-  SET_INPUT,
-  RUN,
-  GET_OUTPUT,
-  GET_INPUT,
-  GET_NUM_OUTPUTS,
-  GET_INPUT_INDEX,
-  GET_NUM_INPUTS,
-  GET_INPUT_NAME,
-  NUM_METHODS
-};
-static const char* const kMethods[NUM_METHODS] = {"set_input",       "run",
-                                                  "get_output",      "get_input",
-                                                  "get_num_outputs", "get_input_index",
-                                                  "get_num_inputs",  "get_input_name"};
+/* The AOT executor module's own function, after the common ones (mlf_utvm.h). */
+enum { GET_INPUT_NAME = MLF_UTVM_COMMON_METHODS, NUM_METHODS };
+static const char* const kAotMethods[NUM_METHODS - MLF_UTVM_COMMON_METHODS] = {"get_input_name"};
+static const char* const kCommonMethods[MLF_UTVM_COMMON_METHODS] = {
+    "set_input",       "run",           "get_output", "get_input", "get_num_outputs",
+    "get_input_index", "get_num_inputs"};
 
 static const char kNotFound[] = "function not found";
 
@@ -56,6 +48,11 @@ static uint32_t find_name(const char* const* names, uint32_t count, const char* 
   return count;
 }
 
+uint32_t mlf_utvm_method(const char* name, size_t len, const char* const* own, uint32_t num_own) {
+  uint32_t i = find_name(kCommonMethods, MLF_UTVM_COMMON_METHODS, name, len);
+  return i < MLF_UTVM_COMMON_METHODS ? i : i + find_name(own, num_own, name, len);
+}
+
 uint64_t mlf_utvm_global_lookup(const char* name, size_t len) {
   uint32_t i = find_name(kGlobals, NUM_GLOBALS, name, len);
   return i < NUM_GLOBALS ? MLF_UTVM_HANDLE(MLF_UTVM_GLOBAL, i) : 0;
@@ -63,17 +60,19 @@ uint64_t mlf_utvm_global_lookup(const char* name, size_t len) {
 
 /* ---- function handles --------------------------------------------------------------- */
 
+const mlf_utvm_signature* mlf_utvm_signature_of(const mlf_utvm_model* model,
+                                                TVMBackendPackedCFunc fn) {
+  for (uint32_t i = 0; i < model->num_signatures; ++i) {
+    if (model->sig_funcs[i] == fn) return &model->signatures[i];
+  }
+  return NULL;
+}
+
 /* Gives a slot the signature its model's graph knows for fn, if any. */
 static void find_signature(const mlf_utvm_model* model, mlf_utvm_func* f) {
-  f->num_args = UINT16_MAX;
-  f->arg_bytes = NULL;
-  for (uint32_t i = 0; i < model->num_signatures; ++i) {
-    if (model->sig_funcs[i] == f->fn) {
-      f->num_args = model->signatures[i].num_args;
-      f->arg_bytes = model->sig_bytes + model->signatures[i].first;
-      return;
-    }
-  }
+  const mlf_utvm_signature* sig = mlf_utvm_signature_of(model, f->fn);
+  f->num_args = sig != NULL ? sig->num_args : UINT16_MAX;
+  f->arg_bytes = sig != NULL ? model->sig_bytes + sig->first : NULL;
 }
 
 /* A slot for fn (shared with an earlier lookup of it), counted; UINT32_MAX when full. */
@@ -100,31 +99,44 @@ static mlf_utvm_func* slot_of(mlf_utvm* ut, uint64_t handle) {
   return ut->funcs[slot].refs > 0 ? &ut->funcs[slot] : NULL;
 }
 
-void mlf_utvm_free_handle(mlf_utvm* ut, uint64_t handle, int64_t kind) {
+int mlf_utvm_free_handle(mlf_utvm* ut, uint64_t handle, int64_t kind) {
   mlf_utvm_func* f = slot_of(ut, handle);
-  /* Modules (the system library, AOT executors) and arrays stay: the host frees the system
-   * library while still using it, and an executor's arrays are its own inputs and outputs. */
+  if (MLF_UTVM_KIND(handle) == MLF_UTVM_GRAPH && kind == kTVMModuleHandle) {
+    return mlf_utvm_graph_free(ut, handle);
+  }
+  /* Other modules (the system library, AOT executors) and arrays stay: the host frees the
+   * system library while still using it, and an executor's arrays are its own inputs and
+   * outputs. */
   if (f != NULL && kind == kTVMPackedFuncHandle) --f->refs;
+  return 0;
+}
+
+const mlf_utvm_model* mlf_utvm_find_function(const mlf_utvm* ut, const char* name, size_t len,
+                                             TVMBackendPackedCFunc* fn) {
+  for (uint32_t k = 0; k < 2 * ut->config.num_models; ++k) {
+    const mlf_utvm_model* model = &ut->config.models[k / 2];
+    const TVMModule* lib = k % 2 == 0 ? model->library : model->extra;
+    if (lib != NULL && mlf_module_lookup(lib, name, len, fn) == MLF_OK) return model;
+  }
+  return NULL;
 }
 
 /* Function `name` of module handle `module` as a new handle; 0 when there is none; -1 cast
  * when the slot table is full. */
 static uint64_t module_function(mlf_utvm* ut, uint64_t module, const char* name, size_t len) {
+  if (MLF_UTVM_KIND(module) == MLF_UTVM_GRAPH)
+    return mlf_utvm_graph_function(ut, module, name, len);
   if (MLF_UTVM_KIND(module) != MLF_UTVM_MODULE) return 0;
   uint32_t which = MLF_UTVM_LOW(module);
   if (which == 0) {
-    for (uint32_t k = 0; k < 2 * ut->config.num_models; ++k) {
-      const mlf_utvm_model* model = &ut->config.models[k / 2];
-      const TVMModule* lib = k % 2 == 0 ? model->library : model->extra;
-      TVMBackendPackedCFunc fn;
-      if (lib == NULL || mlf_module_lookup(lib, name, len, &fn) != MLF_OK) continue;
-      uint32_t slot = take_slot(ut, model, fn);
-      return slot == UINT32_MAX ? UINT64_MAX : MLF_UTVM_HANDLE(MLF_UTVM_LIBFUNC, slot);
-    }
-    return 0;
+    TVMBackendPackedCFunc fn;
+    const mlf_utvm_model* model = mlf_utvm_find_function(ut, name, len, &fn);
+    if (model == NULL) return 0;
+    uint32_t slot = take_slot(ut, model, fn);
+    return slot == UINT32_MAX ? UINT64_MAX : MLF_UTVM_HANDLE(MLF_UTVM_LIBFUNC, slot);
   }
   if (which > ut->config.num_models || ut->config.models[which - 1].executor == NULL) return 0;
-  uint32_t method = find_name(kMethods, NUM_METHODS, name, len);
+  uint32_t method = mlf_utvm_method(name, len, kAotMethods, NUM_METHODS - MLF_UTVM_COMMON_METHODS);
   return method < NUM_METHODS ? MLF_UTVM_HANDLE(MLF_UTVM_METHOD, (which - 1) << 8 | method) : 0;
 }
 
@@ -132,7 +144,7 @@ static uint64_t module_function(mlf_utvm* ut, uint64_t module, const char* name,
 
 static void no_result(mlf_utvm* ut) { mlf_utvm_return(ut, kTVMNullptr, kTVMNullptr, 0); }
 
-static void int_result(mlf_utvm* ut, int64_t v) {
+void mlf_utvm_int_result(mlf_utvm* ut, int64_t v) {
   mlf_utvm_return(ut, kDLInt, kDLInt, (uint64_t)v);
 }
 
@@ -162,7 +174,7 @@ static const char* check_operator_args(mlf_utvm* ut, const mlf_utvm_func* f) {
   return NULL;
 }
 
-static void bind_workspace(mlf_utvm* ut, mlf_workspace* ws) {
+void mlf_utvm_bind_workspace(mlf_utvm* ut, mlf_workspace* ws) {
   if (ws == NULL) ws = ut->config.workspace;
   /* A failed operator may leave blocks behind: every call starts with all of it. */
   if (ws != NULL) ws->top = 0;
@@ -172,15 +184,15 @@ static void bind_workspace(mlf_utvm* ut, mlf_workspace* ws) {
 static int call_library(mlf_utvm* ut, TVMBackendPackedCFunc fn) {
   TVMValue ret;
   int ret_code = kTVMNullptr;
-  bind_workspace(ut, NULL);
+  mlf_utvm_bind_workspace(ut, NULL);
   return fn(ut->args.values, ut->args.codes, (int)ut->args.num, &ret, &ret_code, NULL);
 }
 
 static int run_model(mlf_utvm* ut, uint32_t m) {
   const mlf_utvm_model* model = &ut->config.models[m];
-  bind_workspace(ut, model->workspace);
+  mlf_utvm_bind_workspace(ut, model->workspace);
   mlf_status status = mlf_executor_run(model->executor);
-  bind_workspace(ut, NULL);
+  mlf_utvm_bind_workspace(ut, NULL);
   return status == MLF_OK ? 0 : -1;
 }
 
@@ -190,7 +202,7 @@ static void failed(mlf_utvm* ut) {
 }
 
 /* An index argument (int) or an input name (string) → input index, or UINT32_MAX. */
-static uint32_t input_of(mlf_utvm* ut, mlf_executor* ex) {
+uint32_t mlf_utvm_input_of(mlf_utvm* ut, mlf_executor* ex) {
   mlf_utvm_args* a = &ut->args;
   uint32_t index = UINT32_MAX;
   if (a->num != 1) return index;
@@ -205,7 +217,7 @@ static uint32_t input_of(mlf_utvm* ut, mlf_executor* ex) {
   return index;
 }
 
-static void array_result(mlf_utvm* ut, uint32_t m, const mlf_tensor_info* info, void* data) {
+void mlf_utvm_array_result(mlf_utvm* ut, uint32_t low, const mlf_tensor_info* info, void* data) {
   DLTensor t;
   memset(&t, 0, sizeof(t));
   t.data = data;
@@ -213,7 +225,7 @@ static void array_result(mlf_utvm* ut, uint32_t m, const mlf_tensor_info* info, 
   t.ndim = info->ndim;
   t.dtype = info->dtype;
   t.shape = (int64_t*)(uintptr_t)info->shape;
-  mlf_utvm_return_array(ut, &t, MLF_UTVM_HANDLE(MLF_UTVM_ARRAY, m));
+  mlf_utvm_return_array(ut, &t, MLF_UTVM_HANDLE(MLF_UTVM_ARRAY, low));
 }
 
 static void call_method(mlf_utvm* ut, uint32_t m, uint32_t method) {
@@ -222,40 +234,40 @@ static void call_method(mlf_utvm* ut, uint32_t m, uint32_t method) {
   mlf_tensor_info info;
   uint32_t index = UINT32_MAX;
   switch (method) {
-    case RUN:
+    case MLF_UTVM_RUN:
       if (run_model(ut, m) != 0) {
         mlf_utvm_exception(ut, "run failed");
       } else {
         no_result(ut);
       }
       return;
-    case GET_INPUT:
-      index = input_of(ut, ex);
+    case MLF_UTVM_GET_INPUT:
+      index = mlf_utvm_input_of(ut, ex);
       if (mlf_executor_input_info(ex, index, &info) != MLF_OK) break;
-      array_result(ut, m, &info, mlf_executor_input_data(ex, index));
+      mlf_utvm_array_result(ut, m, &info, mlf_executor_input_data(ex, index));
       return;
-    case GET_OUTPUT:
+    case MLF_UTVM_GET_OUTPUT:
       if (a->num == 1 && a->codes[0] == kDLInt && a->values[0].v_int64 >= 0 &&
           a->values[0].v_int64 <= UINT32_MAX) {
         index = (uint32_t)a->values[0].v_int64;
       }
       if (mlf_executor_output_info(ex, index, &info) != MLF_OK) break;
-      array_result(ut, m, &info, (void*)(uintptr_t)mlf_executor_output_data(ex, index));
+      mlf_utvm_array_result(ut, m, &info, (void*)(uintptr_t)mlf_executor_output_data(ex, index));
       return;
-    case GET_NUM_INPUTS:
-      int_result(ut, mlf_executor_num_inputs(ex));
+    case MLF_UTVM_GET_NUM_INPUTS:
+      mlf_utvm_int_result(ut, mlf_executor_num_inputs(ex));
       return;
-    case GET_NUM_OUTPUTS:
-      int_result(ut, mlf_executor_num_outputs(ex));
+    case MLF_UTVM_GET_NUM_OUTPUTS:
+      mlf_utvm_int_result(ut, mlf_executor_num_outputs(ex));
       return;
-    case GET_INPUT_INDEX:
+    case MLF_UTVM_GET_INPUT_INDEX:
       if (a->num != 1 || a->codes[0] != kTVMStr) break;
-      index = input_of(ut, ex);
-      int_result(ut, index == UINT32_MAX ? -1 : (int64_t)index);
+      index = mlf_utvm_input_of(ut, ex);
+      mlf_utvm_int_result(ut, index == UINT32_MAX ? -1 : (int64_t)index);
       return;
     case GET_INPUT_NAME:
       if (a->num != 1 || a->codes[0] != kDLInt) break;
-      index = input_of(ut, ex);
+      index = mlf_utvm_input_of(ut, ex);
       if (mlf_executor_input_info(ex, index, &info) != MLF_OK) break;
       if (mlf_utvm_return_blob(ut, kTVMStr, info.name, info.name_len) != 0) {
         mlf_utvm_exception(ut, "name too long");
@@ -274,6 +286,7 @@ static void call_method(mlf_utvm* ut, uint32_t m, uint32_t method) {
 static int timed_call(mlf_utvm* ut) {
   uint64_t target = ut->timer.target;
   if (MLF_UTVM_KIND(target) == MLF_UTVM_METHOD) return run_model(ut, MLF_UTVM_LOW(target) >> 8);
+  if (MLF_UTVM_KIND(target) == MLF_UTVM_GRAPH_METHOD) return mlf_utvm_graph_run(ut, target);
   mlf_utvm_func* f = slot_of(ut, target);
   return f != NULL ? call_library(ut, f->fn) : -1;
 }
@@ -300,11 +313,12 @@ static void create_timer(mlf_utvm* ut) {
       module_function(ut, (uint64_t)a->values[0].v_int64, a->values[1].v_str, a->lens[1]);
   uint32_t kind = MLF_UTVM_KIND(target);
   if (target == 0 || target == UINT64_MAX ||
-      (kind == MLF_UTVM_METHOD && (MLF_UTVM_LOW(target) & 0xFFu) != RUN)) {
+      ((kind == MLF_UTVM_METHOD || kind == MLF_UTVM_GRAPH_METHOD) &&
+       (MLF_UTVM_LOW(target) & 0xFFu) != MLF_UTVM_RUN)) {
     mlf_utvm_exception(ut, target == UINT64_MAX ? "too many functions" : kNotFound);
     return;
   }
-  mlf_utvm_free_handle(ut, ut->timer.target, kTVMPackedFuncHandle); /* only the newest lives */
+  (void)mlf_utvm_free_handle(ut, ut->timer.target, kTVMPackedFuncHandle); /* newest lives */
   ut->timer.target = target;
   ut->timer.number = (uint32_t)number;
   ut->timer.repeat = (uint32_t)repeat;
@@ -397,7 +411,7 @@ static void call_global(mlf_utvm* ut, uint32_t which) {
     case MAX_PACKET_SIZE: {
       size_t size = ut->config.rx_size;
       if (size > MLF_UTVM_HOST_MAX_PAYLOAD) size = MLF_UTVM_HOST_MAX_PAYLOAD;
-      int_result(ut, (int64_t)(size - MLF_UTVM_PACKET_OVERHEAD));
+      mlf_utvm_int_result(ut, (int64_t)(size - MLF_UTVM_PACKET_OVERHEAD));
       return;
     }
     case TIME_EVALUATOR:
@@ -415,6 +429,9 @@ static void call_global(mlf_utvm* ut, uint32_t which) {
         for (uint64_t i = 0; i < n; ++i) p[i] = (uint8_t)(mlf_utvm_random(ut) >> 24);
       }
       no_result(ut);
+      return;
+    case GRAPH_CREATE:
+      mlf_utvm_graph_create(ut);
       return;
     default: { /* AOT_CREATE: (system library, device, module name) */
       uint32_t m = UINT32_MAX;
@@ -461,6 +478,9 @@ void mlf_utvm_call(mlf_utvm* ut, uint64_t fn) {
         return;
       }
       break;
+    case MLF_UTVM_GRAPH_METHOD:
+      mlf_utvm_graph_call(ut, fn);
+      return;
     case MLF_UTVM_TIMER:
       if (low == ut->timer.generation && low != 0) {
         run_timer(ut);

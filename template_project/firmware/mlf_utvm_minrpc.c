@@ -321,8 +321,11 @@ static void syscall(mlf_utvm* ut, int32_t code) {
       return;
     case SYS_FREE_HANDLE:
       if (!args_are(a, "hi")) break;
-      mlf_utvm_free_handle(ut, (uint64_t)v[0].v_int64, v[1].v_int64);
-      reply_void(ut);
+      if (mlf_utvm_free_handle(ut, (uint64_t)v[0].v_int64, v[1].v_int64) != 0) {
+        mlf_utvm_exception(ut, "handle already freed");
+      } else {
+        reply_void(ut);
+      }
       return;
     case SYS_SET_DEVICE:
       mlf_utvm_exception(ut, "SetDevice not supported");

@@ -39,6 +39,7 @@ static void forget_objects(mlf_utvm* ut) {
   mlf_utvm_alloc_init(ut, ut->config.arena, ut->config.arena_size);
   memset(ut->funcs, 0, sizeof(ut->funcs));
   memset(&ut->timer, 0, sizeof(ut->timer));
+  memset(ut->graphs, 0, sizeof(ut->graphs)); /* their memory went with the arena's blocks */
 }
 
 int mlf_utvm_init(mlf_utvm* ut, const mlf_utvm_config* config) {
@@ -119,5 +120,17 @@ void mlf_utvm_session_packet(mlf_utvm* ut, uint8_t* payload, uint32_t len) {
       return;
     default: /* replies and logs are the device's to send; unknown types are ignored */
       return;
+  }
+}
+
+void mlf_utvm_session_oversized(mlf_utvm* ut, const uint8_t* head) {
+  /* TVM's host sends a graph JSON or params blob in one packet and would wait for a reply
+   * forever: a request of this session is answered, anything else stays dropped. */
+  if (head[2] == TYPE_NORMAL && ut->established && head[0] == ut->host_nonce &&
+      head[1] == ut->device_nonce) {
+    mlf_utvm_exception(ut,
+                       "request larger than the device's receive buffer (sized for the "
+                       "largest graph JSON of the project's models): set params per tensor "
+                       "rather than with load_params");
   }
 }

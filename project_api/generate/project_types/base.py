@@ -29,6 +29,8 @@ class ProjectType:
     definitions: Tuple[str, ...] = ()
     #: whether operator-style archives (functions, no graph) make sense: the host calls them
     serves_operators = False
+    #: whether its firmware parses graph JSON of its own (not only graph_format=json)
+    parses_graph_json = False
     #: what drives a built firmware of this type: the driver.Project method, the CLI command
     driven_by = ""
     cli_command = ""

@@ -19,6 +19,7 @@ from ...board import Board
 from ...errors import GenerateError
 from ...read import Model
 from ..registry import function_pointers_c, registry_c, unregistered_functions
+from ..table_sizes import json_parse_bytes, state_bytes
 from ..tables import MLF_FUNC_COPY
 from .host_driven import HostDriven
 
@@ -26,12 +27,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..plan import ModelPlan
 
 RX_BYTES = 2048  # TVM's TVM_CRT_MAX_PACKET_SIZE_BYTES: a full copy block fills it exactly
+# tvm.graph_executor.create's request around its graph JSON (one packet): session header,
+# MinRPC length, code, handle, four type codes and values, the string's length; rounded up.
+CREATE_OVERHEAD = 128
 SLACK_BYTES = 8 * 1024  # tensors of tvm.nd.empty, the time evaluator's and AutoTVM's
 HOST_MEMORY_BYTES = 8 << 20  # the host board's RAM costs nothing: room for any test script
 UNIT = 64  # every device allocation is 64-byte aligned and a multiple of 64 bytes
 # sizeof(mlf_utvm) on a 32-bit target, rounded up (argument scratch, block and function
 # tables, time evaluator results): 5,480 B in the KWS firmware for qemu-mps2-an385.
 STATE_BYTES = 6 * 1024
+EXECUTOR_STRUCT_BYTES = 160  # sizeof(mlf_executor) on a 64-bit host is 136
 
 
 def _units(nbytes: int) -> int:
@@ -40,8 +45,9 @@ def _units(nbytes: int) -> int:
 
 def device_memory(plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any]) -> int:
     """The device arena: the option, else every storage pool of the graph models as TVM's host
-    allocates them (4-byte rounded, in 64-byte units) plus slack, and on the host board at
-    least 8 MiB."""
+    allocates them (4-byte rounded, in 64-byte units) or, if larger, what their graph executors
+    take when created on the device (graph_executor_bytes), plus slack, and on the host board
+    at least 8 MiB."""
     given: Optional[int] = opts.get("device_memory_bytes")
     if given is not None:
         return int(given)
@@ -52,7 +58,9 @@ def device_memory(plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, A
         for nbytes in plan.tables.storage_bytes
     )
     buffers = sum(_units(nbytes) for plan in plans for nbytes in _operator_buffers(plan))
-    return max(pools + buffers + SLACK_BYTES, HOST_MEMORY_BYTES if board.is_host else 0)
+    # A script runs a graph one way or the other: the host's pools, or an executor on the device.
+    graphs = max(pools, sum(graph_executor_bytes(plan, board) for plan in plans))
+    return max(graphs + buffers + SLACK_BYTES, HOST_MEMORY_BYTES if board.is_host else 0)
 
 
 def _operator_buffers(plan: ModelPlan) -> List[int]:
@@ -64,6 +72,33 @@ def _operator_buffers(plan: ModelPlan) -> List[int]:
     entries = [e for v in memory.values() for e in v] if isinstance(memory, dict) else []
     sizes = [e.get("size_bytes") for e in entries if isinstance(e, dict)]
     return 2 * [int(n) for n in sizes if isinstance(n, int) and n > 0]
+
+
+def rx_bytes(plans: Sequence[ModelPlan]) -> int:
+    """The receive buffer: a copy block, or the largest graph model's graph JSON, which
+    ``tvm.contrib.graph_executor.create`` sends in one packet (the device parses it)."""
+    texts = [len(_graph_json(plan)) + CREATE_OVERHEAD for plan in plans]
+    return max([RX_BYTES, *texts])
+
+
+def _graph_json(plan: ModelPlan) -> bytes:
+    member = plan.model.graph_member if plan.kind.name == "graph" else None
+    return (plan.model.root / member).read_bytes() if member is not None else b""
+
+
+def graph_executor_bytes(plan: ModelPlan, board: Board) -> int:
+    """Device memory for a graph executor the host creates on the device from the model's
+    graph JSON (mlf_utvm_graph.c): a block with the JSON's copy and its parsed tables, a block
+    with the executor, its function pointers, its state and its arena, in whole 64-byte units.
+    0 for other models."""
+    text = len(_graph_json(plan))
+    if not text:
+        return 0
+    ptr = 8 if board.is_host else 4
+    tables = json_parse_bytes(plan.kind.graph(plan.model), plan.tables, ptr)
+    executor = EXECUTOR_STRUCT_BYTES + ptr * len(plan.tables.funcs)
+    state = executor + state_bytes(plan.tables, ptr) + plan.tables.arena_bytes() + UNIT
+    return _units(text + 8 + tables) + _units(state)
 
 
 def rpc_workspace(plans: Sequence[ModelPlan]) -> int:
@@ -129,10 +164,12 @@ class HostDrivenMicroTvm(HostDriven):
         "mlf_utvm_alloc.c",
         "mlf_utvm_framing.c",
         "mlf_utvm_globals.c",
+        "mlf_utvm_graph.c",
         "mlf_utvm_minrpc.c",
         "mlf_utvm_session.c",
     )
     serves_operators = True  # AutoTVM's trials: the host times the functions by name
+    parses_graph_json = True  # tvm.graph_executor.create sends the graph JSON at run time
     driven_by = "TVM's tvm.micro.Session"
     cli_command = "tvmc run --device micro, or a script with tvm.micro.Session"
 
@@ -159,7 +196,7 @@ class HostDrivenMicroTvm(HostDriven):
         self, plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any]
     ) -> Dict[str, int]:
         return {
-            "receive buffer": RX_BYTES + 1,
+            "receive buffer": rx_bytes(plans) + 1,
             "device memory": device_memory(plans, board, opts),
             "RPC workspace": rpc_workspace(plans),
             "RPC server state": STATE_BYTES,
@@ -179,7 +216,7 @@ class HostDrivenMicroTvm(HostDriven):
             "header_includes": [],
             "model_fields": [],
             "defines": {
-                "MLF_UTVM_RX_BYTES": f"{RX_BYTES}u",
+                "MLF_UTVM_RX_BYTES": f"{rx_bytes(plans)}u",
                 "MLF_UTVM_MEMORY_BYTES": f"{device_memory(plans, board, opts)}u",
                 "MLF_UTVM_WORKSPACE_BYTES": f"{workspace}u",
             },

@@ -356,6 +356,16 @@ OPTIONS: Dict[str, Option] = _table(
         optional=_GENERATE,
     ),
     Option(
+        "device_graph_executor",
+        "bool",
+        False,
+        "For host_driven projects with device_protocol=microtvm: answer "
+        "tvm.graph_executor.create (a graph executor on the device, from a graph JSON the host "
+        "sends); costs a receive buffer as large as the graph JSON or params and the "
+        "executor's memory. Off: the host runs graphs (create_local_graph_executor).",
+        optional=_GENERATE,
+    ),
+    Option(
         "profile",
         "bool",
         False,

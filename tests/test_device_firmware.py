@@ -418,6 +418,7 @@ FIRMWARE_SOURCES = [
     "mlf_utvm_minrpc.c",
     "mlf_utvm_globals.c",
     "mlf_utvm_graph.c",
+    "mlf_utvm_graph_none.c",
     "mlf_utvm_alloc.c",
 ]
 

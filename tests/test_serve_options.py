@@ -50,6 +50,7 @@ OURS = [
     "output_zero_point",
     "device_protocol",
     "device_memory_bytes",
+    "device_graph_executor",
 ]
 METHODS = {"generate_project", "build", "flash", "open_transport"}
 

@@ -84,7 +84,7 @@ needs_rpc_firmware = pytest.mark.skipif(
 )
 
 
-def rpc_project(directory: Path, board: str) -> Any:
+def rpc_project(directory: Path, board: str, **options: Any) -> Any:
     """mlp_default's microTVM RPC firmware for ``board``, built."""
     if "device_protocol" not in OPTIONS:
         pytest.skip("no option device_protocol yet: no microTVM RPC firmware to talk to")
@@ -94,7 +94,7 @@ def rpc_project(directory: Path, board: str) -> Any:
     from project_api.driver import Project
 
     project = Project.generate(
-        archive, directory, board=board, options={"device_protocol": "microtvm"}
+        archive, directory, board=board, options={"device_protocol": "microtvm", **options}
     )
     project.build()
     return project
@@ -121,6 +121,19 @@ def started(project: Any, timeout: float = 10.0) -> Iterator[Tuple[UtvmClient, A
 @pytest.fixture
 def device(utvm_project: Any) -> Iterator[Tuple[UtvmClient, Any]]:
     with started(utvm_project) as both:
+        yield both
+
+
+@pytest.fixture(scope="module")
+def graph_project(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The same firmware with a graph executor on the device (device_graph_executor)."""
+    directory = tmp_path_factory.mktemp("utvm-graph") / "mlp"
+    return rpc_project(directory, "host", device_graph_executor=True)
+
+
+@pytest.fixture
+def graph_device(graph_project: Any) -> Iterator[Tuple[UtvmClient, Any]]:
+    with started(graph_project) as both:
         yield both
 
 
@@ -365,13 +378,22 @@ def softmax_graph(width: int, func: str = SOFTMAX) -> str:
 
 
 @needs_rpc_firmware
-def test_graph_executor_create_abuse(device: Tuple[UtvmClient, Any]) -> None:
+def test_graph_executor_create_is_refused_by_default(device: Tuple[UtvmClient, Any]) -> None:
+    client, _ = device
+    create = client.get_global("tvm.graph_executor.create")
+    with pytest.raises(RemoteError, match="device_graph_executor=true"):
+        client.call(create, softmax_graph(4), Arg(MODULE, client.system_lib()), 1, 0)
+    assert client.system_lib() != 0  # still serving
+
+
+@needs_rpc_firmware
+def test_graph_executor_create_abuse(graph_device: Tuple[UtvmClient, Any]) -> None:
     """tvm.graph_executor.create with a JSON that does not parse, one naming a function the
     firmware lacks, one passing a function less than its signature; a module freed twice and
     called after its free: each an Exception, and the firmware keeps serving."""
     import numpy as np
 
-    client, runner = device
+    client, runner = graph_device
     create = client.get_global("tvm.graph_executor.create")
     lib = client.system_lib()
 

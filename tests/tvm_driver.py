@@ -26,6 +26,7 @@ SPEC (JSON): ``template_dir``, ``project_dir``, ``options`` (the user's project 
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -318,7 +319,7 @@ def device_graph(
         "index_known": gmod.get_input_index(first),
         "index_unknown": gmod.get_input_index("no_such_input"),
     }
-    try:  # one packet: fits the receive buffer (sized for the graph JSON) or is refused
+    try:  # one packet: fits the receive buffer (sized for the params with the option) or not
         gmod.load_params(params_bytes)
         done["load_params"] = "ok"
     except Exception as err:  # noqa: BLE001 - the device's answer, reported
@@ -402,6 +403,11 @@ def session(
                     result = {"error": f"{type(err).__name__}: {err}", "trace": trace()}
                     if "Timeout" in str(err) or "Terminated" in str(err):
                         raise  # the session is gone: nothing after this can work
+                # A failed action's frames (kept alive by its traceback's cycle) hold remote
+                # handles; freed by a collection in the middle of a later request, each would
+                # send its own FreeHandle inside that request's packet (TVM's RPC is not
+                # reentrant) and the session would hang. Free them now, between requests.
+                gc.collect()
                 result.update(do=action["do"], seconds=time.monotonic() - begun)
                 done["actions"].append(result)
     finally:

@@ -17,7 +17,10 @@
  *   mlf_utvm_globals.c  what the host calls: runtime.SystemLib, ModuleGetFunction, the
  *                       packet size, RPCTimeEvaluator, random_fill, the AOT executor module.
  *   mlf_utvm_graph.c    tvm.graph_executor.create: a graph executor over a graph JSON the host
- *                       sends, in device memory, driven through TVM's GraphModule functions.
+ *                       sends, in device memory, driven through TVM's GraphModule functions;
+ *                       or mlf_utvm_graph_none.c, which refuses it (the project option
+ *                       device_graph_executor chooses: off by default, since it costs a
+ *                       receive buffer as large as the graph JSON and the executor's memory).
  *   mlf_utvm_alloc.c    device memory the host allocates (DevAllocData...): a fixed arena,
  *                       every block known, so every pointer the host sends is checked.
  *

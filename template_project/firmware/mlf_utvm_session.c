@@ -129,8 +129,9 @@ void mlf_utvm_session_oversized(mlf_utvm* ut, const uint8_t* head) {
   if (head[2] == TYPE_NORMAL && ut->established && head[0] == ut->host_nonce &&
       head[1] == ut->device_nonce) {
     mlf_utvm_exception(ut,
-                       "request larger than the device's receive buffer (sized for the "
-                       "largest graph JSON of the project's models): set params per tensor "
-                       "rather than with load_params");
+                       "request larger than the device's receive buffer: a graph JSON or "
+                       "params blob goes in one packet (generate the project with "
+                       "device_graph_executor=true, which sizes the buffer for the models'), "
+                       "else set params per tensor");
   }
 }

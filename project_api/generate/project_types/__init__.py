@@ -11,8 +11,9 @@ check and ``footprint`` ask the kind, never compare names:
 Each kind names the firmware sources it compiles, the template of ``src/main.c``, the RAM its
 loop reserves, what it adds to ``src/mlf_models.h`` and the options only it uses.
 
-A kind may come in variants chosen by an option: ``host_driven`` with ``device_protocol=microtvm``
-is :mod:`.microtvm` (TVM's microTVM RPC server instead of our device protocol).
+A kind may come in variants chosen by options: ``host_driven`` with ``device_protocol=microtvm``
+is :mod:`.microtvm` (TVM's microTVM RPC server instead of our device protocol), with
+``device_graph_executor`` its variant that also runs graph executors the host creates.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ...errors import GenerateError
 from ...options import OPTIONS, PROJECT_TYPES
 from .base import ProjectType
 from .host_driven import FRAME_OVERHEAD, MAX_WIRE_PAYLOAD, HostDriven, wire_payload
-from .microtvm import HostDrivenMicroTvm
+from .microtvm import HostDrivenMicroTvm, HostDrivenMicroTvmGraph
 from .mlperftiny import MlperfTiny
 from .standalone import Standalone
 
@@ -33,8 +34,11 @@ KINDS: Dict[str, ProjectType] = {
 assert tuple(KINDS) == PROJECT_TYPES, "options.PROJECT_TYPES lists the kinds, in this order"
 
 
-# (kind name, device_protocol) -> the variant serving it.
-VARIANTS: Dict[Tuple[str, str], ProjectType] = {("host_driven", "microtvm"): HostDrivenMicroTvm()}
+# (kind name, device_protocol, device_graph_executor) -> the variant serving it.
+VARIANTS: Dict[Tuple[str, str, bool], ProjectType] = {
+    ("host_driven", "microtvm", False): HostDrivenMicroTvm(),
+    ("host_driven", "microtvm", True): HostDrivenMicroTvmGraph(),
+}
 
 
 def project_type_for(name: str, opts: Optional[Mapping[str, Any]] = None) -> ProjectType:
@@ -46,7 +50,8 @@ def project_type_for(name: str, opts: Optional[Mapping[str, Any]] = None) -> Pro
             f"unknown project type {name!r}", hint="one of: " + ", ".join(PROJECT_TYPES)
         )
     protocol = str((opts or {}).get("device_protocol") or "mlf")
-    return VARIANTS.get((name, protocol), kind)
+    on_device = bool((opts or {}).get("device_graph_executor"))
+    return VARIANTS.get((name, protocol, on_device), kind)
 
 
 def check_owned_options(kind: ProjectType, opts: Mapping[str, Any]) -> None:

@@ -43,11 +43,13 @@ def _units(nbytes: int) -> int:
     return max(UNIT, (nbytes + UNIT - 1) // UNIT * UNIT)
 
 
-def device_memory(plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any]) -> int:
+def device_memory(
+    plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any], on_device: bool = False
+) -> int:
     """The device arena: the option, else every storage pool of the graph models as TVM's host
-    allocates them (4-byte rounded, in 64-byte units) or, if larger, what their graph executors
-    take when created on the device (graph_executor_bytes), plus slack, and on the host board
-    at least 8 MiB."""
+    allocates them (4-byte rounded, in 64-byte units) or, with graph executors ``on_device``
+    and if larger, what they take when created there (graph_executor_bytes), plus slack, and
+    on the host board at least 8 MiB."""
     given: Optional[int] = opts.get("device_memory_bytes")
     if given is not None:
         return int(given)
@@ -59,7 +61,8 @@ def device_memory(plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, A
     )
     buffers = sum(_units(nbytes) for plan in plans for nbytes in _operator_buffers(plan))
     # A script runs a graph one way or the other: the host's pools, or an executor on the device.
-    graphs = max(pools, sum(graph_executor_bytes(plan, board) for plan in plans))
+    executors = sum(graph_executor_bytes(plan, board) for plan in plans) if on_device else 0
+    graphs = max(pools, executors)
     return max(graphs + buffers + SLACK_BYTES, HOST_MEMORY_BYTES if board.is_host else 0)
 
 
@@ -74,15 +77,24 @@ def _operator_buffers(plan: ModelPlan) -> List[int]:
     return 2 * [int(n) for n in sizes if isinstance(n, int) and n > 0]
 
 
-def rx_bytes(plans: Sequence[ModelPlan]) -> int:
-    """The receive buffer: a copy block, or the largest graph model's graph JSON, which
-    ``tvm.contrib.graph_executor.create`` sends in one packet (the device parses it)."""
+def rx_bytes(plans: Sequence[ModelPlan], on_device: bool = False) -> int:
+    """The receive buffer: a copy block, or with graph executors ``on_device`` the largest
+    graph JSON or params blob of a graph model, which ``tvm.contrib.graph_executor.create``
+    and ``load_params`` send in one packet each (the device parses them)."""
+    if not on_device:
+        return RX_BYTES
     texts = [len(_graph_json(plan)) + CREATE_OVERHEAD for plan in plans]
-    return max([RX_BYTES, *texts])
+    params = [len(_params_blob(plan)) + CREATE_OVERHEAD for plan in plans]
+    return max([RX_BYTES, *texts, *params])
 
 
 def _graph_json(plan: ModelPlan) -> bytes:
     member = plan.model.graph_member if plan.kind.name == "graph" else None
+    return (plan.model.root / member).read_bytes() if member is not None else b""
+
+
+def _params_blob(plan: ModelPlan) -> bytes:
+    member = plan.model.params_member if plan.kind.name == "graph" else None
     return (plan.model.root / member).read_bytes() if member is not None else b""
 
 
@@ -164,12 +176,12 @@ class HostDrivenMicroTvm(HostDriven):
         "mlf_utvm_alloc.c",
         "mlf_utvm_framing.c",
         "mlf_utvm_globals.c",
-        "mlf_utvm_graph.c",
+        "mlf_utvm_graph_none.c",  # tvm.graph_executor.create refused, saying how to get it
         "mlf_utvm_minrpc.c",
         "mlf_utvm_session.c",
     )
     serves_operators = True  # AutoTVM's trials: the host times the functions by name
-    parses_graph_json = True  # tvm.graph_executor.create sends the graph JSON at run time
+    graph_executor_on_device = False
     driven_by = "TVM's tvm.micro.Session"
     cli_command = "tvmc run --device micro, or a script with tvm.micro.Session"
 
@@ -196,8 +208,8 @@ class HostDrivenMicroTvm(HostDriven):
         self, plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any]
     ) -> Dict[str, int]:
         return {
-            "receive buffer": rx_bytes(plans) + 1,
-            "device memory": device_memory(plans, board, opts),
+            "receive buffer": rx_bytes(plans, self.graph_executor_on_device) + 1,
+            "device memory": device_memory(plans, board, opts, self.graph_executor_on_device),
             "RPC workspace": rpc_workspace(plans),
             "RPC server state": STATE_BYTES,
         }
@@ -206,6 +218,7 @@ class HostDrivenMicroTvm(HostDriven):
         self, plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any]
     ) -> Dict[str, Any]:
         workspace = rpc_workspace(plans)
+        on_device = self.graph_executor_on_device
         return {
             "signatures": {
                 plan.c_name: signatures(plan) for plan in plans if plan.kind.name == "graph"
@@ -216,8 +229,8 @@ class HostDrivenMicroTvm(HostDriven):
             "header_includes": [],
             "model_fields": [],
             "defines": {
-                "MLF_UTVM_RX_BYTES": f"{rx_bytes(plans)}u",
-                "MLF_UTVM_MEMORY_BYTES": f"{device_memory(plans, board, opts)}u",
+                "MLF_UTVM_RX_BYTES": f"{rx_bytes(plans, on_device)}u",
+                "MLF_UTVM_MEMORY_BYTES": f"{device_memory(plans, board, opts, on_device)}u",
                 "MLF_UTVM_WORKSPACE_BYTES": f"{workspace}u",
             },
         }
@@ -225,3 +238,16 @@ class HostDrivenMicroTvm(HostDriven):
     def describe(self, plans: Sequence[ModelPlan], opts: Mapping[str, Any]) -> Dict[str, Any]:
         # The arena's size is in the fit items ("device memory").
         return {"device_protocol": "microtvm"}
+
+
+class HostDrivenMicroTvmGraph(HostDrivenMicroTvm):
+    """With ``device_graph_executor``: the firmware also answers ``tvm.graph_executor.create``
+    (mlf_utvm_graph.c over the runtime's JSON parser), sized for the models' graph JSON and
+    params."""
+
+    firmware_sources = tuple(
+        "mlf_utvm_graph.c" if name == "mlf_utvm_graph_none.c" else name
+        for name in HostDrivenMicroTvm.firmware_sources
+    )
+    parses_graph_json = True  # tvm.graph_executor.create sends the graph JSON at run time
+    graph_executor_on_device = True

@@ -255,7 +255,9 @@ def test_planned_code_estimate(host_project: Project) -> None:
 def test_linked_host(host_project: Project) -> None:
     host_project.build()
     report = project_footprint(host_project, estimate=False)
-    assert report.linked is not None and report.linked.method == "objects"
+    # Split by the build tree's objects, or, when the runtime library came from the shared
+    # cache (an earlier project built it), by a side build's.
+    assert report.linked is not None and report.linked.method.startswith("objects")
     linked = report.linked
     (model,) = host_project.models
     sizes = model["sizes"]

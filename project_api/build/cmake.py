@@ -412,8 +412,7 @@ def _build(
             f"building {project_dir} failed (status {status}):\n" + summarise(log, project_dir),
             log=log,
         )
-    if "mlf-runtime-cache: miss" in log:
-        runtime_cache.prune()
+    runtime_cache.after_build(log)
     firmware = build_dir / firmware_name
     if not firmware.is_file():
         raise BuildError(f"the build succeeded but {firmware} is missing", log=log)

@@ -23,6 +23,7 @@ ENV = "MLF_PROJECT_RUNTIME_CACHE"
 CACHE_ENTRY = "MLF_RUNTIME_CACHE"
 KEEP = 64
 _HIT = re.compile(r"mlf-runtime-cache: hit (.+)$", re.MULTILINE)
+_MISS = "mlf-runtime-cache: miss"
 _OFF = {"0", "off", "no", "false", "none"}
 
 
@@ -46,6 +47,12 @@ def cached_library(configure_log: str) -> Optional[Path]:
     """The cached library a configure chose, from its log; None when it compiles its own."""
     found = _HIT.findall(configure_log)
     return Path(found[-1].strip()) if found else None
+
+
+def after_build(build_log: str) -> None:
+    """A build whose configure missed stored a library: older entries may have to go."""
+    if _MISS in build_log:
+        prune()
 
 
 def note_use(library: Path) -> None:

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from types import TracebackType
 from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Type
 
@@ -169,6 +170,16 @@ class Runner(abc.ABC):
     def exit_status(self) -> Optional[int]:
         """The firmware's exit status once it has ended, else None."""
         return None
+
+    def exit_status_within(self, seconds: float = 0.5) -> Optional[int]:
+        """:attr:`exit_status`, waiting up to ``seconds`` for a firmware that is ending: a
+        crash closes its link a moment before the process is seen to end."""
+        deadline = time.monotonic() + seconds
+        while True:
+            status = self.exit_status
+            if status is not None or time.monotonic() >= deadline:
+                return status
+            time.sleep(0.025)
 
     def __enter__(self) -> Runner:
         return self

@@ -325,12 +325,8 @@ class ProjectApiHandler:
     def _ended(self, what_failed: str) -> str:
         """Why the link failed: how the firmware ended when it did (a crash closes the link
         a moment before the process is seen to end), else what failed."""
-        for _ in range(20):
-            status = getattr(self._runner, "exit_status", None)
-            if status is not None:
-                return f"{describe_exit_status(status)} ({what_failed})"
-            time.sleep(0.025)
-        return what_failed
+        status = self._runner.exit_status_within(0.5) if self._runner is not None else None
+        return what_failed if status is None else f"{describe_exit_status(status)} ({what_failed})"
 
     def _lost(self, reason: str) -> TransportClosedError:
         """Stops a dead device and returns the error; later calls repeat the reason."""

@@ -380,12 +380,7 @@ class Session:
         runner = self.runner
         if runner is None:
             return ""
-        status = None
-        for _ in range(20):  # the process may take a moment to be seen as ended
-            status = runner.exit_status
-            if status is not None:
-                break
-            time.sleep(0.025)
+        status = runner.exit_status_within(0.5)
         parts = []
         if status is not None:
             parts.append(describe_exit_status(status))

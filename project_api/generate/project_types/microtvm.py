@@ -83,19 +83,16 @@ def rx_bytes(plans: Sequence[ModelPlan], on_device: bool = False) -> int:
     and ``load_params`` send in one packet each (the device parses them)."""
     if not on_device:
         return RX_BYTES
-    texts = [len(_graph_json(plan)) + CREATE_OVERHEAD for plan in plans]
-    params = [len(_params_blob(plan)) + CREATE_OVERHEAD for plan in plans]
+    texts = [_graph_bytes(plan, plan.model.graph_member) + CREATE_OVERHEAD for plan in plans]
+    params = [_graph_bytes(plan, plan.model.params_member) + CREATE_OVERHEAD for plan in plans]
     return max([RX_BYTES, *texts, *params])
 
 
-def _graph_json(plan: ModelPlan) -> bytes:
-    member = plan.model.graph_member if plan.kind.name == "graph" else None
-    return (plan.model.root / member).read_bytes() if member is not None else b""
-
-
-def _params_blob(plan: ModelPlan) -> bytes:
-    member = plan.model.params_member if plan.kind.name == "graph" else None
-    return (plan.model.root / member).read_bytes() if member is not None else b""
+def _graph_bytes(plan: ModelPlan, member: Optional[str]) -> int:
+    """The size of a graph model's member (its graph JSON, its params blob); 0 otherwise."""
+    if plan.kind.name != "graph" or member is None:
+        return 0
+    return (plan.model.root / member).stat().st_size
 
 
 def graph_executor_bytes(plan: ModelPlan, board: Board) -> int:
@@ -103,7 +100,7 @@ def graph_executor_bytes(plan: ModelPlan, board: Board) -> int:
     graph JSON (mlf_utvm_graph.c): a block with the JSON's copy and its parsed tables, a block
     with the executor, its function pointers, its state and its arena, in whole 64-byte units.
     0 for other models."""
-    text = len(_graph_json(plan))
+    text = _graph_bytes(plan, plan.model.graph_member)
     if not text:
         return 0
     ptr = 8 if board.is_host else 4

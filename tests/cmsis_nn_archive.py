@@ -197,6 +197,12 @@ _ERROR_CHECK = [
 ]
 
 
+def _checked(w: _Writer, fn: str, inp: str, lines: List[str]) -> List[str]:
+    """A call's function ended as TVM ends it (its error check), and called from main."""
+    w.calls.append(f"  if ({fn}({inp}, out + {w.at}) != 0) return -1;")
+    return lines + [*_ERROR_CHECK, "  return 0;", "}"]
+
+
 def _conv_like(w: _Writer, index: int, case: Case) -> List[str]:
     bits = _bits(case)
     fn = f"tvmgen_{NAME}_cmsis_nn_main_{index}"
@@ -247,12 +253,8 @@ def _conv_like(w: _Writer, index: int, case: Case) -> List[str]:
         f"  arm_cmsis_nn_status status = arm_{case.kernel}(&context, "
         f"&{'fc_params' if fc else 'conv_params'}, &quant_params, &input_dims, input_, "
         f"&filter_dims, filter_, &bias_dims, {bias}, &output_dims, output_);",
-        *_ERROR_CHECK,
-        "  return 0;",
-        "}",
     ]
-    w.calls.append(f"  if ({fn}({inp}, out + {w.at}) != 0) return -1;")
-    return lines
+    return _checked(w, fn, inp, lines)
 
 
 def _pool(w: _Writer, index: int, case: Case) -> List[str]:
@@ -271,12 +273,8 @@ def _pool(w: _Writer, index: int, case: Case) -> List[str]:
         _dims("output", case.output),
         f"  arm_cmsis_nn_status status = arm_{case.kernel}(&context, &pool_params, "
         "&input_dims, input_, &filter_dims, &output_dims, output_);",
-        *_ERROR_CHECK,
-        "  return 0;",
-        "}",
     ]
-    w.calls.append(f"  if ({fn}({inp}, out + {w.at}) != 0) return -1;")
-    return lines
+    return _checked(w, fn, inp, lines)
 
 
 def _direct(w: _Writer, index: int, case: Case) -> List[str]:

@@ -162,20 +162,6 @@ def test_adapter_memory_under_sanitizers(tag: str, sums: int, tmp_path: Path) ->
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
 
 
-@pytest.mark.skipif(shutil.which("clang-format") is None, reason="needs clang-format")
-def test_adapter_c_is_clang_formatted() -> None:
-    sources = sorted(ADAPTER_C.glob("*.[ch]")) + sorted(
-        (REPO_ROOT / "tests/cmsis_nn_c").glob("*.c")
-    )
-    done = subprocess.run(
-        ["clang-format", "--dry-run", "-Werror", *map(str, sources)],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-    )
-    assert done.returncode == 0, done.stderr[:2000]
-
-
 # --- the archive -----------------------------------------------------------------------------
 
 

@@ -246,8 +246,21 @@ def test_an_uncovered_tree_is_refused_before_building(tmp_path: Path) -> None:
         Project.generate(archive, tmp_path / "p", board="qemu-mps3-an547", options=options)
     message = str(caught.value)
     assert "\n" not in message and "after v7.0.0" in message, repr(message)
-    assert "generated it for v4.1.0" in message and "arm_depthwise_conv_wrapper_s8" in message
+    assert "for v4.1.0's API" in message and "arm_depthwise_conv_wrapper_s8" in message
     assert all(tag in message for tag in TAGS)
+    assert not (tmp_path / "p").exists()
+
+
+def test_cmsis_nn_built_without_the_adapter_is_refused(tmp_path: Path) -> None:
+    archive = corpus_archive("kws_int8_cmsisnn")
+    if archive is None:
+        pytest.skip("no corpus archive kws_int8_cmsisnn")
+    tree = checkout(repository(), "v4.1.0", tmp_path / "nn")
+    dependency = {"short_name": "cmsis-nn", "url": str(tree), "url_type": "path",
+                  "recipe": "generic"}  # fmt: skip
+    options = {"dependencies": [dependency], "cache_dir": str(tmp_path / "c")}
+    with pytest.raises(DependencyError, match="needs the adapter of the cmsis-nn recipe"):
+        Project.generate(archive, tmp_path / "p", board="host", options=options)
     assert not (tmp_path / "p").exists()
 
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..board import Board
+from ..errors import DependencyError
 from ..resolve import ResolvedDependency, assumed_features, cmsis_nn_build, detect_cmsis_nn
 from ..resolve.cmsis_nn_adapter import HEADER, AdapterPlan, plan_adapter, refuse_uncovered
-from ..resolve.cmsis_nn_calls import find_cmsis_nn_calls
+from ..resolve.cmsis_nn_calls import CmsisNnCalls, find_cmsis_nn_calls
 from ..resolve.cmsis_nn_release import TVM_TARGET_RELEASE, CmsisNnTree, read_tree
 from ..resolve.cmsis_nn_sources import CmsisNnCompile, called_functions
 from ..resolve.features import CmsisNnBuild
@@ -80,11 +81,12 @@ def prepare_cmsis_nn(
     """Decide how CMSIS-NN is compiled for the project at ``root`` (None without a CMSIS-NN
     built from its sources); copies the adapter's C into the project when it is needed.
     Raises a one-line DependencyError when TVM's calls meet a tree the adapter does not cover."""
+    calls = [(plan.name, find_cmsis_nn_calls(plan.model.sources)) for plan in plans]
+    _refuse_own_builds(resolved, calls)
     dep = next((d for d in resolved if d.recipe.kind == "cmsis-nn" and not d.skipped), None)
     if dep is None or dep.path is None:
         return None
     tree = read_tree(cmsis_nn_root(Path(dep.path)))
-    calls = [(plan.name, find_cmsis_nn_calls(plan.model.sources)) for plan in plans]
     refuse_uncovered(calls, tree, dep.spec.describe())
     assumed = [
         (plan.name, assumed_features(plan.model.targets))
@@ -125,6 +127,22 @@ def prepare_cmsis_nn(
     setup = CmsisNnSetup(build, compile, tree, adapter)
     say(setup.adapter_note())
     return setup
+
+
+def _refuse_own_builds(
+    resolved: Sequence[ResolvedDependency], calls: Sequence[Tuple[str, CmsisNnCalls]]
+) -> None:
+    """TVM's calls need the adapter, which only the cmsis-nn recipe compiles in: a CMSIS-NN
+    built by its own CMakeLists.txt or the generic recipe would take them as they are."""
+    users = [name for name, c in calls if c.api == "v4" and c.adapted]
+    for dep in resolved:
+        if dep.spec.is_cmsis_nn and not dep.skipped and dep.recipe.kind != "cmsis-nn" and users:
+            raise DependencyError(
+                f"model {users[0]} calls CMSIS-NN as TVM generated it, which needs the adapter "
+                f"of the cmsis-nn recipe; dependency {dep.short_name} is built with recipe "
+                f"{dep.recipe.kind!r}",
+                hint="leave its recipe out (or recipe=cmsis-nn)",
+            )
 
 
 def adapter_ram_items(dependencies: Optional[Sequence[Mapping[str, Any]]]) -> Dict[str, int]:

@@ -194,8 +194,8 @@ def refuse_uncovered(
         ", …" if len(first.kernels) > 4 else ""
     )
     raise DependencyError(
-        f"model {name} calls CMSIS-NN as TVM 0.12-0.18 generated it for {TVM_TARGET_RELEASE} "
-        f"({names}); the CMSIS-NN of {where} is {tree.describe()}: those calls are not known "
+        f"model {name} calls CMSIS-NN as TVM 0.12-0.18 generated it, for {TVM_TARGET_RELEASE}'s "
+        f"API ({names}); the CMSIS-NN of {where} is {tree.describe()}: those calls are not known "
         f"to mean there what TVM meant; use one of {', '.join(covered_releases())} "
         f"({RECOMMENDED} is the fastest)",
         hint="--dependency short_name=cmsis-nn,url=https://github.com/ARM-software/CMSIS-NN.git,"

@@ -12,6 +12,7 @@ bench part cmsis_nn's (with instruction counts).
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -262,6 +263,34 @@ def test_cmsis_nn_built_without_the_adapter_is_refused(tmp_path: Path) -> None:
     with pytest.raises(DependencyError, match="needs the adapter of the cmsis-nn recipe"):
         Project.generate(archive, tmp_path / "p", board="host", options=options)
     assert not (tmp_path / "p").exists()
+
+
+def test_a_stop_of_the_adapter_is_said(tmp_path: Path) -> None:
+    """More scratch asked than planned stops the firmware with the bytes, in the run's error
+    (here the plan is cut to 100 bytes by hand); QEMU's exit is explained the same way."""
+    from project_api.errors import MlfProjectError
+    from project_api.run.qemu import EXIT_ABORT, describe_exit
+
+    archive = corpus_archive("kws_int8_cmsisnn")
+    if archive is None:
+        pytest.skip("no corpus archive kws_int8_cmsisnn")
+    dependency = {"short_name": "cmsis-nn", "url": repository().resolve().as_uri(),
+                  "url_type": "git", "version_spec": "v4.1.0"}  # fmt: skip
+    options = {"dependencies": [dependency], "cache_dir": str(tmp_path / "c")}
+    project = Project.generate(archive, tmp_path / "p", board="host", options=options)
+    fragment = project.dir / "deps.cmake"
+    text = fragment.read_text()
+    fragment.write_text(
+        re.sub(r"MLF_CMSIS_NN_SCRATCH_BYTES=\d+", "MLF_CMSIS_NN_SCRATCH_BYTES=100", text)
+    )
+    project.build()
+    feed = dict(np.load(str(corpus_case(archive)["inputs_npz"])))
+    needs = "cmsis-nn: a kernel needs 0x00000aa0 bytes"
+    with pytest.raises(MlfProjectError, match=needs), project.session(timeout=60) as session:
+        session.run(feed)
+    assert live_children() == []
+    log = "mlf: cmsis-nn: a kernel needs 0x00000ac0 bytes of scratch\nmlf: abort: code 0x00000ac0\n"
+    assert "(mlf: cmsis-nn: a kernel needs" in describe_exit(EXIT_ABORT, log)
 
 
 # --- end to end: every tag, bit-exact or refused -----------------------------------------------

@@ -26,7 +26,10 @@ from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tup
 
 _IDENT = re.compile(r"\barm_\w+\b")
 _CALL = re.compile(r"\b(arm_\w+)\s*\(")
-_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(arm_\w+)", re.MULTILINE)
+# A macro named arm_*, and the rest of its definition (continued lines included).
+_MACRO_LINE = re.compile(
+    r"^[ \t]*#[ \t]*define[ \t]+(arm_\w+)((?:[^\n]*\\\n)*[^\n]*)", re.MULTILINE
+)
 # A function definition: a declarator at the start of a line, its parameter list, then "{".
 _DEFINITION = re.compile(r"^[A-Za-z_][\w \t\*]*?\b(arm_\w+)\s*\(([^;{}]*)\)\s*\{", re.MULTILINE)
 _EXTERN_C = re.compile(r'extern\s+"C"\s*\{')
@@ -90,9 +93,12 @@ def needed_sources(
     headers = _headers(root, include_dirs)
     header_text = {name: _read(path) for name, path in headers.items()}
     known: Set[str] = set()  # every name a header defines (an inline function, a macro)
+    expands: Dict[str, Set[str]] = {}  # a macro: the names its definition mentions
     inline_calls: Dict[str, FrozenSet[str]] = {}
     for name, text in header_text.items():
-        known.update(_MACRO.findall(text))
+        for macro in _MACRO_LINE.finditer(text):
+            expands.setdefault(macro.group(1), set()).update(_IDENT.findall(macro.group(2)))
+        known.update(expands)
         known.update(m.group(1) for m in _DEFINITION.finditer(text))
         inline_calls[name] = frozenset(
             ident for body in _function_bodies(text) for ident in _IDENT.findall(body)
@@ -129,6 +135,7 @@ def needed_sources(
         if name in seen:
             continue
         seen.add(name)
+        todo.extend(expands.get(name, ()))
         where = defined.get(name)
         if where is not None and where not in chosen:
             chosen.add(where)

@@ -39,6 +39,7 @@ from bench import (  # noqa: E402
     params,
     project_types,
     ram,
+    sandbox,
     soak,
     streaming,
     trial,
@@ -80,6 +81,11 @@ PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
         utvm.run,
     ),
     ("trial", "17. one AutoTVM trial through TVM's client: generate, build, time", trial.run),
+    (
+        "sandbox",
+        "18. confining the model's code: firmware start, generate + build, -icount counts",
+        sandbox.run,
+    ),
 ]
 DEFAULT_JSON = REPO_ROOT / "bench" / "results" / "latest.json"
 
@@ -122,6 +128,7 @@ COLUMNS: Dict[str, List[str]] = {
     "utvm": ["board", "session_start_s", "copy_bytes", "copy_to_remote_s", "copy_from_remote_s",
              "to_remote_kb_s", "archive", "executor", "rpc_instructions", "ours_instructions",
              "difference_percent", "outputs_match", "measured_by"],
+    "sandbox": ["figure", "board", "runs", "confined", "unconfined", "delta", "ratio", "unit"],
     "trial": ["board", "trials", "cached_generate_s", "cached_build_s", "cached_session_s",
               "cached_total_s", "uncached_total_s", "ratio", "dominant", "target_s",
               "target_met"],
@@ -262,6 +269,28 @@ _SUMMARY_TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], str], str]] = 
         "one AutoTVM trial <= 5 s on qemu-mps2-an385 (median of 10)",
         lambda t: _trial(t, "qemu"),
         "qemu_target_met",
+    ),
+]
+
+
+_SUMMARY_TARGETS += [
+    (
+        "sandbox",
+        "confinement costs <= 20 ms per firmware start (host, qemu-mps2-an385)",
+        lambda s: f"{s['max_start_delta_ms']} ms more at most (median of the starts)",
+        "start_target_met",
+    ),
+    (
+        "sandbox",
+        "confinement costs <= 5 % of a KWS generate + build (CPU seconds)",
+        lambda s: f"x{s['build_cpu_ratio']} CPU, x{s['build_wall_ratio']} wall ({s['archive']})",
+        "build_target_met",
+    ),
+    (
+        "sandbox",
+        "instructions under -icount identical with and without the sandbox",
+        lambda s: "identical" if s["icount_identical"] else "DIFFERENT or not measured",
+        "icount_identical",
     ),
 ]
 

@@ -42,6 +42,7 @@ OURS = [
     "allow_dependency_cmake",
     "build_dir",
     "timeout_sec",
+    "sandbox",
     "mlperftiny_model",
     "mlperftiny_name",
     "mlperftiny_profile",
@@ -266,7 +267,7 @@ def test_unknown_and_inapplicable_options_are_ignored() -> None:
     opts = coerce_options(
         "build", {"frobnicate": "x", "board": "nonsense", "serial_port": 3, "verbose": "true"}
     )
-    assert opts == {"verbose": True, "build_dir": None}
+    assert opts == {"verbose": True, "build_dir": None, "sandbox": None}
     # A value that would be invalid is not even looked at where it does not apply.
     assert coerce_options("flash", {"workspace_size_bytes": "lots"})["serial_port"] is None
 

@@ -19,7 +19,7 @@ from project_api.build import runtime_cache
 from project_api.cli import main
 from project_api.driver import Project
 from project_api.modelgen import catalog
-from project_api.sandbox import policies, seccomp
+from project_api.sandbox import policies, seccomp, syscalls
 
 SUPPORT = sandbox.support()
 needs_sandbox = pytest.mark.skipif(
@@ -55,6 +55,24 @@ def test_calls_an_architecture_lacks_are_left_out() -> None:
     x86, _ = seccomp.assemble(flt, "x86_64")
     arm, _ = seccomp.assemble(flt, "aarch64")
     assert len(x86) - len(arm) == 2 + 4  # x32 check, and two rules of two instructions
+
+
+X86_64_HEADER = Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h")
+GENERIC_HEADER = Path("/usr/include/asm-generic/unistd.h")
+
+
+@pytest.mark.skipif(
+    not (X86_64_HEADER.is_file() and GENERIC_HEADER.is_file()), reason="needs linux uapi headers"
+)
+def test_the_call_table_agrees_with_the_kernel_headers() -> None:
+    import re
+
+    x86 = dict(re.findall(r"#define __NR_(\w+)\s+(\d+)", X86_64_HEADER.read_text()))
+    generic = dict(re.findall(r"#define __NR(?:3264)?_(\w+)\s+(\d+)", GENERIC_HEADER.read_text()))
+    generic["newfstatat"] = generic["fstatat"]  # aarch64's name for __NR3264_fstatat
+    for name, (on_x86, on_arm) in syscalls.NUMBERS.items():
+        assert int(x86[name]) == on_x86, name
+        assert (int(generic[name]) if name in generic else None) == on_arm, name
 
 
 def test_an_unknown_call_name_is_a_programming_error() -> None:

@@ -17,6 +17,7 @@ from .command import Command
 COMMANDS = [
     ("info", "InfoCommand"),
     ("generate", "GenerateCommand"),
+    ("export", "ExportCommand"),
     ("build", "BuildCommand"),
     ("flash", "FlashCommand"),
     ("run", "RunCommand"),

@@ -43,3 +43,11 @@ MLF_WEAK tvm_crt_error_t TVMPlatformTimerStop(double* elapsed_time_seconds) {
   if (elapsed_time_seconds != NULL) *elapsed_time_seconds = 0.0;
   return kTvmErrorFunctionCallNotImplemented;
 }
+
+/* What CMSIS-NN's scratch shim (when exported with it) reports through: nothing to log to,
+ * and a kernel needing more scratch than it holds stops as TVM's abort does. */
+MLF_WEAK void mlf_platform_log(const char* msg);
+MLF_WEAK void mlf_platform_log(const char* msg) { (void)msg; }
+
+MLF_WEAK void mlf_platform_abort(int code);
+MLF_WEAK void mlf_platform_abort(int code) { TVMPlatformAbort((tvm_crt_error_t)code); }

@@ -13,10 +13,11 @@ one firmware) and ``mlf_runtime/mlf_export_config.h``.
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Set
 
 from ...board import Board
 from ...errors import GenerateError
@@ -36,7 +37,24 @@ _HEADERS_LEFT_OUT = {"mlf_platform.h"}
 # Warnings TVM's generated C gives under -Wall -Wextra; it is compiled as it is, so a user's
 # -Werror must not stop it. (GCC and clang read the same pragma.)
 _MODEL_WARNINGS = (
+    "pragmas",  # first: a name one compiler does not know is no error
+    "unknown-warning-option",
     "unused-parameter",
+    "unused-const-variable",
+    "unused-label",
+    "unused-value",
+    "type-limits",
+    "maybe-uninitialized",
+    "uninitialized",
+    "implicit-fallthrough",
+    "parentheses",
+    "strict-aliasing",
+    "cast-function-type",
+    "int-in-bool-context",
+    "switch-bool",
+    "incompatible-pointer-types",
+    "discarded-qualifiers",
+    "pointer-sign",
     "unused-variable",
     "unused-but-set-variable",
     "unused-function",
@@ -149,19 +167,32 @@ def write_model_code(src: Path, plan: ModelPlan, name: str) -> List[str]:
 
     headers = [h for d in model.include_dirs for h in sorted(Path(d).rglob("*.h"))]
     headers += [h for s in model.sources for h in sorted(s.parent.glob("*.h"))]
+    headers = [h for h in headers if not is_junk(h.name)]
+    own = {h.name for h in headers}
     for header in headers:
-        if not is_junk(header.name):
-            shutil.copyfile(header, place(header, header.name))
+        text = header.read_text(encoding="utf-8", errors="replace")
+        place(header, header.name).write_text(_quoted_includes(text, own))
     renames_header = f"{name}_renames.h"
     (folder / renames_header).write_text(_renames_header(name, plan.renames))
     sources = []
     for source in model.sources:
         target_name = source.name if source.suffix == ".c" else f"{source.stem}.cpp"
         target = place(source, target_name)
-        text = source.read_text(encoding="utf-8", errors="replace")
+        text = _quoted_includes(source.read_text(encoding="utf-8", errors="replace"), own)
         target.write_text(f'#include "{renames_header}"\n{text}')
         sources.append(f"src/{name}/{target_name}")
     return sources
+
+
+_ANGLE_INCLUDE = re.compile(r"^([ \t]*#[ \t]*include[ \t]*)<([^>/]+)>", re.MULTILINE)
+
+
+def _quoted_includes(text: str, own: Set[str]) -> str:
+    """``#include <tvmgen_x.h>`` of one of the model's own headers, which TVM reaches through
+    an include directory, as a quoted include: the header now sits beside the file."""
+    return _ANGLE_INCLUDE.sub(
+        lambda m: f'{m.group(1)}"{m.group(2)}"' if m.group(2) in own else m.group(0), text
+    )
 
 
 def _renames_header(name: str, renames: Dict[str, str]) -> str:
@@ -173,10 +204,16 @@ def _renames_header(name: str, renames: Dict[str, str]) -> str:
         f"#define {guard}",
     ]
     lines += [f"#define {old} {new}" for old, new in sorted(renames.items())]
-    lines.append("#if defined(__GNUC__) || defined(__clang__)")
-    lines += [f'#pragma GCC diagnostic ignored "-W{w}"' for w in _MODEL_WARNINGS]
-    lines += ["#endif", "#endif", ""]
+    lines += warning_pragmas() + ["#endif", ""]
     return "\n".join(lines)
+
+
+def warning_pragmas() -> List[str]:
+    """Lines that silence the warnings of code compiled as it is (TVM's, CMSIS-NN's)."""
+    lines = ["#if defined(__clang__)", '#pragma clang diagnostic ignored "-Wunknown-warning-option"']
+    lines += ["#endif", "#if defined(__GNUC__) || defined(__clang__)"]
+    lines += [f'#pragma GCC diagnostic ignored "-W{w}"' for w in _MODEL_WARNINGS]
+    return lines + ["#endif"]
 
 
 def write_params(src: Path, plan: ModelPlan, name: str) -> List[str]:

@@ -40,7 +40,7 @@ from .api import arena_layout, tensor_summary, write_api
 from .cmsis import write_dependencies
 from .manifests import package_context, write_manifests
 from .sources import symbol_renames, write_model_code, write_params, write_runtime
-from .target import FORMATS, export_board, export_names, parse_formats
+from .target import FORMATS, check_c_name, export_board, export_names, parse_formats
 
 EXPORT_FILE = "export.json"
 EXPORT_TYPE = "library"
@@ -85,6 +85,8 @@ def export_library(
     say = progress or (lambda _message: None)
     chosen = parse_formats(formats)
     the_board = export_board(board, cpu)
+    if name is not None:
+        check_c_name(name, "--name")  # before the archive is read
     opts = normalize_options({k: v for k, v in (options or {}).items() if k != "project_type"})
     if opts["graph_format"] != "tables":
         raise GenerateError(

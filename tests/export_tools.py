@@ -28,8 +28,10 @@ def tools_dir() -> Path:
 def tool(name: str) -> Path:
     path = tools_dir() / "bin" / name
     if not path.is_file():
-        pytest.skip(f"{name} is not in {tools_dir()} (run `python tests/export_tools.py`, as "
-                    f".ci/setup does, or set {ENV} to a venv holding {' '.join(PACKAGES)})")
+        pytest.skip(
+            f"{name} is not in {tools_dir()} (run `python tests/export_tools.py`, as "
+            f".ci/setup does, or set {ENV} to a venv holding {' '.join(PACKAGES)})"
+        )
     return path
 
 

@@ -54,7 +54,7 @@ def user_main(models: Sequence[Exported]) -> str:
         "#endif",
         "static char line[4096];",
         "static void hex_line(const char* name, int index, const uint8_t* data, size_t n) {",
-        "  static const char digits[] = \"0123456789abcdef\";",
+        '  static const char digits[] = "0123456789abcdef";',
         "  size_t at = 0;",
         "  while (*name && at < 64) line[at++] = *name++;",
         "  line[at++] = ' '; line[at++] = (char)('0' + index); line[at++] = ' ';",
@@ -68,7 +68,7 @@ def user_main(models: Sequence[Exported]) -> str:
         "    line[k] = 0;",
         "    WRITE(line);",
         "  }",
-        "  WRITE(\"\\n\");",
+        '  WRITE("\\n");',
         "}",
     ]
     body = ["int main(void) {", "  int failures = 0;"]
@@ -77,9 +77,7 @@ def user_main(models: Sequence[Exported]) -> str:
         N = n.upper()
         arrays = list(m.inputs.values())
         for i, array in enumerate(arrays):
-            lines.append(
-                f"static const uint8_t {n}_in{i}[] = {{{_c_bytes(array.tobytes())}}};"
-            )
+            lines.append(f"static const uint8_t {n}_in{i}[] = {{{_c_bytes(array.tobytes())}}};")
         lines.append(f"static {n}_ctx {n}_context;")
         lines.append(f"{N}_STATIC_ARENA({n}_arena);")
         body.append("  {")
@@ -94,7 +92,7 @@ def user_main(models: Sequence[Exported]) -> str:
                     "failures++; }")  # fmt: skip
         for i in range(len(m.outputs)):
             body.append(
-                f"    else hex_line(\"{n}\", {i}, (const uint8_t*){n}_output(&{n}_context, {i}), "
+                f'    else hex_line("{n}", {i}, (const uint8_t*){n}_output(&{n}_context, {i}), '
                 f"{N}_OUTPUT{i}_BYTES);"
             )
         body.append("  }")
@@ -174,7 +172,9 @@ def _run(argv: Sequence[str], cwd: Optional[Path] = None, timeout: float = 600) 
     done = subprocess.run(
         list(argv), cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
     )
-    assert done.returncode == 0, f"{' '.join(argv)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, (
+        f"{' '.join(argv)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    )
     return done.stdout + done.stderr
 
 
@@ -259,10 +259,7 @@ def build_make(root: Path, models: Sequence[Exported], board: Board) -> Path:
 def run_firmware(firmware: Path, board: Board, timeout: float = 120) -> str:
     """Runs the user firmware (host process, or the board's QEMU machine with semihosting)
     and returns what it printed; fails on a non-zero exit status."""
-    if board.is_host:
-        argv = [str(firmware)]
-    else:
-        argv = board.qemu_command(firmware, serial="null")
+    argv = [str(firmware)] if board.is_host else board.qemu_command(firmware, serial="null")
     done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     text = done.stdout + done.stderr
     assert done.returncode == 0, f"{firmware} exited {done.returncode}:\n{text[-3000:]}"

@@ -25,7 +25,8 @@ _ASAN_MAIN = r"""
 #include "kws.h"
 
 static int failures;
-#define EXPECT(cond) do { if (!(cond)) { printf("FAIL line %d: %s\n", __LINE__, #cond); failures++; } } while (0)
+#define EXPECT(cond) \
+  do { if (!(cond)) { printf("FAIL line %d: %s\n", __LINE__, #cond); failures++; } } while (0)
 
 static uint8_t* block(size_t n) {
   void* p = NULL;

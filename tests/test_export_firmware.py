@@ -77,7 +77,9 @@ def test_cmsis_nn_for_the_cpu(tmp_path: Path, board_name: str) -> None:
         _export(tmp_path, "kws_int8_cmsisnn", "kws_cmsis", board.name, deps),
         _export(tmp_path, "kws_int8_aot", "kws_aot", board.name),
     ]
-    app = build_cmake(tmp_path / "user", models, board, mode="subdirectory", cxx="an547" in board_name)
+    app = build_cmake(
+        tmp_path / "user", models, board, mode="subdirectory", cxx="an547" in board_name
+    )
     check_outputs(run_firmware(app, board), models)
 
 

@@ -35,9 +35,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Exported:
     export_library(archive, target, board="qemu-mps2-an386")
     base = str(archive)[: -len(".tar")]
     with np.load(f"{base}.inputs.npz") as ins, np.load(f"{base}.outputs.npz") as outs:
-        return Exported(
-            target, "kws", {k: ins[k] for k in ins.files}, [outs["output0"]]
-        )
+        return Exported(target, "kws", {k: ins[k] for k in ins.files}, [outs["output0"]])
 
 
 def _run(argv, cwd=None, timeout=600):
@@ -71,7 +69,7 @@ def test_arduino_builder_links_and_runs(exported: Exported, tmp_path: Path) -> N
     sketch.parent.mkdir()
     text = user_main([exported]).replace("int main(void) {", "static int run_models(void) {")
     sketch.write_text(
-        text + "\nextern \"C\" void user_exit(int status);\n"
+        text + '\nextern "C" void user_exit(int status);\n'
         "void setup() { if (run_models() != 0) user_exit(1); }\nvoid loop() {}\n"
     )
     build = tmp_path / "build"

@@ -19,7 +19,7 @@ from ..plan import ModelPlan, generator_version, pointer_bytes
 from ..render import _environment, _tables_body
 from ..sizes import align
 from ..table_sizes import state_bytes
-from ..tables import STORAGE_ALIGN, c_string, json_raw, render_c, state_bytes_expression
+from ..tables import STORAGE_ALIGN, c_string, render_c, state_bytes_expression
 
 # Machine words in <name>_ctx: the executor's record and the workspace's (19 + 4 words with
 # 4-byte pointers, 17 + 4 with 8-byte ones), with room to spare; <name>.c refuses to
@@ -76,7 +76,8 @@ def api_context(plan: ModelPlan, name: str, board: Board) -> Dict[str, Any]:
     model = plan.model
     quants = tensor_quantization(model)
     inputs = [
-        _tensor(spec, "input", i, quants.inputs[i], quants.why) for i, spec in enumerate(model.inputs)
+        _tensor(spec, "input", i, quants.inputs[i], quants.why)
+        for i, spec in enumerate(model.inputs)
     ]
     outputs = [
         _tensor(spec, "output", i, quants.outputs[i], quants.why)

@@ -74,7 +74,7 @@ def _platformio(root: Path, env: Any, context: PackageContext) -> List[str]:
         ],
     }
     (root / "library.json").write_text(
-        _render(env, "library.json.j2", {**context, "manifest": manifest}) 
+        _render(env, "library.json.j2", {**context, "manifest": manifest})
     )
     return ["library.json"]
 
@@ -115,7 +115,11 @@ def write_manifests(root: Path, env: Any, formats: List[str], context: PackageCo
 
 
 def package_context(
-    package: str, target: str, cpu_flags: List[str], runtime: List[str], models: List[Dict[str, Any]]
+    package: str,
+    target: str,
+    cpu_flags: List[str],
+    runtime: List[str],
+    models: List[Dict[str, Any]],
 ) -> PackageContext:
     names = ", ".join(m["name"] for m in models)
     return {

@@ -210,7 +210,10 @@ def _renames_header(name: str, renames: Dict[str, str]) -> str:
 
 def warning_pragmas() -> List[str]:
     """Lines that silence the warnings of code compiled as it is (TVM's, CMSIS-NN's)."""
-    lines = ["#if defined(__clang__)", '#pragma clang diagnostic ignored "-Wunknown-warning-option"']
+    lines = [
+        "#if defined(__clang__)",
+        '#pragma clang diagnostic ignored "-Wunknown-warning-option"',
+    ]
     lines += ["#endif", "#if defined(__GNUC__) || defined(__clang__)"]
     lines += [f'#pragma GCC diagnostic ignored "-W{w}"' for w in _MODEL_WARNINGS]
     return lines + ["#endif"]

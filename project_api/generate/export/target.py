@@ -16,12 +16,13 @@ ALL_FORMATS = "all"
 
 _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # C and C++ keywords a model's C prefix must not be (its functions would not parse).
-_RESERVED = frozenset(
-    "auto break case char const continue default do double else enum extern float for goto if "
-    "inline int long register restrict return short signed sizeof static struct switch typedef "
-    "union unsigned void volatile while bool true false class delete new namespace operator "
-    "private protected public template this throw try catch virtual asm".split()
-) | frozenset(keyword.kwlist) - {"None", "True", "False"}
+_C_KEYWORDS = (
+    "auto break case char const continue default do double else enum extern float for goto "
+    "if inline int long register restrict return short signed sizeof static struct switch "
+    "typedef union unsigned void volatile while bool true false class delete new namespace "
+    "operator private protected public template this throw try catch virtual asm"
+)
+_RESERVED = frozenset(_C_KEYWORDS.split()) | frozenset(keyword.kwlist) - {"None", "True", "False"}
 # Prefixes the runtime and TVM keep for themselves.
 _TAKEN_PREFIXES = ("mlf_", "tvm", "TVM", "__")
 

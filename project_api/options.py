@@ -22,7 +22,7 @@ from .errors import GenerateError
 GRAPH_FORMATS = ("tables", "json")
 MAX_SIZE_BYTES = (1 << 32) - 1  # byte counts in the runtime and the generated C are 32-bit
 MIN_STACK_BYTES = 1024  # KWS uses 600-816 B; a fault in the startup code reports nothing
-PROJECT_TYPES = ("host_driven", "standalone", "mlperftiny")
+PROJECT_TYPES = ("host_driven", "standalone", "mlperftiny", "library")
 # What a host_driven firmware answers on its link: our framed protocol (docs/protocol.md) or
 # TVM's microTVM RPC server (tvm.micro.Session).
 DEVICE_PROTOCOLS = ("mlf", "microtvm")

@@ -18,6 +18,7 @@ from .command import Command
 COMMANDS = [
     ("info", "InfoCommand"),
     ("generate", "GenerateCommand"),
+    ("export", "ExportCommand"),
     ("build", "BuildCommand"),
     ("flash", "FlashCommand"),
     ("run", "RunCommand"),

@@ -14,6 +14,7 @@ from .generate import add_dependency_flags, add_option_argument, dependency_opti
 
 class ExportCommand(Command):
     name = "export"
+    runs_model_code = True  # the flash estimate compiles the model's C
     help = "export a model as a C library for your own firmware (CMake, Make, Arduino, ...)"
     description = (
         "Writes DIR: one folder that is every package at once: src/ (the model's C API "

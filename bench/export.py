@@ -22,6 +22,11 @@ cannot attribute to a source, shown beside). RAM: the library's objects' .data/.
 context + the arena, against ``<MODEL>_ARENA_BYTES``. ``run`` overhead: instructions of one
 ``<model>_run()`` minus those of the direct calls, as a percentage of the direct calls.
 Targets: flash within +1 KB, RAM = arena + at most 512 B, overhead at most 0.02 %.
+
+Beside them (not in smoke runs, and only with a CMSIS-NN checkout): ``kws_int8_cmsisnn``
+exported for qemu-mps2-an386, whose DSP kernels TVM gave no scratch memory, so that the
+export links CMSIS-NN's scratch shim and its static buffer (outside the arena): RAM beyond
+the arena macro and the ``run`` overhead.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -41,6 +46,7 @@ from .common import (
     PartResult,
     Skip,
     corpus_dir,
+    corpus_options,
     factory_archive,
     generate,
     have,
@@ -48,6 +54,7 @@ from .common import (
 )
 
 CASE, SMOKE_CASE = "kws_int8", "mlp"
+CMSIS_CASE, CMSIS_BOARD = "kws_int8_cmsisnn", "qemu-mps2-an386"
 FLASH_MARGIN, RAM_MARGIN, RUN_TARGET_PERCENT = 1024, 512, 0.02
 REPS, SMOKE_REPS = 3, 2
 # The generated firmware's categories (project_api.footprint) that the library replaces.
@@ -81,13 +88,16 @@ def _case(ctx: Context) -> Tuple[Path, str, Dict[str, np.ndarray], List[np.ndarr
     archive = corpus_dir() / f"{CASE}.tar"
     if not archive.is_file() or not archive.with_suffix(".outputs.npz").is_file():
         raise Skip(f"{archive.name} and its reference outputs are not in the corpus")
-    with (
-        np.load(archive.with_suffix(".inputs.npz")) as i,
-        np.load(archive.with_suffix(".outputs.npz")) as o,
-    ):
-        inputs = {k: i[k] for k in i.files}
-        outputs = [o[f"output{n}"] for n in range(len(o.files))]
-    return archive, "kws", inputs, outputs
+    return (archive, "kws", *_reference(archive))
+
+
+def _reference(archive: Path) -> Tuple[Dict[str, np.ndarray], List[np.ndarray]]:
+    """A corpus archive's reference inputs (by name) and outputs (in order)."""
+    with np.load(archive.with_suffix(".inputs.npz")) as found:
+        inputs = {k: found[k] for k in found.files}
+    with np.load(archive.with_suffix(".outputs.npz")) as found:
+        outputs = [found[f"output{n}"] for n in range(len(found.files))]
+    return inputs, outputs
 
 
 def user_firmware(
@@ -97,19 +107,22 @@ def user_firmware(
     inputs: Mapping[str, np.ndarray],
     outputs: List[np.ndarray],
     reps: int,
+    *,
+    board_name: str = QEMU_BOARD,
+    options: Optional[Mapping[str, Any]] = None,
 ) -> Dict[str, Any]:
-    """Exports ``archive`` as ``name`` for the QEMU board and builds the user firmware
-    around bench's timing main; returns the export's description of the model, the
-    firmware and its linker map."""
+    """Exports ``archive`` as ``name`` for ``board_name`` (a Cortex-M QEMU board with a
+    25 MHz SysTick) and builds the user firmware around bench's timing main; returns the
+    export's description of the model, the firmware and its linker map."""
     from project_api.board import load_board
     from project_api.generate.export import export_library
     from project_api.read import open_archive
 
     user = _export_user()
-    board = load_board(QEMU_BOARD)
-    work = ctx.scratch(f"export_{name}")
+    board = load_board(board_name)
+    work = ctx.scratch(f"export_{name}_{board_name}")
     exported = work / "export"
-    info = export_library(archive, exported, board=QEMU_BOARD, name=name)
+    info = export_library(archive, exported, board=board_name, name=name, options=options)
     (described,) = info["models"]
     renames_h = exported / "src" / name / f"{name}_renames.h"
     renames = dict(_RENAME.findall(renames_h.read_text()))
@@ -238,6 +251,44 @@ def instructions(built: Mapping[str, Any], outputs: List[np.ndarray]) -> Dict[st
     }
 
 
+def cmsis_nn_figures(ctx: Context, result: PartResult) -> None:
+    """Beside the targets: the CMSIS-NN KWS exported for an386, whose DSP kernels TVM gave no
+    scratch memory, so their calls go through the scratch shim (crt/cmsis_nn/), which keeps
+    a static buffer outside the arena. Its RAM beyond the arena macro and its ``run``
+    overhead, as rows and ``cmsis_*`` summary figures (or a note in ``skipped``)."""
+    archive = corpus_dir() / f"{CMSIS_CASE}.tar"
+    options = corpus_options(archive)
+    if not archive.with_suffix(".outputs.npz").is_file() or not options:
+        result.skipped.append(f"{CMSIS_CASE}: needs the archive and a CMSIS-NN checkout")
+        return
+    inputs, outputs = _reference(archive)
+    name = "kws_cmsis"
+    built = user_firmware(
+        ctx, archive, name, inputs, outputs, 1, board_name=CMSIS_BOARD, options=options
+    )
+    library = library_sizes(Path(built["map"]).read_text(errors="replace"), name)
+    counts = instructions(built, outputs)
+    ram = library["library_ram"] + library["context_ram"] + library["arena_ram"]
+    beyond = ram - int(built["model"]["arena"]["arena_bytes"])
+    label = f"{CMSIS_CASE} on {CMSIS_BOARD}"
+    result.rows += [
+        {"figure": f"RAM: {label}, library - arena macro", "bytes": beyond,
+         "arena": library["arena_ram"], "context": library["context_ram"],
+         "globals": library["library_ram"]},
+        {"figure": f"instructions: {label}, overhead", "instructions":
+         counts["overhead_instructions"], "percent": counts["overhead_percent"]},
+    ]  # fmt: skip
+    result.summary.update(
+        {
+            "cmsis_model": label,
+            "cmsis_ram_beyond_arena_bytes": beyond,
+            "cmsis_globals_bytes": library["library_ram"],
+            "cmsis_overhead_percent": counts["overhead_percent"],
+        }
+    )
+    ctx.log(f"  {label}: RAM {beyond:+,} B beyond the arena macro")
+
+
 def run(ctx: Context, result: PartResult) -> None:
     require_qemu()
     if not have("cmake", "ninja"):
@@ -290,6 +341,8 @@ def run(ctx: Context, result: PartResult) -> None:
         "ram_target_met": 0 <= ram_beyond <= RAM_MARGIN,
         "run_target_met": counts["overhead_percent"] <= RUN_TARGET_PERCENT,
     }
+    if not ctx.smoke:
+        cmsis_nn_figures(ctx, result)
     ctx.log(
         f"  {name}: library {library_flash:,} B flash vs generated {generated['flash_bytes']:,} "
         f"B; RAM {library_ram:,} B (arena macro {arena_macro:,}); run "

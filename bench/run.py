@@ -322,7 +322,13 @@ _SUMMARY_TARGETS += [
         "exported library's RAM = <MODEL>_ARENA_BYTES + <= 512 B",
         lambda e: (
             f"{e['library_ram_bytes']:,} B = arena {e['arena_macro_bytes']:,} B "
-            f"{e['ram_beyond_arena_bytes']:+,} B"
+            f"{e['ram_beyond_arena_bytes']:+,} B ({e['model']})"
+            + (
+                f"; {e['cmsis_model']}: {e['cmsis_ram_beyond_arena_bytes']:+,} B (its "
+                "CMSIS-NN scratch shim's static buffer)"
+                if "cmsis_model" in e
+                else ""
+            )
         ),
         "ram_target_met",
     ),

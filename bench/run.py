@@ -294,6 +294,55 @@ _SUMMARY_TARGETS += [
     ),
 ]
 
+# Part 19 (issue 35): the exported library in a user firmware vs the generated firmware.
+from bench import export as export_part  # noqa: E402
+
+PARTS.append(
+    (
+        "export",
+        "19. the exported library in a user firmware vs the generated firmware",
+        export_part.run,
+    )
+)
+COLUMNS["export"] = ["figure", "bytes", "runtime", "model", "arena", "context", "globals",
+                     "instructions", "percent"]  # fmt: skip
+_SUMMARY_TARGETS += [
+    (
+        "export",
+        "exported library's flash within +1 KB of the generated firmware's model + runtime",
+        lambda e: (
+            f"{e['model']}: {e['library_flash_bytes']:,} B vs {e['generated_flash_bytes']:,} B "
+            f"({e['flash_delta_bytes']:+,} B; the generated firmware's LTO "
+            f"{e['generated_lto_flash_bytes']:+,} B on all our C)"
+        ),
+        "flash_target_met",
+    ),
+    (
+        "export",
+        "exported library's RAM = <MODEL>_ARENA_BYTES + <= 512 B",
+        lambda e: (
+            f"{e['library_ram_bytes']:,} B = arena {e['arena_macro_bytes']:,} B "
+            f"{e['ram_beyond_arena_bytes']:+,} B ({e['model']})"
+            + (
+                f"; {e['cmsis_model']}: {e['cmsis_ram_beyond_arena_bytes']:+,} B (its "
+                "CMSIS-NN scratch shim's static buffer)"
+                if "cmsis_model" in e
+                else ""
+            )
+        ),
+        "ram_target_met",
+    ),
+    (
+        "export",
+        "<model>_run() over direct operator calls <= 0.02 % of KWS instructions (an385)",
+        lambda e: (
+            f"{e['overhead_percent']:.4f} % ({e['overhead_instructions']:,.0f} of "
+            f"{e['direct_instructions']:,.0f} instructions, {e['model']})"
+        ),
+        "run_target_met",
+    ),
+]
+
 
 def _trial(t: Dict[str, Any], kind: str) -> str:
     if f"{kind}_trial_s" not in t:

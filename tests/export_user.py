@@ -178,9 +178,11 @@ def _run(argv: Sequence[str], cwd: Optional[Path] = None, timeout: float = 600) 
     return done.stdout + done.stderr
 
 
-def _sources(root: Path, models: Sequence[Exported], board: Board, cxx: bool) -> List[str]:
+def _sources(
+    root: Path, models: Sequence[Exported], board: Board, cxx: bool, main_text: Optional[str]
+) -> List[str]:
     main = root / ("main.cpp" if cxx else "main.c")
-    main.write_text(user_main(models))
+    main.write_text(user_main(models) if main_text is None else main_text)
     sources = [main.name]
     if not board.is_host:
         shutil.copyfile(HERE / "startup.c", root / "startup.c")
@@ -190,12 +192,21 @@ def _sources(root: Path, models: Sequence[Exported], board: Board, cxx: bool) ->
 
 
 def build_cmake(
-    root: Path, models: Sequence[Exported], board: Board, *, mode: str, cxx: bool = False
+    root: Path,
+    models: Sequence[Exported],
+    board: Board,
+    *,
+    mode: str,
+    cxx: bool = False,
+    main_text: Optional[str] = None,
+    link_options: Sequence[str] = (),
 ) -> Path:
     """The user firmware built by CMake: ``mode`` ``subdirectory`` (add_subdirectory of each
-    export) or ``package`` (each export built, installed, then found with find_package)."""
+    export) or ``package`` (each export built, installed, then found with find_package).
+    ``main_text`` replaces :func:`user_main`'s main (the benchmarks time their own);
+    ``link_options`` are added to the link (e.g. ``-Wl,-Map=...``)."""
     root.mkdir(parents=True, exist_ok=True)
-    sources = _sources(root, models, board, cxx)
+    sources = _sources(root, models, board, cxx, main_text)
     lines = [
         "cmake_minimum_required(VERSION 3.13)",
         f"project(user_firmware C{' CXX' if cxx else ''})",
@@ -209,6 +220,8 @@ def build_cmake(
     lines.append(
         "target_link_libraries(app PRIVATE " + " ".join(f"mlf::{m.name}" for m in models) + ")"
     )
+    if link_options:
+        lines.append(f"target_link_options(app PRIVATE {' '.join(link_options)})")
     if not board.is_host:
         lines.append('target_link_options(app PRIVATE "-T${CMAKE_CURRENT_SOURCE_DIR}/user.ld")')
         # linked by gcc: main.cpp needs no C++ library (Debian's bare-metal libstdc++ is a
@@ -232,7 +245,7 @@ def build_cmake(
 def build_make(root: Path, models: Sequence[Exported], board: Board) -> Path:
     """The user firmware built by make through each export's ``<model>.mk``."""
     root.mkdir(parents=True, exist_ok=True)
-    sources = _sources(root, models, board, False)
+    sources = _sources(root, models, board, False, None)
     host = board.is_host
     cc = "cc" if host else board.architecture.compiler
     cflags = "-O2 -Wall -Wextra -Werror" if host else " ".join(c_flags(board))
@@ -256,10 +269,16 @@ def build_make(root: Path, models: Sequence[Exported], board: Board) -> Path:
     return root / "app"
 
 
-def run_firmware(firmware: Path, board: Board, timeout: float = 120) -> str:
-    """Runs the user firmware (host process, or the board's QEMU machine with semihosting)
-    and returns what it printed; fails on a non-zero exit status."""
-    argv = [str(firmware)] if board.is_host else board.qemu_command(firmware, serial="null")
+def run_firmware(
+    firmware: Path, board: Board, timeout: float = 120, *, icount: bool = False
+) -> str:
+    """Runs the user firmware (host process, or the board's QEMU machine with semihosting;
+    ``icount``: one instruction per virtual ns) and returns what it printed; fails on a
+    non-zero exit status."""
+    if board.is_host:
+        argv = [str(firmware)]
+    else:
+        argv = board.qemu_command(firmware, serial="null", icount=icount)
     done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     text = done.stdout + done.stderr
     assert done.returncode == 0, f"{firmware} exited {done.returncode}:\n{text[-3000:]}"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
@@ -58,21 +58,18 @@ def _storage_data(tables: Any, params: Mapping[str, Any], c_name: str) -> Tuple[
     return addresses, max(ALIGN, tables.arena_bytes(in_flash))
 
 
-def bare_context(project: Any, archive: Path) -> Dict[str, Any]:
-    """The template context of the bare program for a generated single-model project."""
-    from project_api.generate import MODEL_TAR
+def direct_calls(model: Any, c_name: str, renamed: Mapping[str, str]) -> Dict[str, Any]:
+    """What a program calling ``model``'s operators directly needs
+    (``firmware/direct_calls.c.j2``): const views over the params where they lie in flash
+    (``mlf_params_<c_name>``) and over a static ``arena`` laid out as the runtime lays it
+    out, the operators in order with their functions (named as ``renamed`` says), and the
+    views that hold the inputs (by name) and the outputs."""
     from project_api.generate.executors import executor_for
     from project_api.generate.tables import MLF_FUNC_COPY, compile_graph
-    from project_api.read import open_archive
 
-    (described,) = project.models
-    with open_archive(Path(project.dir) / MODEL_TAR) as opened:
-        (model,) = [m for m in opened.models if m.name == described["name"]]
-        tables = compile_graph(executor_for(model).graph(model))
-        params = dict(model.params or {})
-    c_name = str(described["c_name"])
+    tables = compile_graph(executor_for(model).graph(model))
+    params = dict(model.params or {})
     addresses, arena_bytes = _storage_data(tables, params, c_name)
-    renamed = dict(described.get("renamed_symbols") or {})
     # The shapes shared where they repeat, as the firmware's tables have them.
     shapes, shape_offsets = tables.shape_layout()
     views = [
@@ -86,19 +83,6 @@ def bare_context(project: Any, archive: Path) -> Dict[str, Any]:
         }
         for view, offset in zip(tables.views, shape_offsets)
     ]
-    samples_in = np.load(archive.with_suffix(".inputs.npz"))
-    samples_out = np.load(archive.with_suffix(".outputs.npz"))
-    inputs = [
-        {"view": a.view, "bytes": np.ascontiguousarray(samples_in[a.name]).tobytes()}
-        for a in tables.args
-        if a.name not in params
-    ]
-    outputs = [
-        {"view": v, "bytes": np.ascontiguousarray(samples_out[f"output{i}"]).tobytes()}
-        for i, v in enumerate(tables.outputs)
-    ]
-    for item in inputs + outputs:
-        item["lines"] = c_bytes(item["bytes"]) or ["0,"]
     ops = [
         {
             "func": None if op.func == MLF_FUNC_COPY else op.func,
@@ -108,23 +92,65 @@ def bare_context(project: Any, archive: Path) -> Dict[str, Any]:
         for op in tables.ops
     ]
     return {
-        "name": described["name"],
         "c_name": c_name,
         "has_params": bool(params),
         "funcs": [renamed.get(f, f) for f in tables.funcs],
         "arena_bytes": arena_bytes,
-        "workspace_bytes": int(described["sizes"]["workspace_bytes"]),
         "shapes": shapes,
         "views": views,
         "ops": ops,
         "max_args": tables.max_op_args,
-        "inputs": inputs,
-        "outputs": outputs,
-        "sample_bytes": sum(len(i["bytes"]) for i in inputs + outputs),
+        "input_views": {a.name: a.view for a in tables.args if a.name not in params},
+        "output_views": list(tables.outputs),
     }
 
 
-def _render(context: Mapping[str, Any]) -> str:
+def sample_data(
+    calls: Mapping[str, Any], inputs: Mapping[str, Any], outputs: Sequence[Any]
+) -> Dict[str, Any]:
+    """The sample a program embeds (``inputs`` by name, ``outputs`` in order) as the
+    template's ``inputs``/``outputs``: each array's view, bytes and C initialiser lines."""
+    items = {
+        "inputs": [
+            {"view": view, "bytes": np.ascontiguousarray(inputs[name]).tobytes()}
+            for name, view in calls["input_views"].items()
+        ],
+        "outputs": [
+            {"view": view, "bytes": np.ascontiguousarray(array).tobytes()}
+            for view, array in zip(calls["output_views"], outputs)
+        ],
+    }
+    for item in items["inputs"] + items["outputs"]:
+        item["lines"] = c_bytes(item["bytes"]) or ["0,"]
+    return items
+
+
+def bare_context(project: Any, archive: Path) -> Dict[str, Any]:
+    """The template context of the bare program for a generated single-model project."""
+    from project_api.generate import MODEL_TAR
+    from project_api.read import open_archive
+
+    (described,) = project.models
+    with open_archive(Path(project.dir) / MODEL_TAR) as opened:
+        (model,) = [m for m in opened.models if m.name == described["name"]]
+        calls = direct_calls(
+            model, str(described["c_name"]), dict(described.get("renamed_symbols") or {})
+        )
+    samples_in = np.load(archive.with_suffix(".inputs.npz"))
+    samples_out = np.load(archive.with_suffix(".outputs.npz"))
+    outputs = [samples_out[f"output{i}"] for i in range(len(calls["output_views"]))]
+    samples = sample_data(calls, samples_in, outputs)
+    return {
+        **calls,
+        **samples,
+        "name": described["name"],
+        "workspace_bytes": int(described["sizes"]["workspace_bytes"]),
+        "sample_bytes": sum(len(i["bytes"]) for i in samples["inputs"] + samples["outputs"]),
+    }
+
+
+def render_firmware(template: str, context: Mapping[str, Any]) -> str:
+    """A program of ``firmware/`` (a Jinja template) rendered for ``context``."""
     import jinja2
 
     env = jinja2.Environment(
@@ -134,7 +160,7 @@ def _render(context: Mapping[str, Any]) -> str:
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
-    return env.get_template("bare_main.c.j2").render(context)
+    return env.get_template(template).render(context)
 
 
 def _linked(project: Any) -> Dict[str, int]:
@@ -160,7 +186,7 @@ def measure(ctx: Context, archive: Path, board: str) -> Dict[str, Any]:
     bare = generate(archive, ctx.scratch(f"bare_program_{label}"), board=board)
     context = bare_context(bare, archive)
     src = Path(bare.dir) / "src"
-    (src / "main.c").write_text(_render(context))
+    (src / "main.c").write_text(render_firmware("bare_main.c.j2", context))
     (src / f"model_{context['c_name']}.c").write_text("/* bare program: no executor */\n")
     bare.build()
     status = _run_bare(bare)

@@ -1,4 +1,4 @@
-"""Part 18: TVM 0.14's KWS CMSIS-NN archives on every CMSIS-NN release, per core.
+"""Part 20: TVM 0.14's KWS CMSIS-NN archives on every CMSIS-NN release, per core.
 
 For each release tag of the CMSIS-NN repository (``$MLF_PROJECT_CMSIS_NN`` when it names one,
 else ``../shared/deps/CMSIS-NN.git``: v4.1.0, 23.08, v5.0.0, 24.02, v6.0.0, v7.0.0), on

@@ -50,7 +50,7 @@ def test_table_and_targets_without_results() -> None:
     text = table([{"a": 1234, "b": 0.5, "c": None, "d": True}], ["a", "b", "c", "d"])
     assert text.splitlines()[1].split() == ["1,234", "0.500", "-", "yes"]
     rows = targets({})
-    assert len(rows) == 23 and {r["status"] for r in rows} == {"not run"}
+    assert len(rows) == 29 and {r["status"] for r in rows} == {"not run"}
     skipped = PartResult("dispatch", "t", status="skipped", reason="needs qemu-system-arm")
     assert targets({"dispatch": skipped})[2]["status"] == "skipped"
 
@@ -194,6 +194,23 @@ def test_bare_part(smoke: Dict[str, Any]) -> None:
     )
 
 
+def test_export_part(smoke: Dict[str, Any]) -> None:
+    """The exported library in a user firmware of bench's own: its outputs through the C API
+    and through direct operator calls equal the reference, and its figures add up (the
+    targets are the benchmark's business)."""
+    part = smoke["parts"]["export"]
+    if part["status"] == "skipped":
+        assert any(tool in part["reason"] for tool in ("arm-none-eabi", "qemu", "cmake"))
+        return
+    assert part["status"] == "ok", part["reason"]
+    s = part["summary"]
+    assert s["model"] == "mlp" and s["outputs_match"]
+    assert s["library_ram_bytes"] >= s["arena_macro_bytes"] > 0
+    assert s["ram_beyond_arena_bytes"] == s["library_ram_bytes"] - s["arena_macro_bytes"]
+    assert s["flash_delta_bytes"] == s["library_flash_bytes"] - s["generated_flash_bytes"]
+    assert 0 < s["direct_instructions"] <= s["run_instructions"]
+
+
 def test_machines_part(smoke: Dict[str, Any]) -> None:
     """The smoke run measures mlp_default on every new machine whose tools are installed, each
     count exact (> 0) and bit-exact outputs (else the part fails)."""
@@ -221,7 +238,7 @@ def test_trial_part(smoke: Dict[str, Any]) -> None:
 
 
 def test_cmsis_nn_part(smoke: Dict[str, Any]) -> None:
-    """The smoke of part 18: KWS with CMSIS-NN v7.0.0 on the M55, bit-exact, its count and the
+    """The smoke of part 20: KWS with CMSIS-NN v7.0.0 on the M55, bit-exact, its count and the
     adapter's RAM reported."""
     part = smoke["parts"]["cmsis_nn"]
     if part["status"] == "skipped":

@@ -70,16 +70,16 @@ def _sources_text(paths: Sequence[Path]) -> List[str]:
     return texts
 
 
-def prepare_cmsis_nn(
-    root: Path,
+def plan_cmsis_nn(
     resolved: Sequence[ResolvedDependency],
     plans: Sequence[ModelPlan],
     board: Board,
     opts: Mapping[str, Any],
     say: Progress,
+    adapter_dir: str = ADAPTER_DIR,
 ) -> Optional[CmsisNnSetup]:
-    """Decide how CMSIS-NN is compiled for the project at ``root`` (None without a CMSIS-NN
-    built from its sources); copies the adapter's C into the project when it is needed.
+    """How CMSIS-NN is compiled for ``plans`` on ``board`` (None without a CMSIS-NN built from
+    its sources), the adapter's C files named under ``adapter_dir``; nothing is written.
     Raises a one-line DependencyError when TVM's calls meet a tree the adapter does not cover."""
     calls = [(plan.name, find_cmsis_nn_calls(plan.model.sources)) for plan in plans]
     _refuse_own_builds(resolved, calls)
@@ -97,35 +97,47 @@ def prepare_cmsis_nn(
     build = cmsis_nn_build(assumed, board.cpu, board.name, scratch_shim=adapted)
     if build.reason:
         say(build.reason)
-    adapter = None
-    if adapted:
-        keep_sums = opts.get("device_protocol") != "microtvm"  # its host rewrites device memory
-        adapter = plan_adapter(
-            [c for _, c in calls],
-            tree,
-            build.level,
-            keep_sums=keep_sums,
-            pointer_bytes=pointer_bytes(board),
-        )
     cpu = board.cpu
     fp16 = bool(cpu is not None and getattr(cpu, "mve", False) and cpu.float_abi == "hard")
     texts = _sources_text([p for plan in plans for p in plan.model.sources])
-    if adapter is None:
+    if not adapted:
         return CmsisNnSetup(build, CmsisNnCompile(called_functions(texts), fp16), tree, None)
-    (root / ADAPTER_DIR).mkdir(parents=True, exist_ok=True)
-    for name in [HEADER] + adapter.sources:
-        shutil.copyfile(crt_dir() / "cmsis_nn" / name, root / ADAPTER_DIR / name)
-    texts += _sources_text([root / ADAPTER_DIR / name for name in adapter.sources])
+    adapter = plan_adapter(
+        [c for _, c in calls],
+        tree,
+        build.level,
+        keep_sums=opts.get("device_protocol") != "microtvm",  # its host rewrites device memory
+        pointer_bytes=pointer_bytes(board),
+    )
+    assert adapter is not None
+    texts += _sources_text([crt_dir() / "cmsis_nn" / name for name in adapter.sources])
     compile = CmsisNnCompile(
         roots=called_functions(texts),
         fp16=fp16,
-        adapter_sources=tuple(f"{ADAPTER_DIR}/{name}" for name in adapter.sources),
-        adapter_include=ADAPTER_DIR,
+        adapter_sources=tuple(f"{adapter_dir}/{name}" for name in adapter.sources),
+        adapter_include=adapter_dir,
         adapter_defines=adapter.defines,
         renames=adapter.renames,
     )
     setup = CmsisNnSetup(build, compile, tree, adapter)
     say(setup.adapter_note())
+    return setup
+
+
+def prepare_cmsis_nn(
+    root: Path,
+    resolved: Sequence[ResolvedDependency],
+    plans: Sequence[ModelPlan],
+    board: Board,
+    opts: Mapping[str, Any],
+    say: Progress,
+) -> Optional[CmsisNnSetup]:
+    """:func:`plan_cmsis_nn` for the project at ``root``, the adapter's C copied into it."""
+    setup = plan_cmsis_nn(resolved, plans, board, opts, say)
+    if setup is not None and setup.adapter is not None:
+        (root / ADAPTER_DIR).mkdir(parents=True, exist_ok=True)
+        for name in [HEADER] + setup.adapter.sources:
+            shutil.copyfile(crt_dir() / "cmsis_nn" / name, root / ADAPTER_DIR / name)
     return setup
 
 

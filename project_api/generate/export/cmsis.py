@@ -1,0 +1,134 @@
+"""External dependencies of an exported model: judged by the trust rule as for a generated
+project (:func:`..dependencies.declare_dependencies`, before anything is written), resolved
+through the same cache, and CMSIS-NN's sources copied into ``src/`` beside the runtime.
+
+CMSIS-NN is built for the export's CPU as a generated project builds it
+(:func:`...resolve.features.cmsis_nn_build`): what a command line would pass (``-U`` of a
+feature macro, ``-include stdint.h``) opens each copied file instead, so that build systems
+without per-file flags (Arduino) compile it the same way; its headers sit at the top of
+``src/``; TVM's calls go through the adapter (``crt/cmsis_nn/``, :mod:`..cmsis_nn`), its
+configuration written into its files, the calls renamed in the model's own renames header.
+Only the CMSIS-NN files the calls reach are carried.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
+
+from ...errors import GenerateError
+from ...resources import crt_dir
+from .sources import warning_pragmas
+
+CMSIS_DIR = "cmsis_nn"
+
+
+def write_dependencies(
+    root: Path,
+    archive: Any,
+    declared: Any,
+    plans: Sequence[Any],
+    board: Any,
+    opts: Mapping[str, Any],
+    say: Any,
+) -> Tuple[List[str], List[Dict[str, Any]]]:
+    """The dependencies' sources under ``src/`` (relative to ``root``) and their record."""
+    if not declared.specs:
+        return [], []
+    from ...resolve import resolve_dependencies
+    from ...resolve.recipes import plan_build
+    from ...resolve.trust import check_builds
+    from ..cmsis_nn import HEADER, plan_cmsis_nn
+
+    cache_dir = Path(opts["cache_dir"]).expanduser() if opts["cache_dir"] else None
+    resolved = resolve_dependencies(
+        declared.specs,
+        archive_root=archive.root,
+        base_dir=declared.base_dir,
+        cache_dir=cache_dir,
+        offline=bool(opts["offline"]),
+        lock=declared.lock,
+        refresh=bool(opts["refresh_dependencies"]),
+        progress=say,
+        notify=say,
+        policy=declared.policy,
+    )
+    check_builds(resolved, declared.policy)
+    sources: List[str] = []
+    described: List[Dict[str, Any]] = []
+    for dep in resolved:
+        entry: Dict[str, Any] = {"short_name": dep.short_name, "resolved": dep.resolved}
+        described.append(entry)
+        if dep.skipped:
+            entry.update(compiled=False, note=dep.note)
+            continue
+        if dep.recipe.kind != "cmsis-nn" or dep.path is None:
+            raise GenerateError(
+                f"dependency {dep.short_name!r} (recipe {dep.recipe.kind}) cannot travel in an "
+                "exported package: only CMSIS-NN's sources are carried",
+                hint="build the model without it, or add it to your firmware yourself",
+            )
+        setup = plan_cmsis_nn(resolved, plans, board, opts, say, adapter_dir=CMSIS_DIR)
+        assert setup is not None
+        build = plan_build(dep.path, dep.recipe, f"dependency {dep.short_name}", setup.compile)
+        if build.layout != "CMSIS-NN >= 4":
+            raise GenerateError(
+                f"dependency {dep.short_name!r}: an export carries CMSIS-NN >= 4 (its own "
+                f"repository), not the {build.layout} tree",
+                hint="point cmsis_path or the dependency at CMSIS-NN v4.1.0 or later",
+            )
+        prologue = _prologue(list(setup.build.flags), build.defines)
+        sources += _copy_cmsis_nn(dep.path, build, root / "src", prologue)
+        if setup.adapter is not None:  # its configuration opens each of its C files
+            configuration = _defines(setup.adapter.defines)
+            for name in [HEADER] + setup.adapter.sources:
+                target = Path("src") / CMSIS_DIR / name
+                opening = prologue + configuration if name.endswith(".c") else []
+                sources += _copy_file(crt_dir() / CMSIS_DIR / name, root, target, opening)
+            renames = dict(rename.split("=", 1) for rename in setup.adapter.renames)
+            for plan in plans:
+                plan.renames.update(renames)
+        entry.update(compiled=True, **setup.describe())
+    return sources, described
+
+
+def _prologue(undefine: List[str], defines: Sequence[str]) -> List[str]:
+    """What opens each copied C file: what a generated project passes as flags."""
+    lines = ["/* CMSIS-NN as the export builds it (see export.json). */", "#include <stdint.h>"]
+    lines += warning_pragmas()
+    lines += [f"#undef {flag[2:]}" for flag in undefine if flag.startswith("-U")]
+    return lines + _defines(defines)
+
+
+def _defines(definitions: Sequence[str]) -> List[str]:
+    """``NAME=VALUE`` compile definitions as ``#define`` lines."""
+    return [f"#define {d.replace('=', ' ', 1)}" for d in definitions]
+
+
+def _copy_file(source: Path, root: Path, target: Path, prologue: List[str]) -> List[str]:
+    """``source`` copied to ``root``/``target`` behind ``prologue``; ``target`` when it is a C
+    file to compile."""
+    (root / target).parent.mkdir(parents=True, exist_ok=True)
+    text = source.read_text(encoding="utf-8", errors="replace")
+    (root / target).write_text("\n".join(prologue) + "\n" + text if prologue else text)
+    return [target.as_posix()] if target.suffix == ".c" else []
+
+
+def _copy_cmsis_nn(tree: Path, build: Any, src: Path, prologue: List[str]) -> List[str]:
+    for include in build.include_dirs:
+        for header in sorted((tree / include).rglob("*.h")):
+            target = src / header.relative_to(tree / include)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(header, target)
+    licences = src.parent / "licenses"
+    for name in build.copy:
+        path = tree / name
+        if path.is_file():
+            licences.mkdir(exist_ok=True)
+            shutil.copyfile(path, licences / f"CMSIS-NN-{path.name}")
+    copied = []
+    for rel in build.sources:
+        target = Path("src") / CMSIS_DIR / Path(rel).relative_to("Source")
+        copied += _copy_file(tree / rel, src.parent, target, prologue)
+    return copied

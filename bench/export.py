@@ -25,7 +25,7 @@ Targets: flash within +1 KB, RAM = arena + at most 512 B, overhead at most 0.02 
 
 Beside them (not in smoke runs, and only with a CMSIS-NN checkout): ``kws_int8_cmsisnn``
 exported for qemu-mps2-an386, whose DSP kernels TVM gave no scratch memory, so that the
-export links CMSIS-NN's scratch shim and its static buffer (outside the arena): RAM beyond
+export links the CMSIS-NN adapter and its static scratch (outside the arena): RAM beyond
 the arena macro and the ``run`` overhead.
 """
 
@@ -253,7 +253,7 @@ def instructions(built: Mapping[str, Any], outputs: List[np.ndarray]) -> Dict[st
 
 def cmsis_nn_figures(ctx: Context, result: PartResult) -> None:
     """Beside the targets: the CMSIS-NN KWS exported for an386, whose DSP kernels TVM gave no
-    scratch memory, so their calls go through the scratch shim (crt/cmsis_nn/), which keeps
+    scratch memory, so their calls go through the CMSIS-NN adapter (crt/cmsis_nn/), which keeps
     a static buffer outside the arena. Its RAM beyond the arena macro and its ``run``
     overhead, as rows and ``cmsis_*`` summary figures (or a note in ``skipped``)."""
     archive = corpus_dir() / f"{CMSIS_CASE}.tar"

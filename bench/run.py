@@ -29,6 +29,7 @@ from bench import (  # noqa: E402
     aot,
     bare,
     buildtime,
+    cmsis_nn,
     codesize,
     dispatch,
     fuzz,
@@ -132,6 +133,8 @@ COLUMNS: Dict[str, List[str]] = {
     "trial": ["board", "trials", "cached_generate_s", "cached_build_s", "cached_session_s",
               "cached_total_s", "uncached_total_s", "ratio", "dominant", "target_s",
               "target_met"],
+    "cmsis_nn": ["archive", "board", "cmsis_nn", "outcome", "instructions", "ram_bytes",
+                 "adapter_ram_bytes", "scratch_bytes", "kernel_sum_bytes"],
 }  # fmt: skip
 
 
@@ -259,6 +262,24 @@ _SUMMARY_TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], str], str]] = 
         "bare_target_met",
     ),
     (
+        "cmsis_nn",
+        "KWS CMSIS-NN on qemu-mps3-an547 <= 1.90 M instructions, bit-exact (graph and AOT)",
+        lambda c: _fastest(c, "qemu-mps3-an547"),
+        "an547_target_met",
+    ),
+    (
+        "cmsis_nn",
+        "KWS CMSIS-NN on qemu-mps2-an386 <= 7.75 M instructions, bit-exact (graph and AOT)",
+        lambda c: _fastest(c, "qemu-mps2-an386"),
+        "an386_target_met",
+    ),
+    (
+        "cmsis_nn",
+        "no run ends well with outputs other than TVM's, on any CMSIS-NN release",
+        lambda c: f"wrong: {len(c['wrong'])}; refused: {', '.join(c['refused']) or 'none'}",
+        "exact_target_met",
+    ),
+    (
         "trial",
         "one AutoTVM trial <= 3 s on the host (median of 10)",
         lambda t: _trial(t, "host"),
@@ -325,7 +346,7 @@ _SUMMARY_TARGETS += [
             f"{e['ram_beyond_arena_bytes']:+,} B ({e['model']})"
             + (
                 f"; {e['cmsis_model']}: {e['cmsis_ram_beyond_arena_bytes']:+,} B (its "
-                "CMSIS-NN scratch shim's static buffer)"
+                "CMSIS-NN adapter's static scratch)"
                 if "cmsis_model" in e
                 else ""
             )
@@ -343,11 +364,30 @@ _SUMMARY_TARGETS += [
     ),
 ]
 
+# Part 20 (issue 37): TVM's CMSIS-NN archives on every CMSIS-NN release.
+PARTS.append(
+    (
+        "cmsis_nn",
+        "20. KWS with CMSIS-NN per release and core: instructions, bit-exact or refused, RAM",
+        cmsis_nn.run,
+    )
+)
+
 
 def _trial(t: Dict[str, Any], kind: str) -> str:
     if f"{kind}_trial_s" not in t:
         return "not measured"
     return f"{t[kind + '_trial_s']} s (without the runtime cache {t[kind + '_uncached_trial_s']} s)"
+
+
+def _fastest(c: Dict[str, Any], board: str) -> str:
+    """The fastest exact CMSIS-NN release per KWS archive on ``board`` (part cmsis_nn)."""
+    found = [
+        f"{key.split(' ', 1)[1]}: {v['instructions']:,} with {v['cmsis_nn']}"
+        for key, v in c["fastest_exact"].items()
+        if key.startswith(board)
+    ]
+    return "; ".join(found) or "not measured"
 
 
 def _without_texts(c: Dict[str, Any]) -> str:

@@ -50,7 +50,7 @@ def test_table_and_targets_without_results() -> None:
     text = table([{"a": 1234, "b": 0.5, "c": None, "d": True}], ["a", "b", "c", "d"])
     assert text.splitlines()[1].split() == ["1,234", "0.500", "-", "yes"]
     rows = targets({})
-    assert len(rows) == 26 and {r["status"] for r in rows} == {"not run"}
+    assert len(rows) == 29 and {r["status"] for r in rows} == {"not run"}
     skipped = PartResult("dispatch", "t", status="skipped", reason="needs qemu-system-arm")
     assert targets({"dispatch": skipped})[2]["status"] == "skipped"
 
@@ -235,3 +235,19 @@ def test_trial_part(smoke: Dict[str, Any]) -> None:
     (row,) = part["rows"]
     assert row["board"] == "host" and row["trials"] == 2
     assert row["cached_build_s"] > 0 and row["uncached_total_s"] > 0
+
+
+def test_cmsis_nn_part(smoke: Dict[str, Any]) -> None:
+    """The smoke of part 20: KWS with CMSIS-NN v7.0.0 on the M55, bit-exact, its count and the
+    adapter's RAM reported."""
+    part = smoke["parts"]["cmsis_nn"]
+    if part["status"] == "skipped":
+        assert (
+            "CMSIS-NN" in part["reason"] or "corpus" in part["reason"] or "qemu" in part["reason"]
+        )
+        return
+    assert part["status"] == "ok", part["reason"]
+    (row,) = part["rows"]
+    assert (row["board"], row["cmsis_nn"], row["outcome"]) == ("qemu-mps3-an547", "v7.0.0", "exact")
+    assert row["instructions"] > 0 and row["adapter_ram_bytes"] > 0
+    assert part["summary"]["exact_target_met"] and part["summary"]["wrong"] == []

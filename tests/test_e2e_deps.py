@@ -13,7 +13,6 @@ import hashlib
 import io
 import json
 import shutil
-import subprocess
 import tarfile
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -453,16 +452,15 @@ def cmsis_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cmsis-cache")
 
 
+# Every tag on the host and the M55 (MVE): test_cmsis_nn_releases.py; here v4.1.0 on the
+# Cortex-M3 (portable C), the M4F and the M7F (DSP).
 CMSIS_BOARDS = [
-    pytest.param("host", id="host"),
-    *[
-        pytest.param(board, id=board, marks=[pytest.mark.qemu, requires_arm])
-        for board in ("qemu-mps2-an385", "qemu-mps2-an386", "qemu-mps2-an500", "qemu-mps3-an547")
-    ],
+    pytest.param(board, id=board, marks=[pytest.mark.qemu, requires_arm])
+    for board in ("qemu-mps2-an385", "qemu-mps2-an386", "qemu-mps2-an500")
 ]
-# What CMSIS-NN is compiled for on each board: its own DSP/MVE (no -mcpu in the archive's
-# target, so TVM passed empty contexts: the scratch shim supplies the memory).
-CMSIS_LEVEL = {"qemu-mps2-an386": "dsp", "qemu-mps2-an500": "dsp", "qemu-mps3-an547": "mve"}
+# What CMSIS-NN is compiled for on each board: its own DSP (no -mcpu in the archive's target, so
+# TVM passed empty contexts: the adapter supplies the memory).
+CMSIS_LEVEL = {"qemu-mps2-an386": "dsp", "qemu-mps2-an500": "dsp"}
 
 
 @pytest.mark.parametrize("board", CMSIS_BOARDS)
@@ -489,23 +487,17 @@ def test_kws_cmsisnn_matches_its_reference(
     info = json.loads((project / "project.json").read_text())
     (cmsis,) = [d for d in info["dependencies"] if d["short_name"] == "cmsis-nn"]
     # TVM generated the calls for 'c -keys=cpu -model=host' (empty contexts); boards with DSP
-    # or MVE still get those kernels, their scratch memory from the shim.
+    # still get those kernels, their scratch memory from the adapter.
     level = CMSIS_LEVEL.get(board, "portable")
     assert cmsis["cpu_features"] == level
-    shimmed = level != "portable"
+    assert cmsis["release"] == CMSIS_NN_TAG and cmsis["release_covered"]
+    raised = level != "portable"
     deps = (project / "deps.cmake").read_text()
     assert "-U__ARM_FEATURE" not in deps
-    assert ("mlf_cmsis_nn_scratch.c" in deps) == shimmed
-    assert (
-        "arm_depthwise_conv_wrapper_s8=mlf_cmsis_nn_depthwise_conv_wrapper_s8" in deps
-    ) == shimmed
-    assert (cmsis["cpu_features_note"] is not None) == shimmed
-    assert ("get static scratch memory" in err) == shimmed
-    if level == "mve":  # Helium kernels linked: tail-predicated loops in the depthwise kernel
-        elf = project / "build" / "firmware.elf"
-        dump = subprocess.run(
-            ["arm-none-eabi-objdump", "-d", "--disassemble=arm_depthwise_conv_s8_opt", str(elf)],
-            capture_output=True, text=True, check=True,
-        ).stdout  # fmt: skip
-        assert "letp" in dump and "vqrdmulh.s32" in dump
+    assert "mlf_cmsis_nn_memory.c" in deps
+    assert "arm_depthwise_conv_wrapper_s8=mlf_cmsis_nn_depthwise_conv_wrapper_s8" in deps
+    assert (cmsis["cpu_features_note"] is not None) == raised
+    assert "through the adapter" in err and f"CMSIS-NN {CMSIS_NN_TAG}" in err
+    # The RAM the adapter adds is in the fit check.
+    assert info["fit"]["ram"]["items"]["cmsis-nn scratch"] == cmsis["adapter"]["scratch_bytes"]
     assert live_children() == []

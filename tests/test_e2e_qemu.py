@@ -59,12 +59,11 @@ OTHER_BOARDS = [
     ("qemu-mps2-an386", "kws_int8_aot_cmsisnn_usmp", "AOT + USMP + CMSIS-NN as a git dependency"),
     ("qemu-mps2-an505", "mnist8_aot", "M33: a real TVM AOT float model"),
     ("qemu-mps3-an547", "kws_int8", "M55 + Helium (Secure, ITCM): a real TVM int8 model"),
-    ("qemu-mps3-an547", "kws_int8_aot_cmsisnn_usmp", "M55: AOT + CMSIS-NN's MVE kernels"),
     ("qemu-netduinoplus2", "kws_int8", "STM32F405: the F4 USART and TIM2, 128 KiB of RAM"),
     ("qemu-netduinoplus2", "mnist8_aot", "STM32F405: a real TVM AOT float model"),
 ]
-# AOT archives that need CMSIS-NN run on the M4F (qemu-mps2-an386, DSP kernels) and the M55
-# (qemu-mps3-an547, MVE kernels) only: OTHER_BOARDS.
+# AOT archives that need CMSIS-NN run on the M4F (qemu-mps2-an386, DSP kernels) only here
+# (OTHER_BOARDS); on the M55's MVE kernels with every CMSIS-NN: test_cmsis_nn_releases.py.
 AOT_CMSIS_NN = "_aot_cmsisnn"
 
 

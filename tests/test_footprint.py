@@ -104,7 +104,7 @@ def host_project(mlp_archive: Path, tmp_path_factory: pytest.TempPathFactory) ->
         ("/x/arm-none-eabi/lib/thumb/v7-m/nofp/libc_nano.a(lib_a-memcpy.o)", ".text", "libc"),
         ("CMakeFiles/cmsis_nn.dir/deps/cmsis_nn/Source/x.c.obj", ".text", "model"),
         ("libmlf_dep_cmsis_nn.a(arm_convolve_s8.c.obj)", ".text", "model"),
-        ("deps/libmlf_dep_cmsis_nn.a(mlf_cmsis_nn_scratch.c.obj)", ".bss.scratch", "model"),
+        ("deps/libmlf_dep_cmsis_nn.a(mlf_cmsis_nn_memory.c.obj)", ".bss.scratch", "model"),
         ("somewhere/else.o", ".text", "other"),
         (
             "CMakeFiles/mlf_model_kws.dir/model/kws/codegen/host/src/kws_lib0.c.obj",

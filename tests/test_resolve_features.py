@@ -101,14 +101,14 @@ DSP_OFF = ("-U__ARM_FEATURE_DSP",)
 @pytest.mark.parametrize(
     "targets, board, level, flags, scratch",
     [
-        # The corpus archives (no -mcpu: empty contexts) with the generator's scratch shim:
-        # each board's own kernels, the shim supplying the memory.
+        # The corpus archives (no -mcpu: empty contexts) with the adapter (crt/cmsis_nn):
+        # each board's own kernels, the adapter supplying the memory.
         (["c -keys=cpu -model=host"], "qemu-mps2-an386", 1, (), True),
         (["c -keys=cpu -model=host"], "qemu-mps3-an547", 2, (), True),
         (["c -keys=cpu -model=host"], "qemu-mps2-an385", 0, (), False),
         (["c -mcpu=cortex-m55"], "qemu-mps3-an547", 2, (), False),
         (["c -mcpu=cortex-m4"], "qemu-mps3-an547", 2, (), True),
-        # More assumed than the board has: the rule without the shim (portable) applies.
+        # More assumed than the board has: the rule without the adapter (portable) applies.
         (["c -mcpu=cortex-m55"], "qemu-mps2-an386", 0, DSP_OFF, False),
     ],
 )
@@ -182,8 +182,9 @@ def softmax_archive(path: Path, target: Optional[str]) -> Path:
 @pytest.mark.parametrize(
     "target, board, flag",
     [
-        # No -mcpu (empty contexts): the board's DSP code, its scratch from the shim.
-        (None, "qemu-mps2-an386", "mlf_cmsis_nn_scratch.c"),
+        # No -mcpu (empty contexts) and calls the adapter does not know (not TVM's): the
+        # portable code, which needs no scratch (TVM's own calls: test_cmsis_nn_releases.py).
+        (None, "qemu-mps2-an386", "-U__ARM_FEATURE_DSP"),
         (None, "host", None),
         ("c -keys=arm_cpu,cpu -mcpu=cortex-m4", "qemu-mps2-an386", None),
         ("c -keys=arm_cpu,cpu -mcpu=cortex-m55", "qemu-mps2-an500", "-U__ARM_FEATURE_DSP"),
@@ -209,9 +210,8 @@ def test_generated_project_builds_cmsis_nn_for_the_models_target(
         assert entry["cpu_features_note"] is None and notes == []
     else:
         assert flag in fragment
-        shimmed = flag.endswith(".c")
-        assert entry["cpu_features"] == ("dsp" if shimmed else "portable")
-        assert (project.dir / "runtime" / "cmsis_nn" / flag).is_file() == shimmed
+        assert entry["cpu_features"] == "portable"
+        assert not (project.dir / "runtime" / "cmsis_nn").exists()  # no adapter
         assert len(notes) == 1 and board in notes[0]
 
 

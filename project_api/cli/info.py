@@ -10,6 +10,7 @@ from typing import Any, Dict, List
 from ..generate.dependencies import archive_base_dir
 from ..read import Archive, Model, TensorSpec, open_archive
 from ..resolve import check_dependencies, collect_dependencies
+from ..resolve.cmsis_nn_calls import API_CMSIS5, API_V4, find_cmsis_nn_calls
 from ..resolve.trust import TrustPolicy, Verdict, assess_all
 from .command import EXIT_OK, Command
 from .generate import add_trust_arguments, trust_options
@@ -73,11 +74,15 @@ def describe_verdicts(verdicts: List[Verdict]) -> List[str]:
 
 
 def archive_summary(archive: Archive) -> Dict[str, Any]:
-    return {
-        "archive": str(archive.path),
-        "version": archive.version,
-        "models": [model.summary() for model in archive.models],
-    }
+    models = []
+    for model in archive.models:
+        summary = model.summary()
+        calls = find_cmsis_nn_calls(model.sources)
+        if calls.api is not None:
+            summary["cmsis_nn"] = {"api": calls.api, "calls": len(calls.sites),
+                                   "kernels": calls.kernels}  # fmt: skip
+        models.append(summary)
+    return {"archive": str(archive.path), "version": archive.version, "models": models}
 
 
 def describe_archive(archive: Archive) -> List[str]:
@@ -116,6 +121,11 @@ def describe_model(model: Model) -> List[str]:
         lines.append(
             "  note: its C calls Arm DSP intrinsics (arm_acle.h): Cortex-M boards with DSP only"
         )
+    calls = find_cmsis_nn_calls(model.sources)
+    if calls.api is not None:
+        written = {API_V4: "as TVM 0.12-0.18 wrote them for CMSIS-NN v4.1.0's API",
+                   API_CMSIS5: "as TVM <= 0.11 wrote them for CMSIS 5's NN"}[calls.api]  # fmt: skip
+        lines.append(f"  CMSIS-NN: {calls.describe()} {written}")
     return lines
 
 

@@ -306,7 +306,7 @@ def _project_for_archive(
     project.temporary = not args.project_dir
     for dependency in project.info.get("dependencies") or []:
         # e.g. CMSIS-NN built without its DSP code, TVM's CRT not compiled: said once
-        for key in ("note", "cpu_features_note"):
+        for key in ("note", "cpu_features_note", "adapter_note"):
             if dependency.get(key):
                 print(f"mlf-project run: {dependency[key]}", file=sys.stderr)
     return project

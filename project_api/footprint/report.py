@@ -207,6 +207,8 @@ class Footprint:
             ("receive buffer", self.planned_ram.get("rx buffer", 0), got("rx_buffer")),
             ("stack", self.planned_ram.get("stack", 0), got("stack", (".stack",))),
         ]
+        if self.planned_ram.get("cmsis-nn adapter"):  # linked: in the CMSIS-NN library's .bss
+            rows.append(("cmsis-nn adapter", self.planned_ram["cmsis-nn adapter"], None))
         if linked is not None:
             rows.append(("runtime globals", None, got("runtime")))
             other = sum(

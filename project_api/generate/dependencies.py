@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -14,11 +13,8 @@ from ..board import Board
 from ..read import Archive
 from ..resolve import DependencySpec, LockFile
 from ..resolve.trust import TrustPolicy, Verdict
-from ..resources import crt_dir
+from .cmsis_nn import prepare_cmsis_nn
 from .plan import ModelPlan, Progress
-
-# CMSIS-NN kernels get the scratch memory TVM did not size from this shim (crt/cmsis_nn/).
-_SCRATCH_SHIM = "mlf_cmsis_nn_scratch.c"
 
 
 @dataclass(frozen=True)
@@ -109,9 +105,6 @@ def install_project_dependencies(
     from ..resolve import (
         LOCK_FILE_NAME,
         LockFile,
-        assumed_features,
-        cmsis_nn_build,
-        detect_cmsis_nn,
         install_dependencies,
         read_lock,
         resolve_dependencies,
@@ -153,30 +146,16 @@ def install_project_dependencies(
         policy=declared.policy,
     )
     check_builds(resolved, declared.policy)
-    cmsis = None
-    if any(dep.recipe.kind == "cmsis-nn" and not dep.skipped for dep in resolved):
-        assumed = [
-            (plan.name, assumed_features(plan.model.targets))
-            for plan in plans
-            if detect_cmsis_nn(plan.model.sources)
-        ]
-        cmsis = cmsis_nn_build(assumed, board.cpu, board.name, scratch_shim=True)
-        if cmsis.reason:
-            say(cmsis.reason)
+    cmsis = prepare_cmsis_nn(root, resolved, plans, board, opts, say)
     targets = ["firmware"] + [f"mlf_model_{plan.c_name}" for plan in plans]
-    scratch = None
-    if cmsis is not None and cmsis.scratch:
-        scratch = f"runtime/cmsis_nn/{_SCRATCH_SHIM}"
-        (root / scratch).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(crt_dir() / "cmsis_nn" / _SCRATCH_SHIM, root / scratch)
     placed = install_dependencies(
         resolved,
         root,
         cpu=None,
         target_name=targets,
         lock=lock,
-        cmsis_nn_flags=cmsis.flags if cmsis else (),
-        cmsis_nn_scratch=scratch,
+        cmsis_nn_flags=cmsis.build.flags if cmsis else (),
+        cmsis_nn=cmsis.compile if cmsis else None,
     )
     described = []
     for dep in placed:
@@ -189,7 +168,6 @@ def install_project_dependencies(
         if dep.spec.is_tvm_crt:
             entry["note"] = dep.note
         if cmsis is not None and dep.recipe.kind == "cmsis-nn" and not dep.skipped:
-            entry["cpu_features"] = cmsis.name
-            entry["cpu_features_note"] = cmsis.reason
+            entry.update(cmsis.describe())
         described.append(entry)
     return described

@@ -19,6 +19,7 @@ from ..read import Archive
 from ..read.code import is_junk
 from ..resolve.cache import default_cache_dir
 from ..resources import crt_dir, template_dir
+from .cmsis_nn import adapter_ram_items
 from .dependencies import DeclaredDependencies, install_project_dependencies
 from .plan import (
     MODEL_TAR,
@@ -140,6 +141,10 @@ def _write_project(
     dependencies = install_project_dependencies(
         root, archive, declared, plans, board, opts, say, previous=previous
     )
+    adapter_ram = adapter_ram_items(dependencies)  # known once CMSIS-NN's tree is read
+    if adapter_ram:
+        fit.ram_items.update(adapter_ram)
+        fit.check(board.name, what)
 
     say("rendering the project")
     env = _environment()

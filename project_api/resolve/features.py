@@ -144,8 +144,8 @@ class CmsisNnBuild:
     level: int
     flags: Tuple[str, ...]
     reason: Optional[str]  # a sentence when the board's own level is not used, or is with scratch
-    # The calls TVM made go through crt/cmsis_nn/mlf_cmsis_nn_scratch.c, which hands kernels
-    # that need scratch memory TVM did not size a static buffer.
+    # The calls TVM made go through the adapter (crt/cmsis_nn/), which hands kernels the
+    # scratch memory TVM did not size.
     scratch: bool = False
 
     @property
@@ -168,8 +168,8 @@ def cmsis_nn_build(
     (models that disagree, a board without what was assumed) falls back to the portable C,
     which needs the least scratch memory of all.
 
-    With ``scratch_shim`` (the generator links the scratch shim) the board's own level is
-    always built: the shim gives the kernels the scratch memory TVM did not size.
+    With ``scratch_shim`` (the generator links the adapter, ``crt/cmsis_nn/``) the board's own
+    level is always built: the adapter gives the kernels the scratch memory TVM did not size.
     """
     have = board_level(cpu)
     if not assumed:
@@ -179,8 +179,8 @@ def cmsis_nn_build(
         why = "; ".join(f"model {name}: {features.describe()}" for name, features in assumed)
         reason = (
             f"CMSIS-NN is compiled for {board_name}'s {_FEATURES[have]} although {why}: the "
-            "calls TVM generated get static scratch memory where its contexts are empty "
-            "(MLF_CMSIS_NN_SCRATCH_BYTES)"
+            "calls TVM generated get their scratch memory from the adapter (crt/cmsis_nn) "
+            "where its contexts are empty"
         )
         return CmsisNnBuild(have, (), reason, scratch=True)
     agreed = min(levels)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..errors import DependencyError
+from .cmsis_nn_sources import CmsisNnCompile
 from .lock import LOCK_FILE_NAME, LockFile, write_lock
 from .recipes import cmake_fragment, plan_build
 from .resolved import ResolvedDependency
@@ -159,7 +160,7 @@ def install_dependencies(
     target_name: Union[str, Sequence[str]] = "firmware",
     lock: Optional[LockFile] = None,
     cmsis_nn_flags: Sequence[str] = (),
-    cmsis_nn_scratch: Optional[str] = None,
+    cmsis_nn: Optional[CmsisNnCompile] = None,
 ) -> List[ResolvedDependency]:
     """Place the dependencies, write ``deps.cmake`` and ``dependencies.lock.json`` in
     ``project_dir``; return the placed dependencies. The project's CMakeLists.txt then does
@@ -172,7 +173,7 @@ def install_dependencies(
         cpu=cpu,
         target_name=target_name,
         cmsis_nn_flags=cmsis_nn_flags,
-        cmsis_nn_scratch=cmsis_nn_scratch,
+        cmsis_nn=cmsis_nn,
     )
     (project_dir / FRAGMENT_NAME).write_text(text, encoding="utf-8")
     write_lock(project_dir / LOCK_FILE_NAME, placed)

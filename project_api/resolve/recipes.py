@@ -9,7 +9,9 @@ Recipes (``Recipe.kind``, chosen by short_name unless the dependency's ``recipe`
   (``__ARM_FEATURE_DSP``, ``__ARM_FEATURE_MVE``), which follow ``-mcpu``; so it is compiled
   with the board's CPU flags, minus the features TVM did not assume when it generated the
   calls (``-U__ARM_FEATURE_DSP``…, see :mod:`.features`: TVM sizes the kernels' scratch
-  buffers for its target's CPU). On the host (no ``-mcpu``) it builds its portable C.
+  buffers for its target's CPU) unless the adapter (``crt/cmsis_nn/``) serves them. On the
+  host (no ``-mcpu``) it builds its portable C. A firmware compiles only the files its calls
+  need, and float kernels only where they build (:mod:`.cmsis_nn_sources`).
   Its own sources get ``-include stdint.h``: ``arm_nn_compiler.h`` uses ``uint32_t``
   before including it and only Arm toolchains happen to pull it in first (the public
   headers TVM's code includes are fine; the library's users never see the option).
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..errors import DependencyError
+from .cmsis_nn_sources import CmsisNnCompile, float_sources, needed_sources
 from .resolved import ResolvedDependency
 from .spec import Recipe
 
@@ -78,17 +81,30 @@ def cmsis_nn_root(path: Path) -> Path:
     return path
 
 
-def _cmsis_nn_plan(root: Path, what: str) -> BuildPlan:
+def _chosen_sources(
+    root: Path, sources: List[str], includes: Sequence[str], compile: Optional[CmsisNnCompile]
+) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+    """The sources a firmware compiles (only what it calls, when it says) and the definitions
+    that enable the float kernels among them (:mod:`.cmsis_nn_sources`)."""
+    if compile is not None and compile.roots is not None:
+        sources = needed_sources(root, sources, includes, compile.roots) or sources
+    kept, defines = float_sources(sources, bool(compile and compile.fp16))
+    return tuple(kept), defines
+
+
+def _cmsis_nn_plan(root: Path, what: str, compile: Optional[CmsisNnCompile] = None) -> BuildPlan:
     if (root / "Include" / _NN_HEADER).is_file() and (root / "Source").is_dir():
         sources = _rel_files(root, "Source/*/*.c")
         if not sources:
             raise DependencyError(f"{what}: CMSIS-NN at {root} has no Source/*Functions/*.c")
+        chosen, defines = _chosen_sources(root, sources, ("Include",), compile)
         return BuildPlan(
             kind="sources",
             layout="CMSIS-NN >= 4",
             copy=("Include", "Source") + _licenses(root),
-            sources=tuple(sources),
+            sources=chosen,
             include_dirs=("Include",),
+            defines=defines,
             host_force_includes=("stdint.h",),
         )
     nn = root / "CMSIS" / "NN"
@@ -103,12 +119,14 @@ def _cmsis_nn_plan(root: Path, what: str) -> BuildPlan:
                 f"{what}: the CMSIS 5 tree at {root} lacks {', '.join(missing)}",
                 hint="CMSIS 5's NN needs CMSIS/Core/Include and CMSIS/DSP/Include beside it",
             )
+        chosen, defines = _chosen_sources(root, sources, includes, compile)
         return BuildPlan(
             kind="sources",
             layout="CMSIS 5",
             copy=tuple(["CMSIS/NN/Source"] + includes) + _licenses(root),
-            sources=tuple(sources),
+            sources=chosen,
             include_dirs=tuple(includes),
+            defines=defines,
             host_force_includes=("stdint.h",),
         )
     hint = "point cmsis_path (or the cmsis-nn dependency) at a CMSIS-NN or CMSIS_5 checkout"
@@ -178,17 +196,23 @@ def _generic_plan(root: Path, recipe: Recipe, what: str) -> BuildPlan:
     )
 
 
-def plan_build(root: Path, recipe: Recipe, what: str = "dependency") -> BuildPlan:
-    """The build plan of the dependency whose files are at ``root``."""
+def plan_build(
+    root: Path,
+    recipe: Recipe,
+    what: str = "dependency",
+    compile: Optional[CmsisNnCompile] = None,
+) -> BuildPlan:
+    """The build plan of the dependency whose files are at ``root`` (``compile``: how a
+    firmware compiles CMSIS-NN, for the ``cmsis-nn`` recipe)."""
     kind = recipe.kind or "generic"
     if kind == "none":
         return BuildPlan(kind="none", layout="not compiled")
     if not root.is_dir():
         raise DependencyError(f"{what}: {root} is not a directory")
     if kind == "cmsis-nn":
-        plan = _cmsis_nn_plan(root, what)
+        plan = _cmsis_nn_plan(root, what, compile)
         if recipe.defines:
-            plan = BuildPlan(**{**plan.__dict__, "defines": recipe.defines})
+            plan = BuildPlan(**{**plan.__dict__, "defines": plan.defines + recipe.defines})
         return plan
     return _generic_plan(root, recipe, what)
 
@@ -309,7 +333,7 @@ def cmake_fragment(
     target_name: Union[str, Sequence[str]] = "firmware",
     fragment_dir: Optional[Path] = None,
     cmsis_nn_flags: Sequence[str] = (),
-    cmsis_nn_scratch: Optional[str] = None,
+    cmsis_nn: Optional[CmsisNnCompile] = None,
 ) -> str:
     """CMake text that compiles the dependencies and links them to the firmware target(s).
 
@@ -332,11 +356,11 @@ def cmake_fragment(
     - ``cmsis_nn_flags`` (e.g. ``-U__ARM_FEATURE_DSP``, from :func:`.features.cmsis_nn_build`)
       are PUBLIC compile options of a CMSIS-NN library: the library and the code calling it
       see the CPU features TVM generated the code for, not more;
-    - ``cmsis_nn_scratch`` (the scratch shim's C file, relative to the fragment's directory)
-      is compiled into a CMSIS-NN library, and the library's users (the model's code) call
-      its ``mlf_cmsis_nn_*`` functions instead of the kernels TVM named (INTERFACE
-      definitions ``arm_X=mlf_cmsis_nn_X``); ``MLF_CMSIS_NN_SCRATCH_BYTES`` (default 8192)
-      is its buffer;
+    - ``cmsis_nn`` (:class:`.cmsis_nn_sources.CmsisNnCompile`): a CMSIS-NN library compiles
+      only the files the firmware's calls need (float16 kernels only where the CPU has MVE-F),
+      and the adapter's C files are compiled into it: the library's users (the models' code)
+      call its ``mlf_cmsis_nn_*`` functions instead of the kernels TVM named (INTERFACE
+      definitions ``arm_X=mlf_cmsis_nn_X``);
     - no ``cmake_minimum_required``/``project`` inside; C language must be enabled.
     """
     fragment_base = fragment_dir or project_dir
@@ -374,7 +398,7 @@ def cmake_fragment(
         root = dependency_root(dep, project_dir)
         if root is None:
             raise DependencyError(f"{dep.short_name}: has no directory to build from")
-        plan = plan_build(root, dep.recipe, dep.short_name)
+        plan = plan_build(root, dep.recipe, dep.short_name, cmsis_nn)
         location = _location(root, fragment_base)
         pin = f" @ {dep.resolved[:12]}" if dep.resolved else ""
         version = f" {dep.spec.version_spec}" if dep.spec.version_spec else ""
@@ -447,33 +471,12 @@ def cmake_fragment(
                 + " ".join(_quote(f) for f in cmsis_nn_flags)
                 + ")",
             ]
-        if cmsis_nn_scratch and dep.recipe.kind == "cmsis-nn" and plan.sources:
-            lines += _scratch_lines(lib, cmsis_nn_scratch)
+        if cmsis_nn is not None and dep.recipe.kind == "cmsis-nn" and plan.sources:
+            lines += cmsis_nn.fragment_lines(lib)
         for target in targets:
             lines.append(f"target_link_libraries({target} PRIVATE {lib})")
         lines.append(f"list(APPEND MLF_DEPENDENCY_TARGETS {lib})")
     return "\n".join(lines) + "\n"
-
-
-# The CMSIS-NN entry points TVM 0.14 calls with a context (crt/cmsis_nn/mlf_cmsis_nn_scratch.c).
-SCRATCH_KERNELS = tuple(
-    f"{kernel}_{bits}"
-    for kernel in ("convolve_wrapper", "depthwise_conv_wrapper", "fully_connected", "avgpool")
-    for bits in ("s8", "s16")
-)
-
-
-def _scratch_lines(lib: str, source: str) -> List[str]:
-    renames = " ".join(f"arm_{k}=mlf_cmsis_nn_{k}" for k in SCRATCH_KERNELS)
-    return [
-        "# TVM sized no scratch for these kernels: its calls go through the scratch shim.",
-        "if(NOT DEFINED MLF_CMSIS_NN_SCRATCH_BYTES)",
-        "  set(MLF_CMSIS_NN_SCRATCH_BYTES 8192)",
-        "endif()",
-        f'target_sources({lib} PRIVATE "${{CMAKE_CURRENT_LIST_DIR}}/{source}")',
-        f"target_compile_definitions({lib} PRIVATE "
-        "MLF_CMSIS_NN_SCRATCH_BYTES=${MLF_CMSIS_NN_SCRATCH_BYTES} INTERFACE " + renames + ")",
-    ]
 
 
 def describe_plans(

@@ -286,7 +286,8 @@ def describe_exit(status: Optional[int], log: str = "") -> str:
     if status == EXIT_ABORT:
         line = _last_line_with(log, "mlf: abort:")
         detail = line.split("mlf: abort:", 1)[1].strip() if line else "no report"
-        return f"firmware abort (status {status}): {detail}"
+        why = _last_line_with(log, "mlf: cmsis-nn:")  # the CMSIS-NN adapter says why it stopped
+        return f"firmware abort (status {status}): {detail}" + (f" ({why.strip()})" if why else "")
     if status < 0:
         name = _signal_name(-status)
         if "Lockup" in log:

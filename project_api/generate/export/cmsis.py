@@ -6,8 +6,9 @@ CMSIS-NN is built for the export's CPU as a generated project builds it
 (:func:`...resolve.features.cmsis_nn_build`): what a command line would pass (``-U`` of a
 feature macro, ``-include stdint.h``) opens each copied file instead, so that build systems
 without per-file flags (Arduino) compile it the same way; its headers sit at the top of
-``src/``; when TVM sized no scratch memory for the CPU's faster kernels the calls go through
-the scratch shim (``crt/cmsis_nn/``), renamed in the model's own renames header.
+``src/``; TVM's calls go through the adapter (``crt/cmsis_nn/``, :mod:`..cmsis_nn`), its
+configuration written into its files, the calls renamed in the model's own renames header.
+Only the CMSIS-NN files the calls reach are carried.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from ...resources import crt_dir
 from .sources import warning_pragmas
 
 CMSIS_DIR = "cmsis_nn"
-_SCRATCH_SHIM = "mlf_cmsis_nn_scratch.c"
 
 
 def write_dependencies(
@@ -36,9 +36,10 @@ def write_dependencies(
     """The dependencies' sources under ``src/`` (relative to ``root``) and their record."""
     if not declared.specs:
         return [], []
-    from ...resolve import assumed_features, cmsis_nn_build, detect_cmsis_nn, resolve_dependencies
-    from ...resolve.recipes import SCRATCH_KERNELS, plan_build
+    from ...resolve import resolve_dependencies
+    from ...resolve.recipes import plan_build
     from ...resolve.trust import check_builds
+    from ..cmsis_nn import HEADER, plan_cmsis_nn
 
     cache_dir = Path(opts["cache_dir"]).expanduser() if opts["cache_dir"] else None
     resolved = resolve_dependencies(
@@ -68,32 +69,53 @@ def write_dependencies(
                 "exported package: only CMSIS-NN's sources are carried",
                 hint="build the model without it, or add it to your firmware yourself",
             )
-        build = plan_build(dep.path, dep.recipe, f"dependency {dep.short_name}")
+        setup = plan_cmsis_nn(resolved, plans, board, opts, say, adapter_dir=CMSIS_DIR)
+        assert setup is not None
+        build = plan_build(dep.path, dep.recipe, f"dependency {dep.short_name}", setup.compile)
         if build.layout != "CMSIS-NN >= 4":
             raise GenerateError(
                 f"dependency {dep.short_name!r}: an export carries CMSIS-NN >= 4 (its own "
                 f"repository), not the {build.layout} tree",
                 hint="point cmsis_path or the dependency at CMSIS-NN v4.1.0 or later",
             )
-        assumed = [
-            (plan.name, assumed_features(plan.model.targets))
-            for plan in plans
-            if detect_cmsis_nn(plan.model.sources)
-        ]
-        cmsis = cmsis_nn_build(assumed, board.cpu, board.name, scratch_shim=True)
-        if cmsis.reason:
-            say(cmsis.reason)
-        sources += _copy_cmsis_nn(dep.path, build, root / "src", list(cmsis.flags))
-        if cmsis.scratch:
-            sources.append(_copy_shim(root / "src"))
-            renames = {f"arm_{k}": f"mlf_cmsis_nn_{k}" for k in SCRATCH_KERNELS}
+        prologue = _prologue(list(setup.build.flags), build.defines)
+        sources += _copy_cmsis_nn(dep.path, build, root / "src", prologue)
+        if setup.adapter is not None:  # its configuration opens each of its C files
+            configuration = _defines(setup.adapter.defines)
+            for name in [HEADER] + setup.adapter.sources:
+                target = Path("src") / CMSIS_DIR / name
+                opening = prologue + configuration if name.endswith(".c") else []
+                sources += _copy_file(crt_dir() / CMSIS_DIR / name, root, target, opening)
+            renames = dict(rename.split("=", 1) for rename in setup.adapter.renames)
             for plan in plans:
                 plan.renames.update(renames)
-        entry.update(compiled=True, cpu_features=cmsis.name, cpu_features_note=cmsis.reason)
+        entry.update(compiled=True, **setup.describe())
     return sources, described
 
 
-def _copy_cmsis_nn(tree: Path, build: Any, src: Path, undefine: List[str]) -> List[str]:
+def _prologue(undefine: List[str], defines: Sequence[str]) -> List[str]:
+    """What opens each copied C file: what a generated project passes as flags."""
+    lines = ["/* CMSIS-NN as the export builds it (see export.json). */", "#include <stdint.h>"]
+    lines += warning_pragmas()
+    lines += [f"#undef {flag[2:]}" for flag in undefine if flag.startswith("-U")]
+    return lines + _defines(defines)
+
+
+def _defines(definitions: Sequence[str]) -> List[str]:
+    """``NAME=VALUE`` compile definitions as ``#define`` lines."""
+    return [f"#define {d.replace('=', ' ', 1)}" for d in definitions]
+
+
+def _copy_file(source: Path, root: Path, target: Path, prologue: List[str]) -> List[str]:
+    """``source`` copied to ``root``/``target`` behind ``prologue``; ``target`` when it is a C
+    file to compile."""
+    (root / target).parent.mkdir(parents=True, exist_ok=True)
+    text = source.read_text(encoding="utf-8", errors="replace")
+    (root / target).write_text("\n".join(prologue) + "\n" + text if prologue else text)
+    return [target.as_posix()] if target.suffix == ".c" else []
+
+
+def _copy_cmsis_nn(tree: Path, build: Any, src: Path, prologue: List[str]) -> List[str]:
     for include in build.include_dirs:
         for header in sorted((tree / include).rglob("*.h")):
             target = src / header.relative_to(tree / include)
@@ -105,21 +127,8 @@ def _copy_cmsis_nn(tree: Path, build: Any, src: Path, undefine: List[str]) -> Li
         if path.is_file():
             licences.mkdir(exist_ok=True)
             shutil.copyfile(path, licences / f"CMSIS-NN-{path.name}")
-    prologue = ["/* CMSIS-NN as the export builds it (see export.json). */", "#include <stdint.h>"]
-    prologue += warning_pragmas()
-    prologue += [f"#undef {flag[2:]}" for flag in undefine if flag.startswith("-U")]
     copied = []
     for rel in build.sources:
-        target = src / CMSIS_DIR / Path(rel).relative_to("Source")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        text = (tree / rel).read_text(encoding="utf-8", errors="replace")
-        target.write_text("\n".join(prologue) + "\n" + text)
-        copied.append(target.relative_to(src.parent).as_posix())
+        target = Path("src") / CMSIS_DIR / Path(rel).relative_to("Source")
+        copied += _copy_file(tree / rel, src.parent, target, prologue)
     return copied
-
-
-def _copy_shim(src: Path) -> str:
-    target = src / CMSIS_DIR / _SCRATCH_SHIM
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(crt_dir() / CMSIS_DIR / _SCRATCH_SHIM, target)
-    return target.relative_to(src.parent).as_posix()

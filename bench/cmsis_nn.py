@@ -1,0 +1,164 @@
+"""Part 20: TVM 0.14's KWS CMSIS-NN archives on every CMSIS-NN release, per core.
+
+For each release tag of the CMSIS-NN repository (``$MLF_PROJECT_CMSIS_NN`` when it names one,
+else ``../shared/deps/CMSIS-NN.git``: v4.1.0, 23.08, v5.0.0, 24.02, v6.0.0, v7.0.0), on
+qemu-mps3-an547 (Cortex-M55, CMSIS-NN's MVE code) and qemu-mps2-an386 (Cortex-M4, its DSP
+code), ``kws_int8_cmsisnn`` (graph) and ``kws_int8_aot_cmsisnn_usmp`` (AOT + USMP) generated,
+built and run once on their reference inputs as ``mlf-project run --icount`` does:
+
+- instructions per inference (QEMU ``-icount``, the firmware's SysTick: ±31 on the an547, ±40
+  on the an386);
+- whether the outputs equal TVM's reference bit for bit, or the release was refused before
+  building (a run that ends with other outputs fails the part: never a silent wrong answer);
+- the firmware's RAM (``.data`` + ``.bss`` + stack, ``arm-none-eabi-size``) and what the adapter
+  adds to it (its scratch and kept kernel sums, as planned).
+
+Targets (issue 37): at most 1.90 M instructions per KWS inference on the an547 and 7.75 M on the
+an386 with the fastest exact release, graph and AOT alike; no wrong output anywhere.
+
+``--smoke``: the graph archive with v7.0.0 on the an547.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from .common import Context, PartResult, Skip, corpus_dir, generate, require_qemu, size_berkeley
+
+AN386, AN547 = "qemu-mps2-an386", "qemu-mps3-an547"
+BOARDS = (AN547, AN386)
+CASES = ("kws_int8_cmsisnn", "aot/kws_int8_aot_cmsisnn_usmp")
+TARGETS = {AN547: 1_900_000, AN386: 7_750_000}
+SMOKE = ("kws_int8_cmsisnn", AN547, "v7.0.0")
+
+
+def repository() -> Path:
+    """The CMSIS-NN git repository whose tags are measured."""
+    import os
+
+    from project_api.modelgen.corpus import CMSIS_NN_ENV, shared_cmsis_nn
+
+    from .common import REPO_ROOT
+
+    configured = os.environ.get(CMSIS_NN_ENV)
+    if configured and (Path(configured) / "HEAD").is_file():
+        return Path(configured)
+    shared = shared_cmsis_nn(REPO_ROOT)
+    if shared is None:
+        raise Skip(
+            "no CMSIS-NN git repository (../shared/deps/CMSIS-NN.git, $MLF_PROJECT_CMSIS_NN)"
+        )
+    return shared
+
+
+def tags(repo: Path) -> List[str]:
+    """The repository's release tags, in release order (those of RELEASES first)."""
+    from project_api.resolve.cmsis_nn_release import RELEASES
+
+    found = subprocess.run(
+        ["git", "-C", str(repo), "tag"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    known = [r.name for r in RELEASES if r.name in found]
+    return known + sorted(t for t in found if t not in known)
+
+
+def measure(ctx: Context, archive: Path, board: str, repo: Path, tag: str) -> Dict[str, Any]:
+    """One firmware: instructions, exact or refused, RAM."""
+    from project_api.errors import DependencyError
+
+    dependency = {"short_name": "cmsis-nn", "url": repo.resolve().as_uri(), "url_type": "git",
+                  "version_spec": tag}  # fmt: skip
+    row: Dict[str, Any] = {"archive": archive.stem, "board": board, "cmsis_nn": tag}
+    try:
+        project = generate(
+            archive,
+            ctx.scratch(f"cmsis_nn_{archive.stem}_{board}_{tag}"),
+            board=board,
+            options={"dependencies": [dependency], "qemu_icount": True,
+                     "cache_dir": str(ctx.scratch("cmsis_nn_cache"))},
+        )  # fmt: skip
+    except DependencyError as refused:
+        return {**row, "outcome": "refused", "why": refused.message}
+    project.build()
+    inputs = dict(np.load(archive.with_suffix(".inputs.npz")))
+    want = np.load(archive.with_suffix(".outputs.npz"))["output0"]
+    with project.session(timeout=30, run_timeout=300) as session:
+        got = session.run(inputs)["output0"]
+        stats = session.last_stats
+    assert stats is not None and stats.ticks is not None
+    exact = bool(np.array_equal(got, want))
+    (cmsis,) = [d for d in project.info["dependencies"] if d["short_name"] == "cmsis-nn"]
+    adapter = cmsis.get("adapter") or {}
+    sizes = size_berkeley(Path(project.firmware))
+    return {
+        **row,
+        "outcome": "exact" if exact else "WRONG",
+        "max_diff": int(np.abs(got.astype(int) - want.astype(int)).max()),
+        "instructions": int(round(stats.ticks * project.board.instructions_per_tick())),
+        "release": cmsis.get("release"),
+        "ram_bytes": sizes["data"] + sizes["bss"],
+        "adapter_ram_bytes": sum(int(v) for v in dict(adapter.get("ram", {})).values()),
+        "scratch_bytes": adapter.get("scratch_bytes"),
+        "kernel_sum_bytes": adapter.get("kernel_sum_bytes"),
+    }
+
+
+def _best(rows: List[Dict[str, Any]], board: str, stem: str) -> Optional[Dict[str, Any]]:
+    exact = [r for r in rows if r["board"] == board and r["archive"] == stem.split("/")[-1]
+             and r["outcome"] == "exact"]  # fmt: skip
+    return min(exact, key=lambda r: r["instructions"]) if exact else None
+
+
+def run(ctx: Context, result: PartResult) -> None:
+    require_qemu()
+    repo = repository()
+    plan = [SMOKE] if ctx.smoke else [
+        (stem, board, tag) for stem in CASES for board in BOARDS for tag in tags(repo)
+    ]  # fmt: skip
+    rows: List[Dict[str, Any]] = []
+    for stem, board, tag in plan:
+        archive = corpus_dir() / f"{stem}.tar"
+        if not archive.is_file():
+            raise Skip(f"{stem}.tar is not in the corpus")
+        row = measure(ctx, archive, board, repo, tag)
+        rows.append(row)
+        ctx.log(
+            f"  {row['archive']} on {board}, CMSIS-NN {tag}: {row['outcome']}"
+            + (f", {row['instructions']:,} instructions" if "instructions" in row else "")
+        )
+        if row["outcome"] == "WRONG":  # the one thing that must never happen
+            raise RuntimeError(
+                f"{stem} on {board} with CMSIS-NN {tag}: outputs differ from TVM's "
+                f"(max {row['max_diff']}) and the run ended well"
+            )
+    result.rows = rows
+    best = {
+        f"{board} {stem.split('/')[-1]}": _best(rows, board, stem)
+        for board in BOARDS
+        for stem in CASES
+    }
+    best = {k: v for k, v in best.items() if v is not None}
+
+    def met(board: str) -> Optional[bool]:
+        figures = [v["instructions"] for k, v in best.items() if k.startswith(board)]
+        return None if not figures else max(figures) <= TARGETS[board]
+
+    result.summary = {
+        "fastest_exact": {
+            k: {
+                "cmsis_nn": v["cmsis_nn"],
+                "instructions": v["instructions"],
+                "ram_bytes": v["ram_bytes"],
+            }
+            for k, v in best.items()
+        },  # fmt: skip
+        "refused": sorted({r["cmsis_nn"] for r in rows if r["outcome"] == "refused"}),
+        "wrong": [r for r in rows if r["outcome"] == "WRONG"],
+        "an547_target_met": met(AN547),
+        "an386_target_met": met(AN386),
+        "exact_target_met": not any(r["outcome"] == "WRONG" for r in rows),
+    }

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 from ...read import Graph, Model
+from ..memory_plan import windows_for
+from ..operator_workspace import function_windows
 from ..registry import function_pointers_c, render_registry, unregistered_functions
 from ..sizes import WorkspaceEstimate, estimate_workspace
+from ..tables import GraphTables
 from .base import ExecutorKind, LibraryCode, LibraryRequest
 
 
@@ -21,6 +24,17 @@ class GraphExecutor(ExecutorKind):
 
     def library(self, request: LibraryRequest) -> LibraryCode:
         return system_library(request)
+
+    def windows(
+        self,
+        model: Model,
+        tables: GraphTables,
+        workspace: WorkspaceEstimate,
+        override: Optional[int],
+    ) -> List[int]:
+        """Each call's window: what its function asks (:mod:`..operator_workspace`)."""
+        by_function = function_windows(model, tables.funcs, workspace.bytes, override)
+        return windows_for(tables, by_function)
 
 
 def system_library(request: LibraryRequest) -> LibraryCode:

@@ -4,6 +4,7 @@ linked sizes from the linker map (Cortex-M) or the build's objects (host), the v
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
@@ -335,7 +336,10 @@ def test_cli_json_for_an_archive(mlp_archive: Path, capsys: pytest.CaptureFixtur
 def test_cli_text_for_a_project(host_project: Project, capsys: pytest.CaptureFixture) -> None:
     status, out, _ = cli(capsys, "footprint", host_project.dir, "--no-estimate")
     assert status == 0
-    assert "arena (tensors)" in out and "params: 4 of 4 bound in place" in out
+    assert "arena (tensors, windows)" in out and "params: 4 of 4 bound in place" in out
+    assert re.search(
+        r"memory plan +TVM plan +ours +lower bound\n  mlp +[\d,]+ +[\d,]+ +[\d,]+", out
+    )
     assert out.strip().splitlines()[-1].startswith("verdict: mlp")
 
 

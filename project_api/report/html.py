@@ -40,6 +40,10 @@ def _num(value: Optional[float]) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}"
 
 
+def _bytes(value: Optional[int]) -> str:
+    return "-" if value is None else f"{int(value):,}"
+
+
 def bar_chart(rows: Sequence[Tuple[str, float, str]], *, width: int = 1000) -> str:
     """Horizontal bars: (label, value, caption at the bar's end) per row."""
     label_width, bar_height, gap = 360, 18, 6
@@ -155,12 +159,24 @@ def footprint_section(report: Any) -> str:
     table_rows = [["RAM", name, f"{size:,}"] for name, size in ram] + [
         ["flash", name, f"{size:,}"] for name, size in flash
     ]
+    plans = [
+        [
+            p["model"],
+            _bytes(p["tvm_plan_bytes"]),
+            _bytes(p["planned_bytes"]),
+            _bytes(p["lower_bound_bytes"]),
+            "-" if p["over_bound_percent"] is None else f"+{p['over_bound_percent']:.2f} %",
+        ]
+        for p in report.memory_plans()
+    ]
     return (
         f"<h2>Footprint ({stage})</h2>"
         f'<p class="summary">{_e(report.verdict())}</p>'
         + stacked_bar(f"RAM ({stage})", ram, report.ram_available)
         + stacked_bar(f"flash ({stage})", flash, report.flash_available)
         + _table(["memory", "what", "bytes"], table_rows, "footprint")
+        + "<h3>Memory plan: tensors and workspace (bytes)</h3>"
+        + _table(["model", "TVM's plan", "ours", "lower bound", "over bound"], plans, "footprint")
     )
 
 

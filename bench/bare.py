@@ -7,9 +7,11 @@ For ``kws_int8`` of the corpus on qemu-mps2-an385 (``--smoke``: ``mlp_default``;
   our C at -Os, the model's at -O2, the board's 4 KiB stack), linked;
 - a bare program (``firmware/bare_main.c.j2``) in a second generated project, same flags
   and board seam: every operator called directly from const tables, params read in place,
-  one static arena laid out as TVM planned it, a workspace for the operators' scratch — no
-  executor, protocol or error texts. It runs the corpus sample under QEMU and must exit 0
-  (outputs equal to the reference), so it is a program that works, not a size estimate.
+  one static arena laid out by the same liveness plan as the firmware's (project.json's
+  ``memory_plan``: each tensor at its offset, each operator's workspace window set before
+  its call, as a hand-written program with that plan would) — no executor, protocol or error
+  texts. It runs the corpus sample under QEMU and must exit 0 (outputs equal to the
+  reference), so it is a program that works, not a size estimate.
 
 Flash and RAM come from each linker map (``footprint``'s split). The bare program's embedded
 sample (input and expected output) is subtracted from its flash. Targets of issue 14: the
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping
 
 import numpy as np
 
@@ -33,6 +35,7 @@ from .common import (
     Skip,
     c_bytes,
     corpus_dir,
+    firmware_tables,
     generate,
     require_qemu,
 )
@@ -43,35 +46,32 @@ FLASH_TARGET, RAM_TARGET = 68 * 1024, 111 * 1024
 ALIGN = 64
 
 
-def _storage_data(tables: Any, params: Mapping[str, Any], c_name: str) -> Tuple[List[str], int]:
-    """The C address of every storage id (params where the generator laid them out, the rest
-    in the arena by the runtime's rule) and the arena's size."""
+def _storage_data(
+    tables: Any, params: Mapping[str, Any], c_name: str, plan: Mapping[str, Any]
+) -> List[str]:
+    """The C address of every storage id: params where the generator laid them out, the rest
+    in the arena where the liveness plan put them."""
     from project_api.generate.params_blob import laid_out_params
 
     bindings = tables.param_bindings(params) if params else {}
     _, in_flash, _ = laid_out_params(params, bindings) if bindings else (b"", {}, 0)
-    in_arena = tables.arena_offsets(in_flash)
-    addresses = [
-        f"mlf_params_{c_name} + {in_flash[sid]}" if sid in in_flash else f"arena + {in_arena[sid]}"
+    placed = list(plan["placed"])  # the first pools: the arena's
+    return [
+        f"mlf_params_{c_name} + {in_flash[sid]}" if sid in in_flash else f"arena + {placed[sid]}"
         for sid in range(len(tables.storage_bytes))
     ]
-    return addresses, max(ALIGN, tables.arena_bytes(in_flash))
 
 
 def bare_context(project: Any, archive: Path) -> Dict[str, Any]:
     """The template context of the bare program for a generated single-model project."""
-    from project_api.generate import MODEL_TAR
-    from project_api.generate.executors import executor_for
-    from project_api.generate.tables import MLF_FUNC_COPY, compile_graph
-    from project_api.read import open_archive
+    from project_api.generate.tables import MLF_FUNC_COPY
 
     (described,) = project.models
-    with open_archive(Path(project.dir) / MODEL_TAR) as opened:
-        (model,) = [m for m in opened.models if m.name == described["name"]]
-        tables = compile_graph(executor_for(model).graph(model))
-        params = dict(model.params or {})
+    tables, params = firmware_tables(project)
     c_name = str(described["c_name"])
-    addresses, arena_bytes = _storage_data(tables, params, c_name)
+    plan = described["memory_plan"]
+    addresses = _storage_data(tables, params, c_name, plan)
+    windows = [tuple(w) for w in plan["windows"]]
     renamed = dict(described.get("renamed_symbols") or {})
     # The shapes shared where they repeat, as the firmware's tables have them.
     shapes, shape_offsets = tables.shape_layout()
@@ -104,16 +104,17 @@ def bare_context(project: Any, archive: Path) -> Dict[str, Any]:
             "func": None if op.func == MLF_FUNC_COPY else op.func,
             "args": list(op.args),
             "copy_bytes": tables.views[op.args[0]].nbytes,
+            "window": window,
         }
-        for op in tables.ops
+        for op, window in zip(tables.ops, windows)
     ]
     return {
         "name": described["name"],
         "c_name": c_name,
         "has_params": bool(params),
         "funcs": [renamed.get(f, f) for f in tables.funcs],
-        "arena_bytes": arena_bytes,
-        "workspace_bytes": int(described["sizes"]["workspace_bytes"]),
+        "arena_bytes": max(ALIGN, int(plan["planned_bytes"])),
+        "workspace": any(size for _, size in windows),
         "shapes": shapes,
         "views": views,
         "ops": ops,

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from ..generate.dependencies import archive_base_dir
+from ..generate.memory_plan import model_memory
 from ..read import Archive, Model, TensorSpec, open_archive
 from ..resolve import check_dependencies, collect_dependencies
 from ..resolve.trust import TrustPolicy, Verdict, assess_all
@@ -76,8 +77,17 @@ def archive_summary(archive: Archive) -> Dict[str, Any]:
     return {
         "archive": str(archive.path),
         "version": archive.version,
-        "models": [model.summary() for model in archive.models],
+        "models": [{**model.summary(), "memory_plan": _memory(model)} for model in archive.models],
     }
+
+
+def _memory(model: Model) -> Optional[Dict[str, Any]]:
+    """The liveness plan's figures (const-table firmware, any board): the arena the model's
+    tensors and operator workspace windows take, TVM's plan and the lower bound."""
+    memory = model_memory(model)
+    if memory is None:
+        return None
+    return {k: v for k, v in memory.describe().items() if k not in ("placed", "windows")}
 
 
 def describe_archive(archive: Archive) -> List[str]:
@@ -103,6 +113,7 @@ def describe_model(model: Model) -> List[str]:
         f"  params: {model.param_count} tensors, {_bytes(model.params_bytes)}",
         f"  storage plan: {_bytes(model.storage_bytes) if model.graph else '- (no graph)'}",
         f"  workspace (metadata): {_bytes(model.workspace_bytes)}",
+        *_memory_lines(model),
         f"  operators: {model.op_count} calls, {len(model.operator_functions)} functions",
         *(f"    {name}" for name in model.operator_functions),
         f"  sources: {len(model.sources)} C files, {len(model.objects)} objects",
@@ -117,6 +128,17 @@ def describe_model(model: Model) -> List[str]:
             "  note: its C calls Arm DSP intrinsics (arm_acle.h): Cortex-M boards with DSP only"
         )
     return lines
+
+
+def _memory_lines(model: Model) -> List[str]:
+    memory = model_memory(model)
+    if memory is None:
+        return []
+    return [
+        f"  arena: {_bytes(memory.arena_bytes)} planned (tensors and each operator's workspace "
+        f"window), TVM's plan {_bytes(memory.tvm_bytes)}, lower bound "
+        f"{_bytes(memory.lower_bound)}"
+    ]
 
 
 def _aot_lines(aot: Dict[str, Any]) -> List[str]:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
 from .sizes import _ALLOC_RE, _SIZE_ARG_RE, WORKSPACE_ALIGN, _split_functions, align
+from .tables import MLF_FUNC_COPY, GraphTables
 
 # The function a definition's first line defines: the last identifier before its "(".
 _DEFINED_RE = re.compile(r"([A-Za-z_]\w*)\s*\(")
@@ -152,3 +153,15 @@ def function_windows(
         else:
             windows[name] = fallback
     return windows
+
+
+def operator_windows(
+    model: Any, tables: GraphTables, fallback: int, override: Optional[int] = None
+) -> List[int]:
+    """Each operator call of ``tables`` its function's window (:func:`function_windows`); a
+    ``__copy`` none."""
+    by_function = function_windows(model, tables.funcs, fallback, override)
+    return [
+        0 if op.func == MLF_FUNC_COPY else by_function.get(tables.funcs[op.func], 0)
+        for op in tables.ops
+    ]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..board import Board, list_boards
@@ -15,7 +14,7 @@ from ..options import GRAPH_FORMATS, normalize_options
 from ..read import Archive, Model
 from ..resolve.detect import refuse_cmsis_nn_off_arm
 from .executors import ExecutorKind, LibraryCode, LibraryRequest, executor_for
-from .memory_plan import MemoryPlan, plan_model
+from .memory_plan import MemoryPlan, plan_executor_model
 from .params_blob import aligned_params, laid_out_params
 from .project_types import check_owned_options, project_type_for
 from .registry import defined_functions
@@ -273,15 +272,8 @@ def _plan_models(
         workspace = _workspace(kind, the_model, opts["workspace_size_bytes"])
         memory = None
         if kind.graph_format(graph_format) == "tables":
-            tables, memory = plan_model(
-                graph,
-                the_model.params,
-                partial(
-                    kind.windows,
-                    the_model,
-                    workspace=workspace,
-                    override=opts["workspace_size_bytes"],
-                ),
+            tables, memory = plan_executor_model(
+                the_model, kind, workspace, opts["workspace_size_bytes"]
             )
         bindings = tables.param_bindings(the_model.params) if the_model.params else {}
         in_place = sorted(bindings)
@@ -305,8 +297,6 @@ def _plan_models(
             memory=memory,
             params_layout=layout,
         )
-        if memory is not None:
-            memory.tvm_bytes = plan.tvm_plan_bytes
         if plan.graph_format == "json":
             assert the_model.graph_member is not None
             plan.graph_json = (the_model.root / the_model.graph_member).read_bytes()

@@ -122,6 +122,7 @@ def profile_section(profile: Any) -> str:
             _num(c.value),
             f"{100 * c.share:.2f} %",
             f"{c.workspace_bytes:,}",
+            _bytes(c.window_bytes),
             "-" if c.input_bytes is None else f"{c.input_bytes:,}",
             "-" if c.output_bytes is None else f"{c.output_bytes:,}",
         ]
@@ -139,7 +140,7 @@ def profile_section(profile: Any) -> str:
         f'<p class="summary">{_e(summary)}</p>'
         + bar_chart(rows)
         + _table(
-            ["#", "function", unit, "share", "workspace B", "in B", "out B"],
+            ["#", "function", unit, "share", "workspace B", "window B", "in B", "out B"],
             table_rows,
             "calls",
         )

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from ...read import Graph, Model
-from ..memory_plan import windows_for
-from ..operator_workspace import function_windows
+from ..operator_workspace import operator_windows
 from ..registry import function_pointers_c, render_registry, unregistered_functions
 from ..sizes import WorkspaceEstimate, estimate_workspace
 from ..tables import GraphTables
@@ -33,8 +32,7 @@ class GraphExecutor(ExecutorKind):
         override: Optional[int],
     ) -> List[int]:
         """Each call's window: what its function asks (:mod:`..operator_workspace`)."""
-        by_function = function_windows(model, tables.funcs, workspace.bytes, override)
-        return windows_for(tables, by_function)
+        return operator_windows(model, tables, workspace.bytes, override)
 
 
 def system_library(request: LibraryRequest) -> LibraryCode:

@@ -14,6 +14,13 @@
 
 enum { ARG_INPUT = 0, ARG_COPIED = 1, ARG_IN_PLACE = 2 };
 
+/* Firmware whose graphs have no workspace windows (none of its operators allocates, or every
+ * graph is parsed from JSON) is built with MLF_WINDOWS=0: the lending is not linked, and
+ * mlf_graph_check refuses tables with windows. */
+#ifndef MLF_WINDOWS
+#define MLF_WINDOWS 1
+#endif
+
 /* Also the JSON parser's and the registry's: the one file every firmware links. */
 int mlf_name_equal(mlf_name a, mlf_name b) {
   if (a.len != b.len) return 0;
@@ -89,7 +96,7 @@ static int op_ok(const mlf_graph* g, const mlf_op* op) {
   for (uint32_t k = 0; k < op->num_args; ++k) {
     if (args[k] >= g->num_views) return 0;
   }
-  if (op->window >= (g->windows != NULL ? g->num_windows : 1u)) return 0;
+  if (g->windows != NULL && op->window >= g->num_windows) return 0; /* read only with them */
   return op->func != MLF_FUNC_COPY ||
          (op->num_args == 2 && op->num_outputs == 1 &&
           view_bytes(g, &g->views[args[0]]) == view_bytes(g, &g->views[args[1]]));
@@ -143,7 +150,7 @@ mlf_status mlf_graph_check(const mlf_graph* g, mlf_error* err) {
   /* The plan: its pools and windows inside its arena, windows[0] the empty window. */
   why = MLF_WHY_PLAN;
   if (g->num_placed > g->num_storage || (g->num_placed != 0 && g->placed == NULL) ||
-      (g->windows != NULL && (g->num_windows == 0 || g->windows[0].bytes != 0))) {
+      (g->windows != NULL && (!MLF_WINDOWS || g->num_windows == 0 || g->windows[0].bytes != 0))) {
     goto bad;
   }
   for (i = 0; i < g->num_placed; ++i) {
@@ -484,10 +491,16 @@ mlf_status mlf_executor_load_params(mlf_executor* ex, const void* params, size_t
  * window `index` (after the run: windows[0], the empty one, its memory having been the
  * windows'). Returns the requests refused in the window it had. */
 static uint32_t lend_window(const mlf_executor* ex, uint32_t index) {
+#if MLF_WINDOWS
   const mlf_window* windows = ex->graph->windows;
   mlf_workspace* ws = mlf_workspace_bound();
   if (windows == NULL || ws == NULL) return 0;
   return mlf_workspace_lend(ws, ex->arena + windows[index].offset, windows[index].bytes);
+#else
+  (void)ex;
+  (void)index;
+  return 0;
+#endif
 }
 
 mlf_status mlf_executor_run(mlf_executor* ex) {

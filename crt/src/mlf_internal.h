@@ -47,9 +47,9 @@
   X(NO_ENVIRONMENT, "TVMBackendGetFuncFromEnv: no function environment in this runtime") \
   X(PLATFORM_ALLOCATE, "TVMPlatformMemoryAllocate failed")                               \
   X(ARENA_SIZE, "cannot size the arena")                                                 \
-  X(UNPLACED_POOL, "pool neither bound to params nor placed by the plan")                \
-  X(PLAN, "planned pool or window off the 64-byte grid or outside the plan's arena")     \
-  X(WORKSPACE_WINDOW, "workspace request beyond the operator's window")
+  X(UNPLACED_POOL, "pool neither bound nor placed")                                      \
+  X(PLAN, "plan offset unaligned or outside its arena")                                  \
+  X(WORKSPACE_WINDOW, "workspace request beyond its window")
 
 /* The JSON parser's reasons, numbered after the others: their descriptions are a catalogue
  * of their own that only mlf_json_fail_as() reaches, so a firmware that does not link the

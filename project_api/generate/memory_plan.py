@@ -102,13 +102,15 @@ class MemoryPlan:
     def tables(self) -> PlanTables:
         """The plan as the runtime's tables carry it: operators whose windows lie at the same
         place with the same size share one entry (KWS: 4 windows and the empty one for 14
-        operators), the empty window first."""
+        operators), the empty window first; none at all when no operator has one."""
         distinct: Dict[Tuple[int, int], int] = {(0, 0): 0}
         window_of = [
             distinct.setdefault(window if window[1] else (0, 0), len(distinct))
             for window in self.windows
         ]
-        return PlanTables(tuple(self.placed), tuple(distinct), tuple(window_of), self.arena_bytes)
+        # No operator allocates: no windows (the bound workspace is left as it is).
+        windows = tuple(distinct) if len(distinct) > 1 else ()
+        return PlanTables(tuple(self.placed), windows, tuple(window_of), self.arena_bytes)
 
     @property
     def largest_window(self) -> int:

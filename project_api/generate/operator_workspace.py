@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
-from .sizes import _ALLOC_RE, _SIZE_ARG_RE, WORKSPACE_ALIGN, _split_functions, align
+from .sizes import WORKSPACE_ALIGN, align, literal_blocks, metadata_windows, split_functions
 from .tables import MLF_FUNC_COPY, GraphTables
 
 # The function a definition's first line defines: the last identifier before its "(".
@@ -48,7 +48,7 @@ def read_functions(sources: Iterable[Path]) -> Dict[str, FunctionCode]:
             text = Path(source).read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        for body in _split_functions(text):
+        for body in split_functions(text):
             first = body.split("\n", 1)[0]
             found = _DEFINED_RE.search(first)
             if found is not None and "{" in first:
@@ -57,21 +57,8 @@ def read_functions(sources: Iterable[Path]) -> Dict[str, FunctionCode]:
     for name, body in bodies.items():
         head_end = body.find("{")
         called = {m.group(1) for m in _CALL_RE.finditer(body, head_end + 1)}
-        functions[name] = FunctionCode(_own_blocks(body), (called & set(bodies)) - {name})
+        functions[name] = FunctionCode(literal_blocks(body), (called & set(bodies)) - {name})
     return functions
-
-
-def _own_blocks(body: str) -> Optional[List[int]]:
-    """The blocks a function's body allocates, 64-byte rounded; None for a size that is not
-    a literal."""
-    blocks: List[int] = []
-    for match in _ALLOC_RE.finditer(body):
-        args = match.group(1).split(",")
-        size = _SIZE_ARG_RE.match(args[2]) if len(args) >= 3 else None
-        if size is None:
-            return None
-        blocks.append(align(int(size.group(1)), WORKSPACE_ALIGN))
-    return blocks
 
 
 def code_window(functions: Mapping[str, FunctionCode], name: str) -> Optional[int]:
@@ -98,30 +85,6 @@ def code_window(functions: Mapping[str, FunctionCode], name: str) -> Optional[in
         return memo[fn]
 
     return need(name, set())
-
-
-def metadata_windows(metadata: Mapping[str, Any]) -> Dict[str, int]:
-    """{function name: workspace bytes} from ``operator_functions`` (device 1, the CPU):
-    empty when the metadata has no per-operator figures (older versions)."""
-    memory = metadata.get("memory")
-    if not isinstance(memory, Mapping):
-        return {}
-    functions = memory.get("functions")
-    entries: Any = functions.get("operator_functions") if isinstance(functions, Mapping) else None
-    if entries is None:
-        entries = memory.get("operator_functions")
-    found: Dict[str, int] = {}
-    for entry in entries if isinstance(entries, list) else []:
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("function_name"), str):
-            continue
-        for pool in entry.get("workspace", []) or []:
-            if not isinstance(pool, Mapping) or pool.get("device", 1) != 1:
-                continue
-            size = pool.get("workspace_size_bytes", 0)
-            if isinstance(size, int) and size >= 0:
-                name = entry["function_name"]
-                found[name] = max(found.get(name, 0), size)
-    return found
 
 
 def with_slack(metadata_bytes: int) -> int:

@@ -271,14 +271,15 @@ def _plan_models(
         tvm_tables = tables = compile_graph(graph)
         workspace = _workspace(kind, the_model, opts["workspace_size_bytes"])
         memory = None
-        if kind.graph_format(graph_format) == "tables":
+        tables_format = kind.graph_format(graph_format) == "tables"
+        if tables_format and opts["memory_plan"] == "liveness":
             tables, memory = plan_executor_model(
                 the_model, kind, workspace, opts["workspace_size_bytes"]
             )
         bindings = tables.param_bindings(the_model.params) if the_model.params else {}
         in_place = sorted(bindings)
         layout: Dict[int, int] = {}
-        if memory is not None and bindings and len(bindings) == len(the_model.params):
+        if tables_format and bindings and len(bindings) == len(the_model.params):
             blob, layout, _ = laid_out_params(the_model.params, bindings)
         else:
             blob, _ = aligned_params(the_model.params) if the_model.params else (b"", {})

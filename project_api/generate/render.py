@@ -157,8 +157,8 @@ def _write_project(
     definitions += own
     if opts["profile"]:
         definitions.append("MLF_PROFILE=1")
-    if not any_json:  # every graph comes with its liveness plan: the other layout is not linked
-        definitions.append("MLF_SEQUENTIAL_LAYOUT=0")
+    if not any(plan.memory is not None and plan.memory.tables().windows for plan in plans):
+        definitions.append("MLF_WINDOWS=0")  # no operator has a window: no lending linked
     context = {
         "generator_version": generator_version(),
         "board": board,

@@ -37,6 +37,7 @@ from bench import (  # noqa: E402
     machines,
     matrix,
     params,
+    plan,
     project_types,
     ram,
     soak,
@@ -80,6 +81,11 @@ PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
         utvm.run,
     ),
     ("trial", "17. one AutoTVM trial through TVM's client: generate, build, time", trial.run),
+    (
+        "plan",
+        "18. the liveness plan vs TVM's: arena per corpus archive, KWS RAM and instructions",
+        plan.run,
+    ),
 ]
 DEFAULT_JSON = REPO_ROOT / "bench" / "results" / "latest.json"
 
@@ -125,6 +131,10 @@ COLUMNS: Dict[str, List[str]] = {
     "trial": ["board", "trials", "cached_generate_s", "cached_build_s", "cached_session_s",
               "cached_total_s", "uncached_total_s", "ratio", "dominant", "target_s",
               "target_met"],
+    "plan": ["archive", "model", "executor", "tvm_plan_bytes", "planned_bytes",
+             "lower_bound_bytes", "grid_bound_bytes", "over_bound_percent", "saved_percent",
+             "figure", "board", "flash_bytes", "ram_bytes", "arena_bytes", "instructions",
+             "available_ram_bytes"],
 }  # fmt: skip
 
 
@@ -262,6 +272,54 @@ _SUMMARY_TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], str], str]] = 
         "one AutoTVM trial <= 5 s on qemu-mps2-an385 (median of 10)",
         lambda t: _trial(t, "qemu"),
         "qemu_target_met",
+    ),
+    (
+        "plan",
+        "every corpus archive's arena within 3 % of the liveness lower bound",
+        lambda p: (
+            f"{p['within_margin']} of {p['models']} models within 3 %, worst "
+            f"{p['worst_archive']} +{p['worst_over_bound_percent']} %; at the runtime's "
+            f"64-byte grid (every tensor in whole 64-byte slots) worst "
+            f"+{p['worst_over_grid_percent']} %"
+        ),
+        "bound_target_met",
+    ),
+    (
+        "plan",
+        "KWS host_driven firmware on qemu-mps2-an385: linked RAM <= 96,000 B",
+        lambda p: (
+            f"{p['model']}: {p['ram_bytes']:,} B (TVM's plan {p['tvm_ram_bytes']:,} B); flash "
+            f"{p['flash_bytes']:,} B (TVM's plan {p['tvm_flash_bytes']:,} B)"
+        ),
+        "ram_target_met",
+    ),
+    (
+        "plan",
+        "KWS fits and builds on nucleo-f401re (96 KiB RAM)",
+        lambda p: (
+            "not built (smoke)"
+            if p["small_board"] is None
+            else (
+                f"{p['small_board']['ram_bytes']:,} of {p['small_board']['available_ram_bytes']:,} "
+                f"B; TVM's plan refused: {p['small_board']['tvm_plan_refused'] or 'no'}"
+            )
+        ),
+        "small_board_target_met",
+    ),
+    (
+        "plan",
+        "two similar models in one firmware: RAM <= the larger alone + 1 KB",
+        lambda p: f"{p['pair_ram_bytes']:,} B vs {p['pair_alone_ram_bytes']:,} B alone",
+        "pair_target_met",
+    ),
+    (
+        "plan",
+        "instructions per KWS inference within +0.01 % of TVM's plan's",
+        lambda p: (
+            f"{p['instructions']:,} vs {p['tvm_instructions']:,} "
+            f"({p['instructions_percent']:+.4f} %)"
+        ),
+        "instructions_target_met",
     ),
 ]
 

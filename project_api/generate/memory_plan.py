@@ -12,10 +12,11 @@ tables' operator list, both ends included):
 - every *tensor* of the arena: the generator first gives each tensor a storage pool of its
   own (:func:`tensor_storage_ids`: entries TVM put in one storage id stay together only
   where their lifetimes touch, i.e. a ``__nop`` reshape's input and output, which alias),
-  live from the first operator that touches it to the last; the graph's inputs, the params
-  copied into RAM and the graph's outputs are live across the whole run (the device
-  protocol sets inputs before RUN and may run again on them, and reads outputs after it);
-  params bound in place in flash take no arena;
+  live from the first operator that touches it to the last; the graph's inputs and the
+  params copied into RAM are live across the whole run (the device protocol sets inputs
+  before RUN and may run again on them), its outputs from the call that writes them to the
+  end of the run (the protocol reads them after it); params bound in place in flash take no
+  arena;
 - every operator's *workspace window* (:mod:`.operator_workspace`), live during its own call
   only: the runtime points ``TVMBackendAllocWorkspace``'s LIFO allocator at it for that call.
 
@@ -199,8 +200,8 @@ def plan_model(
     """The tables the firmware runs ``graph`` from and their liveness plan: every tensor is
     placed as a pool of its own (:func:`tensor_storage_ids`, :func:`plan_memory`), then the
     tensors placed at the same offset share one pool again (they are never live together),
-    which gives the tables fewer pools and views than one per tensor (KWS: 15 arena pools
-    of 24 tensors), numbered before the pools bound to params. ``window_sizes``: each
+    which gives the tables fewer pools and views than one per tensor (KWS: 7 arena pools
+    for its 15 tensors), numbered before the pools bound to params. ``window_sizes``: each
     operator's window for the tables it is given."""
     ids, tables = _arena_first(graph, tensor_storage_ids(graph), params)
     in_place = set(tables.param_bindings(params)) if params else set()

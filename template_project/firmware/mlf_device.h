@@ -8,7 +8,7 @@
  *   static uint8_t rx_buffer[MLF_FRAME_BUFFER_BYTES(MAX_PAYLOAD)];
  *   mlf_platform_init();
  *   ... mlf_executor_init() every model, keep each status ...
- *   const mlf_device_model models[] = {{"default", &executor, &workspace, init_status}};
+ *   const mlf_device_model models[] = {{"default", &executor, &workspace, init_status, 0}};
  *   const mlf_device_config config = {models, 1, "host", "host_driven",
  *                                     rx_buffer, sizeof(rx_buffer), MAX_PAYLOAD, 200};
  *   mlf_platform_exit(mlf_device_serve(&config));

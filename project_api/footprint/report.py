@@ -45,11 +45,14 @@ class Footprint:
 
     @property
     def arena_bytes(self) -> int:
-        return self._sum_sizes("arena_bytes")
+        """The firmware's arenas: the one the models share (the largest one's) and any
+        model's own; with the liveness plan the operators' workspace windows are in them."""
+        return self.planned_ram.get("arena", 0)
 
     @property
     def workspace_bytes(self) -> int:
-        return self._sum_sizes("workspace_bytes")
+        """Workspace reserved beside the arenas (graph_format=json, memory_plan=tvm)."""
+        return self.planned_ram.get("workspace", 0)
 
     def memory_plans(self) -> List[Dict[str, Any]]:
         """Per model: TVM's plan (storage ids side by side plus the largest workspace), ours

@@ -7,11 +7,11 @@ For ``kws_int8`` of the corpus on qemu-mps2-an385 (``--smoke``: ``mlp_default``;
   our C at -Os, the model's at -O2, the board's 4 KiB stack), linked;
 - a bare program (``firmware/bare_main.c.j2``) in a second generated project, same flags
   and board seam: every operator called directly from const tables, params read in place,
-  one static arena laid out by the same liveness plan as the firmware's (project.json's
-  ``memory_plan``: each tensor at its offset, each operator's workspace window set before
-  its call, as a hand-written program with that plan would) — no executor, protocol or error
-  texts. It runs the corpus sample under QEMU and must exit 0 (outputs equal to the
-  reference), so it is a program that works, not a size estimate.
+  one static arena laid out by the same liveness plan as the firmware's (each tensor at its
+  offset, each operator's workspace window set before its call, as a hand-written program
+  with that plan would) — no executor, protocol or error texts. It runs the corpus sample
+  under QEMU and must exit 0 (outputs equal to the reference), so it is a program that
+  works, not a size estimate.
 
 Flash and RAM come from each linker map (``footprint``'s split). The bare program's embedded
 sample (input and expected output) is subtracted from its flash. Targets of issue 14: the
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 
@@ -35,7 +35,6 @@ from .common import (
     Skip,
     c_bytes,
     corpus_dir,
-    firmware_tables,
     generate,
     require_qemu,
 )
@@ -47,32 +46,38 @@ ALIGN = 64
 
 
 def _storage_data(
-    tables: Any, params: Mapping[str, Any], c_name: str, plan: Mapping[str, Any]
-) -> List[str]:
-    """The C address of every storage id: params where the generator laid them out, the rest
-    in the arena where the liveness plan put them."""
+    tables: Any, params: Mapping[str, Any], c_name: str, memory: Any
+) -> Tuple[List[str], int]:
+    """The C address of every storage id (params where the generator laid them out, the rest
+    in the arena: where the liveness plan put them, else by the runtime's rule) and the
+    arena's size."""
     from project_api.generate.params_blob import laid_out_params
 
     bindings = tables.param_bindings(params) if params else {}
     _, in_flash, _ = laid_out_params(params, bindings) if bindings else (b"", {}, 0)
-    placed = list(plan["placed"])  # the first pools: the arena's
-    return [
-        f"mlf_params_{c_name} + {in_flash[sid]}" if sid in in_flash else f"arena + {placed[sid]}"
+    in_arena = tables.arena_offsets(in_flash) if memory is None else memory.pool_offsets
+    addresses = [
+        f"mlf_params_{c_name} + {in_flash[sid]}" if sid in in_flash else f"arena + {in_arena[sid]}"
         for sid in range(len(tables.storage_bytes))
     ]
+    arena = tables.arena_bytes(in_flash) if memory is None else memory.arena_bytes
+    return addresses, max(ALIGN, arena)
 
 
-def bare_context(project: Any, archive: Path) -> Dict[str, Any]:
-    """The template context of the bare program for a generated single-model project."""
+def direct_calls(plan: Any, c_name: str, renamed: Mapping[str, str]) -> Dict[str, Any]:
+    """What a program calling a model's operators directly needs
+    (``firmware/direct_calls.c.j2``), from the generator's plan of it (``plan``, a
+    :class:`~project_api.generate.plan.ModelPlan`): const views over the params where they
+    lie in flash (``mlf_params_<c_name>``) and over a static ``arena`` laid out as the
+    firmware lays it out, the operators in order with their functions (named as ``renamed``
+    says) and workspace windows, and the views that hold the inputs (by name) and the
+    outputs."""
     from project_api.generate.tables import MLF_FUNC_COPY
 
-    (described,) = project.models
-    tables, params = firmware_tables(project)
-    c_name = str(described["c_name"])
-    plan = described["memory_plan"]
-    addresses = _storage_data(tables, params, c_name, plan)
-    windows = [tuple(w) for w in plan["windows"]]
-    renamed = dict(described.get("renamed_symbols") or {})
+    tables, memory = plan.tables, plan.memory
+    params = dict(plan.model.params or {})
+    addresses, arena_bytes = _storage_data(tables, params, c_name, memory)
+    windows = memory.windows if memory is not None else [(0, 0)] * len(tables.ops)
     # The shapes shared where they repeat, as the firmware's tables have them.
     shapes, shape_offsets = tables.shape_layout()
     views = [
@@ -86,19 +91,6 @@ def bare_context(project: Any, archive: Path) -> Dict[str, Any]:
         }
         for view, offset in zip(tables.views, shape_offsets)
     ]
-    samples_in = np.load(archive.with_suffix(".inputs.npz"))
-    samples_out = np.load(archive.with_suffix(".outputs.npz"))
-    inputs = [
-        {"view": a.view, "bytes": np.ascontiguousarray(samples_in[a.name]).tobytes()}
-        for a in tables.args
-        if a.name not in params
-    ]
-    outputs = [
-        {"view": v, "bytes": np.ascontiguousarray(samples_out[f"output{i}"]).tobytes()}
-        for i, v in enumerate(tables.outputs)
-    ]
-    for item in inputs + outputs:
-        item["lines"] = c_bytes(item["bytes"]) or ["0,"]
     ops = [
         {
             "func": None if op.func == MLF_FUNC_COPY else op.func,
@@ -109,23 +101,69 @@ def bare_context(project: Any, archive: Path) -> Dict[str, Any]:
         for op, window in zip(tables.ops, windows)
     ]
     return {
-        "name": described["name"],
         "c_name": c_name,
         "has_params": bool(params),
         "funcs": [renamed.get(f, f) for f in tables.funcs],
-        "arena_bytes": max(ALIGN, int(plan["planned_bytes"])),
-        "workspace": any(size for _, size in windows),
+        "arena_bytes": arena_bytes,
+        "windows": any(size for _, size in windows),
         "shapes": shapes,
         "views": views,
         "ops": ops,
         "max_args": tables.max_op_args,
-        "inputs": inputs,
-        "outputs": outputs,
-        "sample_bytes": sum(len(i["bytes"]) for i in inputs + outputs),
+        "input_views": {a.name: a.view for a in tables.args if a.name not in params},
+        "output_views": list(tables.outputs),
     }
 
 
-def _render(context: Mapping[str, Any]) -> str:
+def sample_data(
+    calls: Mapping[str, Any], inputs: Mapping[str, Any], outputs: Sequence[Any]
+) -> Dict[str, Any]:
+    """The sample a program embeds (``inputs`` by name, ``outputs`` in order) as the
+    template's ``inputs``/``outputs``: each array's view, bytes and C initialiser lines."""
+    items = {
+        "inputs": [
+            {"view": view, "bytes": np.ascontiguousarray(inputs[name]).tobytes()}
+            for name, view in calls["input_views"].items()
+        ],
+        "outputs": [
+            {"view": view, "bytes": np.ascontiguousarray(array).tobytes()}
+            for view, array in zip(calls["output_views"], outputs)
+        ],
+    }
+    for item in items["inputs"] + items["outputs"]:
+        item["lines"] = c_bytes(item["bytes"]) or ["0,"]
+    return items
+
+
+def bare_context(project: Any, archive: Path) -> Dict[str, Any]:
+    """The template context of the bare program for a generated single-model project."""
+    from project_api.generate import MODEL_TAR
+    from project_api.generate.plan import plan_models
+    from project_api.read import open_archive
+
+    (described,) = project.models
+    with open_archive(Path(project.dir) / MODEL_TAR) as opened:
+        (plan,) = plan_models(
+            opened, str(described["name"]), project.board, project.project_type, project.options
+        )
+        calls = direct_calls(
+            plan, str(described["c_name"]), dict(described.get("renamed_symbols") or {})
+        )
+    samples_in = np.load(archive.with_suffix(".inputs.npz"))
+    samples_out = np.load(archive.with_suffix(".outputs.npz"))
+    outputs = [samples_out[f"output{i}"] for i in range(len(calls["output_views"]))]
+    samples = sample_data(calls, samples_in, outputs)
+    return {
+        **calls,
+        **samples,
+        "name": described["name"],
+        "workspace_bytes": int(described["sizes"]["workspace_ram_bytes"]),
+        "sample_bytes": sum(len(i["bytes"]) for i in samples["inputs"] + samples["outputs"]),
+    }
+
+
+def render_firmware(template: str, context: Mapping[str, Any]) -> str:
+    """A program of ``firmware/`` (a Jinja template) rendered for ``context``."""
     import jinja2
 
     env = jinja2.Environment(
@@ -135,7 +173,7 @@ def _render(context: Mapping[str, Any]) -> str:
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
-    return env.get_template("bare_main.c.j2").render(context)
+    return env.get_template(template).render(context)
 
 
 def _linked(project: Any) -> Dict[str, int]:
@@ -161,7 +199,7 @@ def measure(ctx: Context, archive: Path, board: str) -> Dict[str, Any]:
     bare = generate(archive, ctx.scratch(f"bare_program_{label}"), board=board)
     context = bare_context(bare, archive)
     src = Path(bare.dir) / "src"
-    (src / "main.c").write_text(_render(context))
+    (src / "main.c").write_text(render_firmware("bare_main.c.j2", context))
     (src / f"model_{context['c_name']}.c").write_text("/* bare program: no executor */\n")
     bare.build()
     status = _run_bare(bare)

@@ -1,4 +1,4 @@
-"""Part 18: the liveness plan (tensors and operator workspace windows in one arena) against
+"""Part 20: the liveness plan (tensors and operator workspace windows in one arena) against
 TVM's plan (storage ids side by side plus the largest operator's workspace), in one run.
 
 - every corpus archive (graph and AOT): the arena the generator plans, the liveness lower

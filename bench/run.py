@@ -37,9 +37,9 @@ from bench import (  # noqa: E402
     machines,
     matrix,
     params,
-    plan,
     project_types,
     ram,
+    sandbox,
     soak,
     streaming,
     trial,
@@ -82,9 +82,9 @@ PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
     ),
     ("trial", "17. one AutoTVM trial through TVM's client: generate, build, time", trial.run),
     (
-        "plan",
-        "18. the liveness plan vs TVM's: arena per corpus archive, KWS RAM and instructions",
-        plan.run,
+        "sandbox",
+        "18. confining the model's code: firmware start, generate + build, -icount counts",
+        sandbox.run,
     ),
 ]
 DEFAULT_JSON = REPO_ROOT / "bench" / "results" / "latest.json"
@@ -128,13 +128,10 @@ COLUMNS: Dict[str, List[str]] = {
     "utvm": ["board", "session_start_s", "copy_bytes", "copy_to_remote_s", "copy_from_remote_s",
              "to_remote_kb_s", "archive", "executor", "rpc_instructions", "ours_instructions",
              "difference_percent", "outputs_match", "measured_by"],
+    "sandbox": ["figure", "board", "runs", "confined", "unconfined", "delta", "ratio", "unit"],
     "trial": ["board", "trials", "cached_generate_s", "cached_build_s", "cached_session_s",
               "cached_total_s", "uncached_total_s", "ratio", "dominant", "target_s",
               "target_met"],
-    "plan": ["archive", "model", "executor", "tvm_plan_bytes", "planned_bytes",
-             "lower_bound_bytes", "grid_bound_bytes", "over_bound_percent", "saved_percent",
-             "figure", "board", "flash_bytes", "ram_bytes", "arena_bytes", "instructions",
-             "available_ram_bytes"],
 }  # fmt: skip
 
 
@@ -273,6 +270,94 @@ _SUMMARY_TARGETS: List[Tuple[str, str, Callable[[Dict[str, Any]], str], str]] = 
         lambda t: _trial(t, "qemu"),
         "qemu_target_met",
     ),
+]
+
+
+_SUMMARY_TARGETS += [
+    (
+        "sandbox",
+        "confinement costs <= 20 ms per firmware start (host, qemu-mps2-an385)",
+        lambda s: f"{s['max_start_delta_ms']} ms more at most (median of the starts)",
+        "start_target_met",
+    ),
+    (
+        "sandbox",
+        "confinement costs <= 5 % of a KWS generate + build (CPU seconds)",
+        lambda s: f"x{s['build_cpu_ratio']} CPU, x{s['build_wall_ratio']} wall ({s['archive']})",
+        "build_target_met",
+    ),
+    (
+        "sandbox",
+        "instructions under -icount identical with and without the sandbox",
+        lambda s: "identical" if s["icount_identical"] else "DIFFERENT or not measured",
+        "icount_identical",
+    ),
+]
+
+# Part 19 (issue 35): the exported library in a user firmware vs the generated firmware.
+from bench import export as export_part  # noqa: E402
+
+PARTS.append(
+    (
+        "export",
+        "19. the exported library in a user firmware vs the generated firmware",
+        export_part.run,
+    )
+)
+COLUMNS["export"] = ["figure", "bytes", "runtime", "model", "arena", "context", "globals",
+                     "instructions", "percent"]  # fmt: skip
+_SUMMARY_TARGETS += [
+    (
+        "export",
+        "exported library's flash within +1 KB of the generated firmware's model + runtime",
+        lambda e: (
+            f"{e['model']}: {e['library_flash_bytes']:,} B vs {e['generated_flash_bytes']:,} B "
+            f"({e['flash_delta_bytes']:+,} B; the generated firmware's LTO "
+            f"{e['generated_lto_flash_bytes']:+,} B on all our C)"
+        ),
+        "flash_target_met",
+    ),
+    (
+        "export",
+        "exported library's RAM = <MODEL>_ARENA_BYTES + <= 512 B",
+        lambda e: (
+            f"{e['library_ram_bytes']:,} B = arena {e['arena_macro_bytes']:,} B "
+            f"{e['ram_beyond_arena_bytes']:+,} B ({e['model']})"
+            + (
+                f"; {e['cmsis_model']}: {e['cmsis_ram_beyond_arena_bytes']:+,} B (its "
+                "CMSIS-NN scratch shim's static buffer)"
+                if "cmsis_model" in e
+                else ""
+            )
+        ),
+        "ram_target_met",
+    ),
+    (
+        "export",
+        "<model>_run() over direct operator calls <= 0.02 % of KWS instructions (an385)",
+        lambda e: (
+            f"{e['overhead_percent']:.4f} % ({e['overhead_instructions']:,.0f} of "
+            f"{e['direct_instructions']:,.0f} instructions, {e['model']})"
+        ),
+        "run_target_met",
+    ),
+]
+
+# Part 20 (issue 36): the liveness plan against TVM's.
+from bench import plan as plan_part  # noqa: E402
+
+PARTS.append(
+    (
+        "plan",
+        "20. the liveness plan vs TVM's: arena per corpus archive, KWS RAM and instructions",
+        plan_part.run,
+    )
+)
+COLUMNS["plan"] = ["archive", "model", "executor", "tvm_plan_bytes", "planned_bytes",
+                   "lower_bound_bytes", "grid_bound_bytes", "over_bound_percent",
+                   "saved_percent", "figure", "board", "flash_bytes", "ram_bytes",
+                   "arena_bytes", "instructions", "available_ram_bytes"]  # fmt: skip
+_SUMMARY_TARGETS += [
     (
         "plan",
         "every corpus archive's arena within 3 % of the liveness lower bound",

@@ -7,8 +7,10 @@
 # library is looked up under a key over everything it is built from: every file under
 # runtime/, the compiler (path, identity, version, timestamp), the language and CPU flags, the
 # definitions and options of the library. A hit links the cached library; a miss compiles it
-# and stores it once built (copied under a private name, then renamed: concurrent builds never
-# see half a file). Editing a file under runtime/ configures again, which changes the key.
+# and stages it in the build directory (mlf-runtime-cache/<key>/), from where the build step
+# — outside the build's sandbox, which may only read the cache — stores it (copied under a
+# private name, then renamed: concurrent builds never see half a file). Editing a file under
+# runtime/ configures again, which changes the key.
 #
 #   mlf_runtime_library(SOURCES <files> INCLUDES <dirs> PRIVATE_INCLUDES <dirs>
 #                       DEFINITIONS <defs> OPTIONS <options>)
@@ -60,13 +62,11 @@ function(mlf_runtime_library)
   target_compile_definitions(mlf_runtime PRIVATE ${arg_DEFINITIONS})
   target_compile_options(mlf_runtime PRIVATE ${arg_OPTIONS})
   if(library)
-    message(STATUS "mlf-runtime-cache: miss ${library}")
-    string(SHA256 private "${CMAKE_CURRENT_BINARY_DIR}")
-    string(SUBSTRING "${private}" 0 16 private)
+    set(staged "${CMAKE_BINARY_DIR}/mlf-runtime-cache/${key}")
+    message(STATUS "mlf-runtime-cache: miss ${library} staged ${staged}")
     add_custom_command(TARGET mlf_runtime POST_BUILD
-      COMMAND "${CMAKE_COMMAND}" -E make_directory "${entry}"
-      COMMAND "${CMAKE_COMMAND}" -E copy "$<TARGET_FILE:mlf_runtime>" "${library}.${private}"
-      COMMAND "${CMAKE_COMMAND}" -E rename "${library}.${private}" "${library}"
+      COMMAND "${CMAKE_COMMAND}" -E make_directory "${staged}"
+      COMMAND "${CMAKE_COMMAND}" -E copy "$<TARGET_FILE:mlf_runtime>" "${staged}/"
       VERBATIM)
   endif()
 endfunction()

@@ -11,6 +11,7 @@ The CLI and the Project API server use this same class.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
@@ -116,6 +117,13 @@ class Project:
         """The models of the firmware as project.json describes them."""
         return list(self.info.get("models", []))
 
+    @property
+    def sandbox_option(self) -> Optional[bool]:
+        """Whether builds and runs are confined: the ``sandbox`` option given to this run or
+        the Project API call (False opts out); None follows ``$MLF_PROJECT_SANDBOX``."""
+        value = self.run_overrides.get("sandbox", self.options.get("sandbox"))
+        return None if value is None else bool(value)
+
     # --- build / flash ----------------------------------------------------------------------
 
     def build(self, *, progress: Optional[Progress] = None) -> Path:
@@ -130,6 +138,8 @@ class Project:
             verbose=bool(self.options.get("verbose")),
             cmake=self.options.get("cmake"),
             board_name=self.board.name,
+            compilers=[self.board.architecture.compiler],
+            sandbox_option=self.sandbox_option,
         )
         self.last_build = result
         return result.firmware
@@ -146,7 +156,11 @@ class Project:
         board (host process, QEMU machine or real board); not started yet."""
         from .run import make_runner
 
-        return make_runner(self.board, self.firmware, {**self.options, **self.run_overrides})
+        return make_runner(
+            self.board,
+            self.firmware,
+            {**self.options, **self.run_overrides, "sandbox": self.sandbox_option},
+        )
 
     def start_timeout(self) -> float:
         configured = self.options.get("timeout_sec")
@@ -272,43 +286,72 @@ class Project:
         return StandaloneResult(parse_standalone(text), status, log, text)
 
     def _standalone_process(self, timeout: float) -> Tuple[str, Optional[int], str]:
-        """Host and QEMU: the console goes to a pipe or a file, not a pty (a pty may drop
-        what the firmware wrote just before it exited)."""
+        """Host and QEMU: the console goes to a pipe (host) or a file QEMU writes through a
+        descriptor it inherits, not a pty (a pty may drop what the firmware wrote just
+        before it exited); the process is confined as for a session."""
         import subprocess
         import tempfile
 
         from .run.base import reap, spawn
+        from .run.qemu import fd_serial, with_console_fd
+        from .sandbox import policies, prepare
 
+        firmware = self.firmware.resolve()
         with tempfile.TemporaryDirectory(prefix="mlf-standalone-") as scratch:
             console = Path(scratch) / "console.txt"
-            if self.board.is_host:
-                argv = [str(self.firmware.resolve())]
-                stdout: Any = console.open("wb")
-            else:
-                argv = self.board.qemu_command(
-                    self.firmware.resolve(),
-                    icount=bool(self.options.get("qemu_icount")),
-                    serial=f"file:{console}",
+            console_fd = os.open(console, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            read_end: Optional[int] = None
+            write_end: Optional[int] = None
+            try:
+                if self.board.is_host:
+                    argv = [str(firmware)]
+                    confine = prepare(lambda: policies.host_firmware(firmware), self.sandbox_option)
+                    stdout: Any = console_fd
+                    env: Optional[Dict[str, str]] = None
+                    if confine is not None:
+                        # A confined firmware may not grow a file: it writes into a pipe.
+                        read_end, write_end = os.pipe()
+                        stdout, env = write_end, {}
+                else:
+                    argv = with_console_fd(
+                        self.board.qemu_command(
+                            firmware,
+                            icount=bool(self.options.get("qemu_icount")),
+                            serial=fd_serial(2, "file"),
+                        ),
+                        console_fd,
+                        2,
+                    )
+                    confine = prepare(lambda: policies.qemu(argv[0], firmware), self.sandbox_option)
+                    stdout, env = subprocess.DEVNULL, None
+                proc = spawn(
+                    argv,
+                    stdout=stdout,
+                    stderr=subprocess.PIPE,
+                    env=env,
+                    pass_fds=(console_fd,),
+                    confine=confine,
                 )
-                stdout = subprocess.DEVNULL
-            try:
-                proc = spawn(argv, stdout=stdout, stderr=subprocess.PIPE)
+            except BaseException:
+                if read_end is not None:
+                    os.close(read_end)
+                raise
             finally:
-                if stdout is not subprocess.DEVNULL:
-                    stdout.close()
+                os.close(console_fd)
+                if write_end is not None:
+                    os.close(write_end)
             try:
-                _, err = proc.communicate(timeout=timeout)
+                text, err = _collect(proc, read_end, timeout)
             except subprocess.TimeoutExpired:
-                reap(proc)
                 raise TransportTimeoutError(
-                    f"the standalone firmware did not finish within {timeout:g} s "
-                    f"(it printed {console.stat().st_size if console.exists() else 0} bytes)",
+                    f"the standalone firmware did not finish within {timeout:g} s",
                     hint="a larger timeout helps slow boards",
                 ) from None
             finally:
                 reap(proc)
-            text = console.read_text("utf-8", "replace") if console.exists() else ""
-            return text, proc.returncode, (err or b"").decode("utf-8", "replace")
+            if read_end is None:
+                text = console.read_bytes()
+            return text.decode("utf-8", "replace"), proc.returncode, err
 
     def _standalone_on_port(self, timeout: float) -> Tuple[str, Optional[int], str]:
         runner = self.runner()
@@ -327,6 +370,37 @@ class Project:
         finally:
             runner.stop()
         return b"".join(chunks).decode("utf-8", "replace"), None, runner.log
+
+
+def _collect(proc: Any, console: Optional[int], timeout: float) -> Tuple[bytes, str]:
+    """What a standalone firmware printed on ``console`` (a pipe we read, which we close;
+    None: it wrote elsewhere) and on stderr, once it has ended within ``timeout``."""
+    import subprocess
+    import threading
+
+    chunks: List[bytes] = []
+
+    def drain() -> None:
+        assert console is not None
+        try:
+            for chunk in iter(lambda: os.read(console, 65536), b""):
+                chunks.append(chunk)
+        finally:
+            os.close(console)
+
+    reader = None
+    if console is not None:
+        reader = threading.Thread(target=drain, name="mlf-standalone", daemon=True)
+        reader.start()
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # so that the console pipe ends
+        raise
+    finally:
+        if reader is not None:
+            reader.join(timeout=2.0)
+    return b"".join(chunks), (err or b"").decode("utf-8", "replace")
 
 
 class StandaloneResult:

@@ -132,6 +132,11 @@ class BuildError(MlfProjectError):
         self.log = log
 
 
+class SandboxError(MlfProjectError):
+    """The model's code cannot be confined here (no Landlock or seccomp), or confining a
+    child failed; the message names the opt-out."""
+
+
 class FlashError(MlfProjectError):
     """The firmware could not be loaded or started on its target."""
 

@@ -23,7 +23,7 @@ GRAPH_FORMATS = ("tables", "json")
 MEMORY_PLANS = ("liveness", "tvm")
 MAX_SIZE_BYTES = (1 << 32) - 1  # byte counts in the runtime and the generated C are 32-bit
 MIN_STACK_BYTES = 1024  # KWS uses 600-816 B; a fault in the startup code reports nothing
-PROJECT_TYPES = ("host_driven", "standalone", "mlperftiny")
+PROJECT_TYPES = ("host_driven", "standalone", "mlperftiny", "library")
 # What a host_driven firmware answers on its link: our framed protocol (docs/protocol.md) or
 # TVM's microTVM RPC server (tvm.micro.Session).
 DEVICE_PROTOCOLS = ("mlf", "microtvm")
@@ -270,6 +270,17 @@ OPTIONS: Dict[str, Option] = _table(
         api_type="int",  # TVM's option types have no float
     ),
     Option(
+        "sandbox",
+        "bool",
+        True,
+        "Confine the model's C while it is built and run (Landlock and seccomp: it reads "
+        "nothing of yours, writes only its build directory, reaches no network); false "
+        "builds and runs it with this server's rights.",
+        optional=("build", "flash", "open_transport"),
+        api_default=None,  # unset: $MLF_PROJECT_SANDBOX of the server decides (on)
+        generator=False,  # how this run goes, never stored in the project
+    ),
+    Option(
         "lock_file",
         "str",
         None,
@@ -424,7 +435,12 @@ def normalize_options(raw: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
 
 
 # TVM options the command line takes as flags of their own: ``-o`` with these would be ignored.
-_FLAG_OPTIONS = {"board": "--board", "project_type": "--project-type", "model": "--model"}
+_FLAG_OPTIONS = {
+    "board": "--board",
+    "project_type": "--project-type",
+    "model": "--model",
+    "sandbox": "--no-sandbox",
+}
 
 
 def parse_option_assignments(items: Optional[List[str]]) -> Dict[str, str]:
@@ -437,9 +453,8 @@ def parse_option_assignments(items: Optional[List[str]]) -> Dict[str, str]:
             raise GenerateError(f"--option {item!r}: expected KEY=VALUE")
         if key in _FLAG_OPTIONS:
             flag = _FLAG_OPTIONS[key]
-            raise GenerateError(
-                f"--option {item!r}: {key} is a flag of its own here: use {flag} {value}"
-            )
+            usage = flag if flag.startswith("--no-") else f"{flag} {value}"
+            raise GenerateError(f"--option {item!r}: {key} is a flag of its own here: use {usage}")
         if key in options:
             raise GenerateError(
                 f"--option {key} given twice ({options[key]!r} and {value!r})",

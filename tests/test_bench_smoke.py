@@ -50,7 +50,7 @@ def test_table_and_targets_without_results() -> None:
     text = table([{"a": 1234, "b": 0.5, "c": None, "d": True}], ["a", "b", "c", "d"])
     assert text.splitlines()[1].split() == ["1,234", "0.500", "-", "yes"]
     rows = targets({})
-    assert len(rows) == 25 and {r["status"] for r in rows} == {"not run"}
+    assert len(rows) == 31 and {r["status"] for r in rows} == {"not run"}
     skipped = PartResult("dispatch", "t", status="skipped", reason="needs qemu-system-arm")
     assert targets({"dispatch": skipped})[2]["status"] == "skipped"
 
@@ -192,6 +192,23 @@ def test_bare_part(smoke: Dict[str, Any]) -> None:
     assert summary["flash_delta_bytes"] == (
         summary["firmware_flash_bytes"] - summary["bare_flash_bytes"]
     )
+
+
+def test_export_part(smoke: Dict[str, Any]) -> None:
+    """The exported library in a user firmware of bench's own: its outputs through the C API
+    and through direct operator calls equal the reference, and its figures add up (the
+    targets are the benchmark's business)."""
+    part = smoke["parts"]["export"]
+    if part["status"] == "skipped":
+        assert any(tool in part["reason"] for tool in ("arm-none-eabi", "qemu", "cmake"))
+        return
+    assert part["status"] == "ok", part["reason"]
+    s = part["summary"]
+    assert s["model"] == "mlp" and s["outputs_match"]
+    assert s["library_ram_bytes"] >= s["arena_macro_bytes"] > 0
+    assert s["ram_beyond_arena_bytes"] == s["library_ram_bytes"] - s["arena_macro_bytes"]
+    assert s["flash_delta_bytes"] == s["library_flash_bytes"] - s["generated_flash_bytes"]
+    assert 0 < s["direct_instructions"] <= s["run_instructions"]
 
 
 def test_machines_part(smoke: Dict[str, Any]) -> None:

@@ -105,7 +105,7 @@ def test_off_compiles_every_time(
     mlp_archive: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(runtime_cache.ENV, "off")
-    assert runtime_cache.configure_entries() == {runtime_cache.CACHE_ENTRY: ""}
+    assert runtime_cache.configure_entries(tmp_path) == {runtime_cache.CACHE_ENTRY: ""}
     assert not hits(build(mlp_archive, tmp_path / "p1"))
     assert not hits(build(mlp_archive, tmp_path / "p2"))
 

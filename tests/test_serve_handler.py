@@ -379,6 +379,17 @@ def test_build_passes_options_through_the_project(handler: Any, fake_driver: Any
     assert project.built_with == {"board": "host", "verbose": True, "build_dir": "out"}
 
 
+def test_sandbox_false_reaches_the_build_and_unset_leaves_it_to_the_environment(
+    handler: Any, fake_driver: Any
+) -> None:
+    """Option sandbox=false (TVM sends strings too) opts this call out; unset, the server's
+    $MLF_PROJECT_SANDBOX decides, so nothing is put in the project's options."""
+    handler.build({"sandbox": "false"})
+    assert fake_driver.opened[-1].built_with["sandbox"] is False
+    handler.build({})
+    assert "sandbox" not in fake_driver.opened[-1].built_with
+
+
 def test_flash(handler: Any, fake_driver: Any) -> None:
     handler.flash({"serial_number": "0672FF"})
     project = fake_driver.opened[-1]

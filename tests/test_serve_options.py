@@ -43,6 +43,7 @@ OURS = [
     "allow_dependency_cmake",
     "build_dir",
     "timeout_sec",
+    "sandbox",
     "mlperftiny_model",
     "mlperftiny_name",
     "mlperftiny_profile",
@@ -101,7 +102,7 @@ def test_standard_option_types_and_requirements(table: Dict[str, ProjectOption])
     assert table["verbose"].type == "bool"
     assert table["warning_as_error"].type == "bool"
     assert table["project_type"].required == ["generate_project"]
-    assert table["project_type"].choices == ["host_driven", "standalone", "mlperftiny"]
+    assert table["project_type"].choices == ["host_driven", "standalone", "mlperftiny", "library"]
     assert table["board"].required == ["generate_project"]
     for name in ("cmsis_path", "compile_definitions", "extra_files_tar"):
         assert table[name].type == "str"
@@ -238,7 +239,7 @@ def test_choices_are_enforced() -> None:
     assert info.value.code == -32602
     assert str(info.value) == (
         "option project_type: 'aot_standalone_demo' is not one of: "
-        "host_driven, standalone, mlperftiny"
+        "host_driven, standalone, mlperftiny, library"
     )
     with pytest.raises(ProjectApiError, match="option graph_format"):
         gen(graph_format="xml")
@@ -267,7 +268,7 @@ def test_unknown_and_inapplicable_options_are_ignored() -> None:
     opts = coerce_options(
         "build", {"frobnicate": "x", "board": "nonsense", "serial_port": 3, "verbose": "true"}
     )
-    assert opts == {"verbose": True, "build_dir": None}
+    assert opts == {"verbose": True, "build_dir": None, "sandbox": None}
     # A value that would be invalid is not even looked at where it does not apply.
     assert coerce_options("flash", {"workspace_size_bytes": "lots"})["serial_port"] is None
 

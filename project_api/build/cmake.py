@@ -10,6 +10,11 @@ build is written to ``<build dir>/build.log`` (:data:`LOG_NAME`) and kept in
 :mod:`.summary`) and the hint names the log file. A linker's ``region ... overflowed`` becomes
 a FitError. The runtime library comes from :mod:`.runtime_cache` when an earlier project
 built the same one.
+
+CMake and everything it starts run confined (:func:`project_api.sandbox.policies.build`):
+they read the toolchains, the project and the runtime cache, and write only the build
+directory (``TMPDIR`` is ``<build dir>/tmp``), so a model's ``#include "/abs/path"`` or
+``.incbin`` cannot pull a file of the user's into the firmware or the log.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import BuildError, FitError
 from ..generate.sizes import linker_overflow
+from ..sandbox import Confinement, Prepared, policies, prepare
 from . import runtime_cache
 from .summary import summarise
 
@@ -170,9 +176,17 @@ def _jobs() -> int:
 class _Runner:
     """Runs one command, streaming its output to a progress parser; kills it on time-out."""
 
-    def __init__(self, progress: Optional[Progress], verbose: bool) -> None:
+    def __init__(
+        self,
+        progress: Optional[Progress],
+        verbose: bool,
+        confine: Optional[Callable[[], Optional[Prepared]]] = None,
+        tmpdir: Optional[Path] = None,
+    ) -> None:
         self.progress = progress
         self.verbose = verbose
+        self.confine = confine
+        self.tmpdir = tmpdir
         self.log: List[str] = []
         self.last_step = ""
 
@@ -181,6 +195,10 @@ class _Runner:
         env = dict(os.environ)
         env.setdefault("CLICOLOR", "0")
         env["NINJA_STATUS"] = "[%f/%t] "
+        if self.tmpdir is not None:
+            self.tmpdir.mkdir(parents=True, exist_ok=True)
+            env["TMPDIR"] = str(self.tmpdir)
+        prepared = self.confine() if self.confine is not None else None
         try:
             proc = subprocess.Popen(
                 list(argv),
@@ -190,9 +208,13 @@ class _Runner:
                 stdin=subprocess.DEVNULL,
                 env=env,
                 start_new_session=True,
+                preexec_fn=prepared.apply if prepared is not None else None,
             )
-        except OSError as err:
+        except (OSError, subprocess.SubprocessError) as err:
             raise BuildError(f"{stage}: cannot run {argv[0]}: {err}") from err
+        finally:
+            if prepared is not None:
+                prepared.close()
         timed_out = threading.Event()
 
         def expire() -> None:
@@ -321,16 +343,29 @@ def build(
     cmake: Optional[str] = None,
     board_name: str = "",
     cache_entries: Optional[Mapping[str, str]] = None,
+    compilers: Sequence[str] = (),
+    sandbox_option: Optional[bool] = None,
 ) -> BuildResult:
     """Configures (when needed) and builds; returns the firmware path and the log.
     ``cache_entries`` are ``-D`` settings for the first configure (e.g. ``MLF_LTO=OFF``).
-    The whole output goes to ``<build_dir>/build.log``, which a BuildError's hint names."""
+    The whole output goes to ``<build_dir>/build.log``, which a BuildError's hint names.
+    ``compilers`` (program names or paths) join cmake and ninja in the confined build's
+    toolchain prefixes; ``sandbox_option`` False builds unconfined (see
+    :func:`project_api.sandbox.enabled`)."""
     project_dir = Path(project_dir).resolve()
     build_dir = Path(build_dir)
     if not build_dir.is_absolute():
         build_dir = project_dir / build_dir
     tool = find_cmake(cmake)
-    runner = _Runner(progress, verbose)
+    build_dir = _resolved(build_dir)
+    tools = [tool.path, find_ninja() or "make", *compilers, *_compilers_from_environment()]
+    confinement = build_confinement(tools, project_dir, build_dir)
+    runner = _Runner(
+        progress,
+        verbose,
+        lambda: prepare(lambda: confinement, sandbox_option),
+        build_dir / "tmp",
+    )
     try:
         result = _build(runner, tool, project_dir, build_dir, firmware_name, board_name,
                         cache_entries)  # fmt: skip
@@ -377,7 +412,7 @@ def _build(
         argv = [tool.path, "-S", str(project_dir), "-B", str(build_dir), "-G", generator]
         if ninja:
             argv.append(f"-DCMAKE_MAKE_PROGRAM={ninja}")
-        entries = {**runtime_cache.configure_entries(), **(cache_entries or {})}
+        entries = {**runtime_cache.configure_entries(project_dir), **(cache_entries or {})}
         argv += [f"-D{key}={value}" for key, value in entries.items()]
         status = runner.run(argv, project_dir, CONFIGURE_TIMEOUT, "configure")
         configure_seconds = time.monotonic() - started
@@ -412,7 +447,7 @@ def _build(
             f"building {project_dir} failed (status {status}):\n" + summarise(log, project_dir),
             log=log,
         )
-    runtime_cache.after_build(log)
+    runtime_cache.after_build(log, project_dir)
     firmware = build_dir / firmware_name
     if not firmware.is_file():
         raise BuildError(f"the build succeeded but {firmware} is missing", log=log)
@@ -423,6 +458,29 @@ def _build(
         log=log,
         memory=parse_memory_usage(log),
     )
+
+
+def build_confinement(
+    tools: Sequence[str], project_dir: Path, build_dir: Path
+) -> Confinement:
+    """What a confined build of ``project_dir`` may touch (:func:`policies.build`): the
+    toolchains of ``tools``, the project and the runtime cache to read, ``build_dir`` to
+    write."""
+    read = [project_dir]
+    cache = runtime_cache.cache_dir()
+    if cache is not None:
+        read.append(cache)
+    return policies.build(tools, read, [build_dir])
+
+
+def _compilers_from_environment() -> List[str]:
+    """Compilers the user chose for CMake through the environment (``CC=/opt/x/bin/gcc``)."""
+    found = []
+    for name in ("CC", "CXX", "ASM"):
+        value = os.environ.get(name, "").split()
+        if value:
+            found.append(value[0])
+    return found
 
 
 def _save_log(build_dir: Path, log: str) -> Optional[Path]:

@@ -7,23 +7,31 @@ compiles only its own model. The directory is ``<cache>/runtime`` under the depe
 cache's root (``$MLF_PROJECT_CACHE``, ``$XDG_CACHE_HOME/mlf-project-api``, ...);
 ``$MLF_PROJECT_RUNTIME_CACHE`` names another, or ``off`` compiles every project's runtime
 from its own sources. The newest :data:`KEEP` entries are kept.
+
+The build itself may only read the cache (it runs confined, see :mod:`project_api.sandbox`):
+a miss stages the library it built in the build directory, and :func:`after_build`, in the
+trusted parent, stores it — unless a dependency of the project ran its own CMake code, which
+could have changed how the library was built.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Dict, Optional
 
 from ..resolve.cache import default_cache_dir
+from ..resolve.recipes import runs_own_cmake
 
 ENV = "MLF_PROJECT_RUNTIME_CACHE"
 CACHE_ENTRY = "MLF_RUNTIME_CACHE"
 KEEP = 64
 _HIT = re.compile(r"mlf-runtime-cache: hit (.+)$", re.MULTILINE)
-_MISS = "mlf-runtime-cache: miss"
+_MISS = re.compile(r"mlf-runtime-cache: miss (.+) staged (.+)$", re.MULTILINE)
 _OFF = {"0", "off", "no", "false", "none"}
 
 
@@ -37,10 +45,21 @@ def cache_dir() -> Optional[Path]:
     return default_cache_dir().resolve() / "runtime"
 
 
-def configure_entries() -> Dict[str, str]:
-    """The ``-D`` setting a first configure gets (an empty one turns the cache off)."""
+def configure_entries(project_dir: Path) -> Dict[str, str]:
+    """The ``-D`` setting a first configure gets (an empty one turns the cache off, as for
+    a project generated before its build could only stage what it built)."""
     directory = cache_dir()
-    return {CACHE_ENTRY: str(directory) if directory is not None else ""}
+    if directory is None or not _stages_misses(project_dir):
+        return {CACHE_ENTRY: ""}
+    return {CACHE_ENTRY: str(directory)}
+
+
+def _stages_misses(project_dir: Path) -> bool:
+    try:
+        script = (project_dir / "runtime" / "mlf_runtime_cache.cmake").read_text("utf-8")
+    except OSError:
+        return False
+    return " staged " in script
 
 
 def cached_library(configure_log: str) -> Optional[Path]:
@@ -49,10 +68,37 @@ def cached_library(configure_log: str) -> Optional[Path]:
     return Path(found[-1].strip()) if found else None
 
 
-def after_build(build_log: str) -> None:
-    """A build whose configure missed stored a library: older entries may have to go."""
-    if _MISS in build_log:
-        prune()
+def after_build(build_log: str, project_dir: Path) -> Optional[Path]:
+    """Stores the library a build whose configure missed staged (older entries may then have
+    to go); returns where, or None when nothing was stored. Not for a project whose
+    dependency ran its own CMake code (``deps.cmake``)."""
+    found = _MISS.findall(build_log)
+    if not found:
+        return None
+    library, staged = (Path(part.strip()) for part in found[-1])
+    source = staged / library.name
+    if not source.is_file() or library.exists() or _foreign_cmake(project_dir):
+        return None
+    try:
+        library.parent.mkdir(parents=True, exist_ok=True)
+        handle, private = tempfile.mkstemp(prefix=library.name + ".", dir=library.parent)
+        os.close(handle)
+        shutil.copyfile(source, private)
+        os.chmod(private, 0o644)
+        os.replace(private, library)
+    except OSError:
+        with contextlib.suppress(OSError, UnboundLocalError):
+            os.unlink(private)
+        return None
+    prune()
+    return library
+
+
+def _foreign_cmake(project_dir: Path) -> bool:
+    try:
+        return runs_own_cmake((project_dir / "deps.cmake").read_text("utf-8", "replace"))
+    except OSError:
+        return False
 
 
 def note_use(library: Path) -> None:

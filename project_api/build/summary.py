@@ -6,7 +6,8 @@ why, in the order they appear:
 * a CMake ``CMake Error at <file>:<line> (<command>):`` header together with its indented
   reason lines (``No SOURCES given to target: ...``, ``Cannot find source file: ...``);
 * a compiler's or a tool's ``error:`` lines (``src/x.c:88:33: error: ...``, ``cc1: error:``,
-  ``ninja: error:``), without the source excerpt and caret lines under them;
+  ``ninja: error:``, the assembler's ``x.s:7: Error: ...``), without the source excerpt and
+  caret lines under them;
 * a linker's reasons: ``undefined reference to`` / ``multiple definition of`` (once per
   symbol), ``file format not recognized``, ``cannot find``, any other ``ld:`` line but its
   warnings and ``in function`` context; ``collect2: error: ld returned 1 exit status`` only
@@ -29,7 +30,7 @@ MAX_LINE = 400  # characters of one shown line
 TAIL_LINES = 10
 
 _CMAKE_ERROR = re.compile(r"^CMake Error\b")
-_ERROR = re.compile(r"(?:^|:\s)(?:fatal )?error:\s")
+_ERROR = re.compile(r"(?:^|:\s)(?:fatal )?(?:error|Error):\s")  # GNU as says "Error:"
 _LINKER_PATH = re.compile(r"^\S*?\b(ld(?:\.\w+)?|collect2)(?:\.exe)?:\s")
 _OBJECT_DIR = re.compile(r"\bCMakeFiles/[^/\s:]+\.dir/")
 _SYMBOL = re.compile(r"(undefined reference to|multiple definition of|undefined symbol:?)\s+(\S+)")

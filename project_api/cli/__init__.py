@@ -11,12 +11,14 @@ import importlib
 import sys
 from typing import List, Optional, Sequence
 
+from ..sandbox import support
 from .command import Command
 
 # (module, class) of every sub-command, in help order.
 COMMANDS = [
     ("info", "InfoCommand"),
     ("generate", "GenerateCommand"),
+    ("export", "ExportCommand"),
     ("build", "BuildCommand"),
     ("flash", "FlashCommand"),
     ("run", "RunCommand"),
@@ -55,12 +57,25 @@ def package_version() -> str:
         return "unknown"
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the version, and what confinement this machine offers (unwrapped)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help=str(kwargs.get("help", "")))
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(f"{parser.prog} {package_version()}\n{support().describe()}")
+        parser.exit()
+
+
 def build_parser(commands: Sequence[Command]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mlf-project",
         description="Turn a TVM Model Library Format archive into firmware that runs.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    parser.add_argument(
+        "--version", action=_VersionAction, help="show the version and this machine's sandbox"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for command in commands:
@@ -68,6 +83,7 @@ def build_parser(commands: Sequence[Command]) -> argparse.ArgumentParser:
             command.name, help=command.help, description=command.description or command.help
         )
         command.add_arguments(cmd_parser)
+        command.add_common_arguments(cmd_parser)
         cmd_parser.set_defaults(_command=command)
     return parser
 

@@ -21,6 +21,7 @@ from .command import EXIT_FAILURE, EXIT_OK, Command
 
 class AttachCommand(Command):
     name = "attach"
+    runs_model_code = True
     help = "run a firmware and expose its console on a pty and a TCP port, until interrupted"
     description = (
         "Build (incrementally) and start the firmware of a generated project on its board "

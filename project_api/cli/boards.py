@@ -5,6 +5,7 @@ import json
 from typing import List
 
 from ..board import Board, list_boards, load_board
+from ..sandbox import support
 from .command import EXIT_OK, Command
 
 
@@ -29,6 +30,7 @@ class BoardsCommand(Command):
             print(_details(boards[0]))
         else:
             print(_table(boards))
+            print(f"\n{support().describe()}")
         return EXIT_OK
 
 

@@ -43,6 +43,7 @@ class ProgressPrinter:
 
 class BuildCommand(Command):
     name = "build"
+    runs_model_code = True
     help = "build a generated project (CMake; host compiler or the board's cross toolchain)"
     description = (
         "Configure (first time) and build a project made by `mlf-project generate`. Prints "

@@ -17,6 +17,7 @@ import sys
 from typing import ClassVar
 
 from ..errors import MlfProjectError
+from ..sandbox import ENV as SANDBOX_ENV
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -29,6 +30,18 @@ class Command:
     name: ClassVar[str] = ""
     help: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    # Whether the command builds or runs a model's code: it then takes --no-sandbox.
+    runs_model_code: ClassVar[bool] = False
+
+    def add_common_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Arguments every command of a kind takes (``--no-sandbox``)."""
+        if self.runs_model_code:
+            parser.add_argument(
+                "--no-sandbox",
+                action="store_true",
+                help="build and run the model's C unconfined, with your rights (the default "
+                "confines it: docs/security.md); also MLF_PROJECT_SANDBOX=off",
+            )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """Declare the command's arguments (none by default)."""
@@ -37,6 +50,8 @@ class Command:
         raise NotImplementedError
 
     def run(self, args: argparse.Namespace) -> int:
+        if getattr(args, "no_sandbox", False):
+            os.environ[SANDBOX_ENV] = "off"  # for this process and what it starts
         try:
             status = self.do_run(args)
             sys.stdout.flush()  # here, not at exit, so a closed pipe is seen below

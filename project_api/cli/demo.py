@@ -59,6 +59,7 @@ def _check_replaceable(project_dir: Path, archive_name: str, force: bool) -> Non
 
 class DemoCommand(Command):
     name = "demo"
+    runs_model_code = True
     help = "generate, build and run the bundled example model (digits) end to end"
     description = (
         "Generate a firmware project for the bundled 8x8 digit classifier, build it, run "

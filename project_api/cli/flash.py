@@ -9,6 +9,7 @@ from .command import EXIT_OK, Command
 
 class FlashCommand(Command):
     name = "flash"
+    runs_model_code = True
     help = "load a built firmware onto its board (real boards; host and QEMU need nothing)"
     description = (
         "Program the firmware of a built project into its board with openocd or pyOCD. For "

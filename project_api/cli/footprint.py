@@ -15,6 +15,7 @@ from .generate import add_dependency_flags, add_option_argument, dependency_opti
 
 class FootprintCommand(Command):
     name = "footprint"
+    runs_model_code = True
     help = "RAM and flash a model needs on a board: planned before building, linked after"
     description = (
         "Before building: the planned RAM (arena, workspace, executor state, graph tables, "

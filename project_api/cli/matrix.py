@@ -16,6 +16,7 @@ from .generate import add_dependency_flags, add_option_argument, dependency_opti
 
 class MatrixCommand(Command):
     name = "matrix"
+    runs_model_code = True
     help = "run every archive on every board (QEMU in parallel, labgrid places) and report"
     description = (
         "Generate, build and run each archive on each target, --jobs at a time (a labgrid "

@@ -37,6 +37,7 @@ RUNTIME_OPTIONS = frozenset(
 
 class RunCommand(Command):
     name = "run"
+    runs_model_code = True
     # The project types this command drives (the others are refused, naming their command).
     project_types: Tuple[str, ...] = ("host_driven", "standalone")
     help = "run a model on a board: generate and build when given an archive, then infer"

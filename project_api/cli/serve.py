@@ -15,6 +15,7 @@ from .command import EXIT_OK, Command
 
 class ServeCommand(Command):
     name = "serve"
+    runs_model_code = True
     help = "serve TVM's Project API (JSON-RPC v1) on stdin/stdout or given file descriptors"
     description = (
         "Serve TVM's microTVM Project API (JSON-RPC protocol v1, one JSON object per line) for "

@@ -1,5 +1,7 @@
 """Planned code sizes: the model's and the runtime's C compiled to objects with the board's
-compiler and flags (no linking: an upper bound)."""
+compiler and flags (no linking: an upper bound). The compiler runs confined as a build does
+(:func:`project_api.sandbox.policies.build`): it reads the project, writes a scratch
+directory."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..sandbox import policies, prepare
 from .linked import LOOP_SOURCES, elf_sections, section_bucket
 
 # --- planned sizes --------------------------------------------------------------------------
@@ -43,9 +46,12 @@ def estimate_code(
     *,
     opt_flags: Optional[List[str]] = None,
     definitions: Optional[List[str]] = None,
+    sandbox_option: Optional[bool] = None,
 ) -> CodeEstimate:
     """Compiles ``sources`` to objects in a scratch directory with the board's compiler and
-    sums their code and read-only data (.text + .rodata, as ``size`` counts them)."""
+    sums their code and read-only data (.text + .rodata, as ``size`` counts them). The
+    compiler may read the sources' and ``include_dirs``' directories and nothing of the
+    user's beyond them; ``sandbox_option`` False lifts that."""
     if not sources:
         return CodeEstimate(0, 0)
     compiler, cpu_flags = _compiler_for(board)
@@ -57,17 +63,26 @@ def estimate_code(
     argv0 = [compiler, *cpu_flags, *flags, "-ffunction-sections", "-fdata-sections", "-w"]
     argv0 += [f"-I{d}" for d in include_dirs]
     argv0 += [f"-D{d}" for d in (definitions or [])]
+    readable = sorted({p.parent for p in sources} | set(include_dirs))
     with tempfile.TemporaryDirectory(prefix="mlf-footprint-") as scratch:
+        confinement = policies.build([compiler], readable, [Path(scratch)])
 
         def compile_one(item: Tuple[int, Path]) -> Optional[int]:
             index, source = item
             obj = Path(scratch) / f"{index}.o"
-            done = subprocess.run(
-                [*argv0, "-c", str(source), "-o", str(obj)],
-                capture_output=True,
-                check=False,
-                timeout=600,
-            )
+            confine = prepare(lambda: confinement, sandbox_option)
+            try:
+                done = subprocess.run(
+                    [*argv0, "-c", str(source), "-o", str(obj)],
+                    capture_output=True,
+                    check=False,
+                    timeout=600,
+                    env={**os.environ, "TMPDIR": scratch},
+                    preexec_fn=confine.apply if confine is not None else None,
+                )
+            finally:
+                if confine is not None:
+                    confine.close()
             if done.returncode != 0:
                 return None
             return sum(
@@ -100,11 +115,13 @@ def _code_estimates(project: Any, notes: List[str]) -> Dict[str, Optional[int]]:
         for p in (root / "runtime" / "src").glob("*.c")
         if p.name.split(".", 1)[0] not in LOOP_SOURCES
     )
+    option = getattr(project, "sandbox_option", None)
     runtime = estimate_code(
         board,
         runtime_sources,
         [runtime_include, root / "runtime" / "src"],
         opt_flags=board.runtime_opt_flags(),
+        sandbox_option=option,
     )
     model_sources: List[Path] = []
     model_dirs: List[Path] = [runtime_include]
@@ -124,7 +141,9 @@ def _code_estimates(project: Any, notes: List[str]) -> Dict[str, Optional[int]]:
     deps = root / "deps"
     if deps.is_dir():
         notes.append("model code estimate leaves out external dependencies (deps/)")
-    model = estimate_code(board, model_sources, model_dirs, opt_flags=board.model_opt_flags())
+    model = estimate_code(
+        board, model_sources, model_dirs, opt_flags=board.model_opt_flags(), sandbox_option=option
+    )
     for what, found in (("runtime", runtime), ("model code", model)):
         if found.note:
             notes.append(f"{what} estimate: {found.note}")

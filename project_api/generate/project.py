@@ -58,7 +58,13 @@ def generate_project(
 ) -> Dict[str, Any]:
     """Generates the project; returns what it wrote to ``project.json``."""
     say = progress or (lambda _message: None)
-    project_type_for(project_type)
+    if project_type_for(project_type).exports_library:
+        from .export import export_library  # the library type's "project" is an export
+
+        return export_library(
+            archive, project_dir, board=board, model=model, options=options,
+            progress=progress, force=force,
+        )  # fmt: skip
     opts = normalize_options(options)
     the_board = load_board(board)
     archive_path = Path(archive)

@@ -49,11 +49,12 @@ _RUNTIME_CACHE_MODULE = "mlf_runtime_cache.cmake"
 # --- writing -------------------------------------------------------------------------------------
 
 
-def _environment() -> Any:
+def _environment(folder: str = "templates") -> Any:
+    """Jinja2 over ``template_project/<folder>`` (``export``: the exported library's)."""
     import jinja2
 
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(template_dir() / "templates")),
+        loader=jinja2.FileSystemLoader(str(template_dir() / folder)),
         bytecode_cache=_bytecode_cache(),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,

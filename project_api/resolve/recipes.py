@@ -384,7 +384,7 @@ def cmake_fragment(
         ]
         if plan.kind == "cmake":
             binary = '"${CMAKE_BINARY_DIR}/mlf_deps/' + dep.short_name + '"'
-            lines.append(f"add_subdirectory({_loc_quote(location, '')} {binary} EXCLUDE_FROM_ALL)")
+            lines.append(f"{_OWN_CMAKE}{_loc_quote(location, '')} {binary} EXCLUDE_FROM_ALL)")
             for name in plan.targets or (dep.short_name,):
                 lines += [
                     f"if(NOT TARGET {name})",
@@ -487,3 +487,12 @@ def describe_plans(
             continue
         plans[dep.short_name] = plan_build(root, dep.recipe, dep.short_name)
     return plans
+
+
+# How a CMake fragment runs a dependency's own CMakeLists.txt.
+_OWN_CMAKE = "add_subdirectory("
+
+
+def runs_own_cmake(fragment: str) -> bool:
+    """Whether a ``deps.cmake`` this module wrote runs a dependency's own CMake code."""
+    return any(line.lstrip().startswith(_OWN_CMAKE) for line in fragment.splitlines())

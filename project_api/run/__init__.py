@@ -32,10 +32,11 @@ def make_runner(
 ) -> Runner:
     """The runner for ``firmware`` on ``board`` (a :class:`project_api.board.Board`).
 
-    Options: ``qemu_icount`` (QEMU boards), ``serial_port``/``serial_number`` (real boards),
-    ``log_path`` (host: where the firmware's stderr goes); ``labgrid_place`` (with
-    ``labgrid_coordinator``, ``labgrid_env``, ``labgrid_wait``, ``say``) runs it on that
-    labgrid place, whatever the board's own kind. Not started yet.
+        Options: ``qemu_icount`` (QEMU boards), ``serial_port``/``serial_number`` (real boards),
+        ``log_path`` (host: where the firmware's stderr goes), ``sandbox`` (host and QEMU: False
+    runs the firmware unconfined, None follows ``$MLF_PROJECT_SANDBOX``); ``labgrid_place`` (with
+        ``labgrid_coordinator``, ``labgrid_env``, ``labgrid_wait``, ``say``) runs it on that
+        labgrid place, whatever the board's own kind. Not started yet.
     """
     opts = dict(options or {})
     if opts.get("labgrid_place"):
@@ -53,11 +54,18 @@ def make_runner(
         from .host import HostRunner
 
         path = _require_firmware(firmware)
-        return HostRunner(path, cwd=str(path.parent), log_path=opts.get("log_path"))
+        return HostRunner(
+            path, cwd=str(path.parent), log_path=opts.get("log_path"), sandbox=opts.get("sandbox")
+        )
     if board.is_qemu:
         from .qemu import QemuRunner
 
-        return QemuRunner(board, _require_firmware(firmware), icount=bool(opts.get("qemu_icount")))
+        return QemuRunner(
+            board,
+            _require_firmware(firmware),
+            icount=bool(opts.get("qemu_icount")),
+            sandbox=opts.get("sandbox"),
+        )
     if board.is_real:
         from .flasher import RealBoardRunner
 

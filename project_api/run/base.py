@@ -23,6 +23,9 @@ import time
 from types import TracebackType
 from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Type
 
+from ..errors import SandboxError
+from ..sandbox import Prepared
+
 _live: Set[subprocess.Popen] = set()
 _live_lock = threading.Lock()
 
@@ -46,8 +49,11 @@ def spawn(
     cwd: Optional[str] = None,
     env: Optional[dict] = None,
     pass_fds: Sequence[int] = (),
+    confine: Optional[Prepared] = None,
 ) -> subprocess.Popen:
-    """Starts a child that is killed if we exit or die; stop it with :func:`reap`."""
+    """Starts a child that is killed if we exit or die; stop it with :func:`reap`. With
+    ``confine`` (a prepared :mod:`project_api.sandbox` confinement) the child is confined
+    between fork and exec; the confinement is closed once the child has started."""
     kwargs: Dict[str, Any] = dict(
         stdin=stdin,
         stdout=stdout,
@@ -57,14 +63,23 @@ def spawn(
         pass_fds=tuple(pass_fds),
         start_new_session=True,
     )
-    if sys.platform.startswith("linux"):
-        # Linux sends the parent-death signal when the *thread* that forked the child ends,
-        # not the process: fork from one thread that lives as long as we do.
-        proc = _spawner().run(
-            lambda: subprocess.Popen(list(argv), preexec_fn=_die_with_parent, **kwargs)
-        )
-    else:
-        proc = subprocess.Popen(list(argv), **kwargs)
+    try:
+        if sys.platform.startswith("linux"):
+            # Linux sends the parent-death signal when the *thread* that forked the child
+            # ends, not the process: fork from one thread that lives as long as we do.
+            preexec = confine.then(_die_with_parent) if confine else _die_with_parent
+            proc = _spawner().run(
+                lambda: subprocess.Popen(list(argv), preexec_fn=preexec, **kwargs)
+            )
+        else:
+            proc = subprocess.Popen(list(argv), **kwargs)
+    except subprocess.SubprocessError as err:
+        if confine is None:
+            raise
+        raise SandboxError(f"cannot confine {confine.what}: {err}") from err
+    finally:
+        if confine is not None:
+            confine.close()
     with _live_lock:
         _live.add(proc)
     return proc

@@ -5,6 +5,11 @@ The process gets the pty's master side as stdin and stdout; we open the slave si
 transport code cannot tell the difference. The slave is switched to raw mode before the
 child starts, so no echo or line editing ever touches the first bytes. When the child
 ends, its master side closes and reads on our side fail at once (EIO) instead of hanging.
+
+The firmware is confined (:func:`project_api.sandbox.policies.host_firmware`: its own
+binary, its own pty, no other file, socket or process) unless the caller opted out, and gets
+a clean environment. Its stderr is a pipe that a thread copies into the log file, since a
+confined firmware may not grow any file itself.
 """
 
 from __future__ import annotations
@@ -13,11 +18,13 @@ import contextlib
 import os
 import subprocess
 import tempfile
+import threading
 import tty
 from pathlib import Path
 from typing import IO, Any, Optional, Sequence, Union
 
 from ..errors import FlashError, TransportClosedError
+from ..sandbox import policies, prepare
 from ..transport.link import open_serial
 from .base import Runner, reap, spawn
 
@@ -27,7 +34,9 @@ EXIT_GRACE_SECONDS = 0.2
 
 class HostRunner(Runner):
     """Runs ``executable`` (with ``args``, in ``cwd``) on a pty. stderr goes to a log file
-    (``log_path``, default a temporary file), readable through :attr:`log`."""
+    (``log_path``, default a temporary file), readable through :attr:`log`. ``sandbox``
+    False (or ``$MLF_PROJECT_SANDBOX=off`` when it is None) runs it unconfined, with ``env``
+    or our environment; confined, it gets ``env`` or an empty one."""
 
     def __init__(
         self,
@@ -38,6 +47,7 @@ class HostRunner(Runner):
         env: Optional[dict] = None,
         log_path: Optional[Union[str, Path]] = None,
         baudrate: int = 115200,
+        sandbox: Optional[bool] = None,
     ) -> None:
         self.executable = Path(executable)
         self.args = [str(a) for a in args]
@@ -52,6 +62,8 @@ class HostRunner(Runner):
         self._own_log = log_path is None
         self._status: Optional[int] = None
         self._log_text: Optional[str] = None
+        self.sandbox = sandbox
+        self._log_copier: Optional[threading.Thread] = None
 
     def start(self, timeout: float = 10.0) -> Any:
         if self._proc is not None:
@@ -65,19 +77,32 @@ class HostRunner(Runner):
         slave_path = os.ttyname(slave)
         try:
             tty.setraw(slave)
+            confine = prepare(
+                lambda: policies.host_firmware(self.executable, slave_path), self.sandbox
+            )
+            env = self.env if self.env is not None or confine is None else {}
             if self.log_path is None:
                 handle, name = tempfile.mkstemp(prefix="mlf-host-", suffix=".log")
                 os.close(handle)
                 self.log_path = Path(name)
             self._log_file = open(self.log_path, "wb")  # noqa: SIM115 - lives until stop()
-            self._proc = spawn(
-                [str(self.executable.resolve()), *self.args],
-                stdin=master,
-                stdout=master,
-                stderr=self._log_file,
-                cwd=self.cwd,
-                env=self.env,
-            )
+            errors_read, errors_write = os.pipe()
+            try:
+                self._proc = spawn(
+                    [str(self.executable.resolve()), *self.args],
+                    stdin=master,
+                    stdout=master,
+                    stderr=errors_write,
+                    cwd=self.cwd,
+                    env=env,
+                    confine=confine,
+                )
+            except BaseException:
+                os.close(errors_read)
+                raise
+            finally:
+                os.close(errors_write)
+            self._log_copier = _copy_in_background(errors_read, self._log_file)
         except BaseException:
             os.close(slave)
             raise
@@ -128,6 +153,9 @@ class HostRunner(Runner):
             # A firmware sees the closed link (EOF/EIO) and ends by itself; give it a moment.
             self._wait_exit(EXIT_GRACE_SECONDS)
             self._status = reap(self._proc)
+        if self._log_copier is not None:
+            self._log_copier.join(timeout=2.0)  # the pipe ended with the process
+            self._log_copier = None
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
@@ -162,9 +190,31 @@ class HostRunner(Runner):
         return self._read_log()
 
     def _read_log(self) -> str:
+        if self._log_file is not None:
+            with contextlib.suppress(ValueError, OSError):
+                self._log_file.flush()
         if self.log_path is None:
             return ""
         try:
             return self.log_path.read_text("utf-8", "replace")
         except OSError:
             return ""
+
+
+def _copy_in_background(source: int, target: IO[bytes]) -> threading.Thread:
+    """A thread copying the pipe ``source`` (which it closes) into ``target`` as it arrives,
+    until end of file."""
+
+    def copy() -> None:
+        try:
+            for chunk in iter(lambda: os.read(source, 65536), b""):
+                target.write(chunk)
+                target.flush()
+        except (OSError, ValueError):
+            pass
+        finally:
+            os.close(source)
+
+    thread = threading.Thread(target=copy, name="mlf-host-stderr", daemon=True)
+    thread.start()
+    return thread

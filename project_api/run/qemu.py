@@ -1,32 +1,40 @@
 """Running a firmware under QEMU (``qemu-system-arm``, ``qemu-system-riscv32``).
 
 :class:`QemuRunner` starts the board's QEMU machine with the firmware's console UART on a
-pseudo-terminal, semihosting on (diagnostics and the exit status) and optionally ``-icount``
-(one instruction per virtual nanosecond, so tick counts are exact instruction counts), and
-hands back the pty opened with pyserial. QEMU is started through :func:`run.base.spawn`, so it
-is killed and reaped on :meth:`QemuRunner.stop`, on error and on interpreter exit.
+pseudo-terminal we open (QEMU gets its master side as an inherited descriptor through
+``-add-fd``, so it opens nothing itself and a byte we send before the guest listens waits in
+the pty), semihosting on (diagnostics and the exit status) and optionally ``-icount`` (one
+instruction per virtual nanosecond, so tick counts are exact instruction counts), and hands
+back the pty's slave side opened with pyserial. QEMU is started through
+:func:`run.base.spawn`, confined (:func:`project_api.sandbox.policies.qemu`: semihosting's
+file calls fail inside the guest), and killed and reaped on :meth:`QemuRunner.stop`, on error
+and on interpreter exit.
 
-Facts this relies on (measured with QEMU 7.2): QEMU prints
-``char device redirected to /dev/pts/N (label serial0)`` on **stdout** once the pty exists;
-semihosting output goes to **stderr**; the exit status of QEMU is the firmware's
-``SYS_EXIT_EXTENDED`` status; a CPU lockup (a fault while entering the fault handler, e.g. a
-stack overflow on ARMv7-M) makes QEMU print ``qemu: fatal: Lockup`` and abort (SIGABRT).
+Facts this relies on (measured with QEMU 7.2): ``-serial /dev/fdset/N`` with
+``-add-fd fd=M,set=N`` drives the UART over descriptor M (``file:/dev/fdset/N`` writes it to
+a file the same way); semihosting output goes to **stderr**; the exit status of QEMU is the
+firmware's ``SYS_EXIT_EXTENDED`` status; a CPU lockup (a fault while entering the fault
+handler, e.g. a stack overflow on ARMv7-M) makes QEMU print ``qemu: fatal: Lockup`` and abort
+(SIGABRT).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import signal
 import subprocess
 import threading
 import time
+import tty
 from pathlib import Path
 from typing import IO, Any, List, Optional, Sequence, Union
 
 from ..board import ARCHITECTURES, Board
 from ..errors import FlashError, TransportError
+from ..sandbox import policies, prepare
 from .base import Runner, reap, spawn
 
 # Exit statuses reserved by the board seams (boards/families/cortex_m/mlf_cortex_m.h,
@@ -34,7 +42,8 @@ from .base import Runner, reap, spawn
 EXIT_FAULT = 0xFA
 EXIT_ABORT = 0xFB
 
-_PTY_RE = re.compile(rb"char device redirected to (\S+) \(label serial0\)")
+# The descriptor set whose first descriptor QEMU's console UART uses (-add-fd ... set=N).
+CONSOLE_FD_SET = 1
 _LOG_LIMIT = 256 * 1024  # keep the tail of a chatty firmware's semihosting output
 # Lines QEMU prints on every run of a machine, which say nothing about the firmware.
 _NOISE = ("Timer with period zero, disabling",)
@@ -52,6 +61,7 @@ class QemuRunner(Runner):
         icount: bool = False,
         extra_args: Sequence[str] = (),
         read_timeout: float = 1.0,
+        sandbox: Optional[bool] = None,
     ) -> None:
         if not board.is_qemu:
             raise FlashError(f"board {board.name!r} does not run under QEMU ({board.run.kind})")
@@ -59,8 +69,9 @@ class QemuRunner(Runner):
         self.firmware = Path(firmware)
         self.icount = icount
         self.read_timeout = read_timeout
+        self.sandbox = sandbox
         self.command: List[str] = board.qemu_command(
-            self.firmware, icount=icount, extra_args=extra_args
+            self.firmware, icount=icount, serial=fd_serial(CONSOLE_FD_SET), extra_args=extra_args
         )
         self.pty_path: Optional[str] = None
         self.startup_seconds: Optional[float] = None
@@ -69,7 +80,6 @@ class QemuRunner(Runner):
         self._readers: List[threading.Thread] = []
         self._log = bytearray()
         self._log_lock = threading.Lock()
-        self._pty_found = threading.Event()
         self._killed = False
         self._stopped = False
 
@@ -77,8 +87,9 @@ class QemuRunner(Runner):
 
     def start(self, timeout: float = 10.0) -> Any:
         """Starts QEMU and returns the opened console pty. Raises :class:`FlashError` when
-        QEMU is missing, exits or does not open its pty within ``timeout`` seconds, and
-        :class:`TransportError` when the pty cannot be opened; QEMU is reaped either way."""
+        QEMU or the firmware is missing and :class:`TransportError` when the pty cannot be
+        opened; QEMU is reaped either way. A QEMU that ends at once (a bad machine option)
+        shows as a closed link whose :meth:`link_closed_reason` quotes it."""
         if self._proc is not None:
             raise FlashError("QemuRunner.start() called twice; make a new runner")
         if not self.firmware.is_file():
@@ -89,19 +100,31 @@ class QemuRunner(Runner):
                 hint=f"apt-get install {self.board.architecture.qemu_package}",
             )
         began = time.monotonic()
-        self._proc = spawn(self.command)
+        master, slave = os.openpty()
         try:
+            tty.setraw(slave)
+            self.pty_path = os.ttyname(slave)
+            # Opened before QEMU starts: the pty's node goes away when QEMU, which holds the
+            # master, ends — however soon that is.
+            self._serial = self._open_pty()
+            confine = prepare(lambda: policies.qemu(self.command[0], self.firmware), self.sandbox)
+            self._proc = spawn(
+                with_console_fd(self.command, master, CONSOLE_FD_SET),
+                pass_fds=(master,),
+                confine=confine,
+            )
             self._readers = [
                 self._reader(self._proc.stdout, "stdout"),
                 self._reader(self._proc.stderr, "stderr"),
             ]
-            self._wait_for_pty(began, timeout)
-            self._serial = self._open_pty()
             self.startup_seconds = time.monotonic() - began
             return self._serial
         except BaseException:
             self.stop()
             raise
+        finally:
+            os.close(master)  # only QEMU holds it: when QEMU ends, our reads end too
+            os.close(slave)  # pyserial has its own descriptor
 
     def stop(self) -> Optional[int]:
         """Closes the console, kills QEMU if it still runs and reaps it. Idempotent. Returns
@@ -215,14 +238,6 @@ class QemuRunner(Runner):
             return
         try:
             for line in iter(stream.readline, b""):
-                if self.pty_path is None:
-                    match = _PTY_RE.search(line)
-                    if match is not None:
-                        self.pty_path = match.group(1).decode()
-                        self._pty_found.set()
-                        # QEMU's, not the firmware's: kept out of the log so that an error's
-                        # log tail shows what the firmware said.
-                        continue
                 if line.strip().decode("utf-8", "replace") in _NOISE:
                     continue
                 with self._log_lock:
@@ -232,42 +247,29 @@ class QemuRunner(Runner):
         except (OSError, ValueError):
             pass  # the stream was closed by reap()
 
-    def _wait_for_pty(self, began: float, timeout: float) -> None:
-        assert self._proc is not None
-        deadline = began + timeout
-        while not self._pty_found.wait(timeout=0.02):
-            if self._proc.poll() is not None:
-                for reader in self._readers:
-                    reader.join(timeout=1.0)
-                raise FlashError(
-                    f"{self.command[0]} ended before the console of {self.board.name} could be "
-                    f"opened: {describe_exit(self._proc.returncode, self.log)}; "
-                    f"{_tail(self.log) or 'no output'}",
-                    hint=" ".join(self.command),
-                )
-            if time.monotonic() >= deadline:
-                raise FlashError(
-                    f"{self.command[0]} did not open the console pty of {self.board.name} within "
-                    f"{timeout:g} s: {_tail(self.log) or 'no output'}",
-                    hint=" ".join(self.command),
-                )
-
     def _open_pty(self) -> Any:
-        import serial  # pyserial: deferred so that merely listing boards does not need it
+        # Deferred so that merely listing boards does not need pyserial.
+        from ..transport.link import open_serial
 
         assert self.pty_path is not None
         try:
-            return serial.Serial(self.pty_path, timeout=self.read_timeout, write_timeout=10.0)
-        except (serial.SerialException, OSError) as err:
-            assert self._proc is not None
-            state = (
-                "QEMU is running"
-                if self._proc.poll() is None
-                else describe_exit(self._proc.returncode, self.log)
-            )
-            raise TransportError(
-                f"cannot open QEMU's console pty {self.pty_path}: {err} ({state})"
-            ) from err
+            return open_serial(self.pty_path, timeout=self.read_timeout, write_timeout=10.0)
+        except TransportError as err:
+            raise TransportError(f"cannot open the console pty {self.pty_path}: {err}") from err
+
+
+def fd_serial(fd_set: int, kind: str = "") -> str:
+    """QEMU's ``-serial`` backend over the first descriptor of set ``fd_set``: a terminal or
+    pipe (``kind`` empty), or ``file`` for a plain file."""
+    return f"{kind + ':' if kind else ''}/dev/fdset/{fd_set}"
+
+
+def with_console_fd(command: Sequence[str], fd: int, fd_set: int) -> List[str]:
+    """``command`` with ``-add-fd`` putting ``fd`` in ``fd_set`` (a command that does not use
+    the set, such as a stand-in for QEMU in a test, is left as it is)."""
+    if not any(f"/dev/fdset/{fd_set}" in arg for arg in command):
+        return list(command)
+    return [command[0], "-add-fd", f"fd={fd},set={fd_set}", *command[1:]]
 
 
 def describe_exit(status: Optional[int], log: str = "") -> str:

@@ -6,7 +6,9 @@ check and ``footprint`` ask the kind, never compare names:
 - :mod:`.host_driven`: the firmware answers the framed device protocol (docs/protocol.md);
 - :mod:`.standalone`: it runs samples embedded in the image once, prints, exits;
 - :mod:`.mlperftiny`: it speaks the MLPerf Tiny / EEMBC benchmark protocol
-  (docs/mlperftiny.md).
+  (docs/mlperftiny.md);
+- :mod:`.library`: no firmware: the model as a C library for the user's own
+  (``mlf-project export``, :mod:`project_api.generate.export`).
 
 Each kind names the firmware sources it compiles, the template of ``src/main.c``, the RAM its
 loop reserves, what it adds to ``src/mlf_models.h`` and the options only it uses.
@@ -24,12 +26,13 @@ from ...errors import GenerateError
 from ...options import OPTIONS, PROJECT_TYPES
 from .base import ProjectType
 from .host_driven import FRAME_OVERHEAD, MAX_WIRE_PAYLOAD, HostDriven, wire_payload
+from .library import Library
 from .microtvm import HostDrivenMicroTvm, HostDrivenMicroTvmGraph
 from .mlperftiny import MlperfTiny
 from .standalone import Standalone
 
 KINDS: Dict[str, ProjectType] = {
-    kind.name: kind for kind in (HostDriven(), Standalone(), MlperfTiny())
+    kind.name: kind for kind in (HostDriven(), Standalone(), MlperfTiny(), Library())
 }
 assert tuple(KINDS) == PROJECT_TYPES, "options.PROJECT_TYPES lists the kinds, in this order"
 

@@ -37,6 +37,8 @@ class ProjectType:
     #: what drives a built firmware of this type: the driver.Project method, the CLI command
     driven_by = ""
     cli_command = ""
+    #: its "project" is an exported C library (generate/export/), not firmware
+    exports_library = False
 
     @property
     def main_template(self) -> str:

@@ -1,0 +1,208 @@
+"""``mlf-project export``: the model as a C library for the user's own firmware.
+
+One folder per export, which is every package at once (``--format`` limits the build files
+written; ``src/`` is always complete)::
+
+    src/<name>.h, src/<name>.c   the model's C API (sizes, tensor tables, init/input/output/run)
+    src/<name>/                  TVM's generated C under the model's prefix, params as const C
+    src/mlf_runtime/, src/*.h    the runtime (shared by every exported model of a firmware)
+    CMakeLists.txt, cmake/       add_subdirectory / build + install + find_package / ESP-IDF
+    <name>.mk                    Makefile projects
+    library.properties, examples/   Arduino (1.5)
+    library.json                 PlatformIO
+    zephyr/                      Zephyr module
+    idf_component.yml            ESP-IDF component
+    export.json                  what was exported, with every size
+
+Planning is the generator's (:func:`..plan._plan_models` with project type ``library``): the
+same tables, params layout, arena and workspace as a generated firmware. The archive's
+dependencies are judged by the same trust rule before anything is written; generation
+happens in a staging folder swapped in at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional
+
+from ...errors import GenerateError
+from ...options import normalize_options
+from ...read import open_archive
+from ..dependencies import declare_dependencies
+from ..plan import PathLike, Progress, _plan_models, generator_version
+from ..project import _swap_in
+from ..render import _environment
+from .api import arena_layout, tensor_summary, write_api
+from .cmsis import write_dependencies
+from .manifests import package_context, write_manifests
+from .sources import symbol_renames, write_model_code, write_params, write_runtime
+from .target import FORMATS, check_c_name, export_board, export_names, parse_formats
+
+EXPORT_FILE = "export.json"
+EXPORT_TYPE = "library"
+
+__all__ = ["EXPORT_FILE", "FORMATS", "export_library", "is_export"]
+
+
+def is_export(path: Path) -> bool:
+    return (Path(path) / EXPORT_FILE).is_file()
+
+
+def _check_destination(destination: Path, force: bool) -> None:
+    if destination.exists() and not destination.is_dir():
+        raise GenerateError(f"{destination} exists and is not a directory")
+    if not destination.is_dir() or not any(destination.iterdir()):
+        return
+    if not is_export(destination):
+        raise GenerateError(
+            f"{destination} is not empty and holds no earlier export",
+            hint="choose a new or empty directory (--force replaces only an earlier export)",
+        )
+    if not force:
+        raise GenerateError(
+            f"{destination} already holds an export", hint="pass --force to replace it"
+        )
+
+
+def export_library(
+    archive: PathLike,
+    directory: PathLike,
+    *,
+    board: Optional[str] = None,
+    cpu: Optional[str] = None,
+    model: Optional[str] = None,
+    name: Optional[str] = None,
+    formats: Optional[str] = None,
+    options: Optional[Mapping[str, Any]] = None,
+    progress: Optional[Progress] = None,
+    force: bool = False,
+) -> Dict[str, Any]:
+    """Exports the model(s) into ``directory``; returns what it wrote to ``export.json``."""
+    say = progress or (lambda _message: None)
+    chosen = parse_formats(formats)
+    the_board = export_board(board, cpu)
+    if name is not None:
+        check_c_name(name, "--name")  # before the archive is read
+    opts = normalize_options({k: v for k, v in (options or {}).items() if k != "project_type"})
+    if opts["graph_format"] != "tables":
+        raise GenerateError(
+            f"option graph_format={opts['graph_format']}: an export binds const tables",
+            hint="leave the option out",
+        )
+    archive_path = Path(archive)
+    destination = Path(directory)
+    _check_destination(destination, force)
+    say(f"reading {archive_path}")
+    with open_archive(archive_path) as opened:
+        plans = _plan_models(opened, model, the_board, EXPORT_TYPE, opts)
+        names = export_names([p.model.name for p in plans], name)
+        for plan, c_name in zip(plans, names):
+            plan.c_name = c_name
+            plan.renames = symbol_renames(plan, c_name)
+        declared = declare_dependencies(opened, archive_path, plans, opts, say)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(
+            tempfile.mkdtemp(prefix=f".{destination.name}.exporting-", dir=destination.parent)
+        )
+        try:
+            info = _write_export(
+                staging, opened, archive_path, plans, names, the_board, chosen, opts, say, declared
+            )
+            _swap_in(staging, destination)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    say(f"exported {destination}")
+    return info
+
+
+def _package_name(names: List[str], archive_path: Path) -> str:
+    if len(names) == 1:
+        return names[0]
+    stem = re.sub(r"[^A-Za-z0-9_]", "_", archive_path.name.split(".")[0]) or "models"
+    return stem if stem[0].isalpha() else f"models_{stem}"
+
+
+def _write_export(
+    root: Path,
+    archive: Any,
+    archive_path: Path,
+    plans: List[Any],
+    names: List[str],
+    board: Any,
+    formats: List[str],
+    opts: Mapping[str, Any],
+    say: Progress,
+    declared: Any,
+) -> Dict[str, Any]:
+    say("writing the runtime and the model's C")
+    src = root / "src"
+    src.mkdir()
+    runtime = write_runtime(src, board)
+    dependency_sources, dependencies = write_dependencies(
+        root, archive, declared, plans, board, opts, say
+    )
+    runtime += dependency_sources
+    models: List[Dict[str, Any]] = []
+    described: List[Dict[str, Any]] = []
+    for plan, c_name in zip(plans, names):
+        sources = write_model_code(src, plan, c_name) + write_params(src, plan, c_name)
+        api = write_api(src, plan, c_name, board)
+        layout = arena_layout(plan, board)
+        models.append(
+            {
+                "name": c_name,
+                "NAME": c_name.upper(),
+                "KCONFIG": f"MLF_MODEL_{c_name.upper()}",
+                "model_name": plan.model.name,
+                "lib": f"mlf_{c_name}",
+                "target": f"mlf::{c_name}",
+                "api": f"src/{c_name}.c",
+                "header": f"src/{c_name}.h",
+                "header_name": f"{c_name}.h",
+                "sources": sources,
+                "arena_bytes": layout["arena_bytes"],
+            }
+        )
+        described.append(
+            {
+                "name": c_name,
+                "model": plan.model.name,
+                "executor": plan.kind.name,
+                "header": f"src/{c_name}.h",
+                "arena": layout,
+                "arena_align": api["arena_align"],
+                "params_bytes": len(plan.params_blob),
+                "graph_tables_bytes": plan.tables_flash_bytes,
+                "static_pools_bytes": api["static_ram_bytes"],
+                "runs_must_not_overlap": bool(api["global_state"]),
+                "tensors": tensor_summary(api),
+            }
+        )
+    target = "the host" if board.is_host else (board.cpu.label if board.cpu else board.arch)
+    context = package_context(
+        _package_name(names, archive_path), target, board.cpu_flags(), runtime, models
+    )
+    say("writing the packages: " + ", ".join(formats))
+    files = write_manifests(root, _environment("export"), formats, context)
+    info: Dict[str, Any] = {
+        "generator": "mlf-project-api",
+        "generator_version": generator_version(),
+        "archive": archive_path.name,
+        "mlf_version": archive.version,
+        "package": context["package"],
+        "board": board.name,
+        "cpu": target,
+        "cpu_flags": board.cpu_flags(),
+        "formats": formats,
+        "files": files,
+        "runtime_sources": runtime,
+        "dependencies": dependencies,
+        "models": described,
+    }
+    (root / EXPORT_FILE).write_text(json.dumps(info, indent=2) + "\n")
+    return info

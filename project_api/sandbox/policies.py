@@ -1,0 +1,227 @@
+"""What each kind of child may touch: the host firmware, QEMU, and the build.
+
+The model's C is untrusted code (docs/security.md). It runs inside the host firmware; it runs
+inside a QEMU guest, whose semihosting calls QEMU answers on the host; and at build time the
+compiler reads whatever it names (``#include "/abs/path"``, ``.incbin``). Each policy grants
+the least that child needs to do its job and nothing of the user's files:
+
+- **host firmware**: read and execute its own binary (and, when dynamically linked, its
+  loader and the C library's directories), read and write its own pty; an allow-list of
+  system calls (no socket, no fork/clone, no ptrace, signals only to itself); no TCP; no
+  file may grow (``RLIMIT_FSIZE`` 0), no core, bounded memory and CPU time;
+- **QEMU**: read and execute the emulator and its libraries, read its data and the
+  firmware; write nothing (its console is a descriptor it inherits); no network socket, no
+  new process, no signal or ptrace outside itself — so semihosting's file calls fail inside
+  the guest while its console output and exit status still work;
+- **build** (CMake, Ninja and every compiler they start): read and execute the toolchains'
+  prefixes, read the generated project and the shared runtime cache, write only the build
+  directory (``TMPDIR`` points there); no network socket.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import resource
+import shutil
+import struct
+from pathlib import Path
+from typing import Iterable, List, Optional, Sequence
+
+from . import landlock, seccomp
+from .confine import Confinement
+
+# Where a dynamically linked program's libraries live, and the loader's cache.
+LIBRARY_DIRS = ("/lib", "/lib64", "/lib32", "/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/libx32")
+LOADER_FILES = ("/etc/ld.so.cache",)
+
+# Host firmware: the resource limits of a program that computes and talks over its pty.
+FIRMWARE_ADDRESS_SPACE = 4 << 30
+FIRMWARE_CPU_SECONDS = 3600
+
+# What a firmware (our runtime, the C library's start-up and exit, TVM's generated C) calls.
+_FIRMWARE_SYSCALLS = [
+    "read", "write", "readv", "writev", "pread64", "close", "fstat", "newfstatat", "statx",
+    "lseek", "mmap", "mprotect", "munmap", "mremap", "madvise", "brk", "rt_sigaction",
+    "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "ioctl", "ppoll", "poll", "pselect6",
+    "select", "nanosleep", "clock_nanosleep", "clock_gettime", "clock_getres", "gettimeofday",
+    "time", "getpid", "gettid", "getppid", "getuid", "geteuid", "getgid", "getegid", "exit",
+    "exit_group", "futex", "set_tid_address", "set_robust_list", "rseq", "prlimit64",
+    "getrandom", "uname", "arch_prctl", "openat", "open", "faccessat", "faccessat2", "access",
+    "readlinkat", "readlink", "fcntl", "dup", "dup3", "dup2", "sched_yield", "sched_getaffinity",
+    "restart_syscall", "getcwd",
+    # Python's child closes the descriptors it does not pass on after this filter is in.
+    "close_range",
+    # The exec that starts the firmware itself: Landlock lets it execute its own binary only.
+    "execve",
+]  # fmt: skip
+_SIGNALS = ["kill", "tkill", "tgkill"]
+
+# Calls no confined child has any use for: privileges, the kernel, other processes' memory,
+# mounts and namespaces, and interfaces that go around the rest of the filter.
+_NEVER = [
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "process_madvise",
+    "kcmp", "mount", "umount2", "pivot_root", "chroot", "move_mount", "fsopen", "fsmount",
+    "fspick", "open_tree", "mount_setattr", "init_module", "finit_module", "delete_module",
+    "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff", "setns", "unshare", "bpf",
+    "perf_event_open", "keyctl", "add_key", "request_key", "open_by_handle_at",
+    "name_to_handle_at", "iopl", "ioperm", "quotactl", "quotactl_fd", "acct", "settimeofday",
+    "clock_settime", "adjtimex", "clock_adjtime", "syslog", "userfaultfd", "io_uring_setup",
+    "io_uring_enter", "io_uring_register", "personality", "lookup_dcookie", "vhangup",
+    "nfsservctl", "uselib", "memfd_secret",
+]  # fmt: skip
+# (setuid and its kin stay allowed: make calls setresuid(-1, uid, -1) before each command,
+# and with no_new_privs and Landlock in force changing identity opens nothing.)
+
+_AF_UNIX = 1
+_CLONE_THREAD = 0x00010000
+
+
+def host_firmware(executable: Path, pty: Optional[str] = None) -> Confinement:
+    """A firmware built for the ``host`` board, its console on ``pty`` (the slave path,
+    which it reopens at exit to see the host has read its last bytes)."""
+    confinement = Confinement("the host firmware")
+    binary = os.path.realpath(executable)
+    rules = confinement.ruleset
+    rules.allow([binary], landlock.READ_FILE | landlock.EXECUTE)
+    _allow_loader(rules, binary)
+    if pty:
+        rules.allow([pty], landlock.READ_FILE | landlock.WRITE_FILE | landlock.IOCTL_DEV)
+    flt = seccomp.Filter(seccomp.fail(errno.EPERM))
+    flt.add(_FIRMWARE_SYSCALLS, seccomp.allow())
+    flt.add(_SIGNALS, seccomp.allow(), when=("eq", seccomp.SELF_PID))
+    confinement.filter = flt
+    confinement.rlimits = {
+        resource.RLIMIT_AS: (FIRMWARE_ADDRESS_SPACE, FIRMWARE_ADDRESS_SPACE),
+        resource.RLIMIT_CPU: (FIRMWARE_CPU_SECONDS, FIRMWARE_CPU_SECONDS),
+        resource.RLIMIT_FSIZE: (0, 0),
+        resource.RLIMIT_CORE: (0, 0),
+    }
+    return confinement
+
+
+def qemu(binary: str, firmware: Path, data_dirs: Sequence[str] = ()) -> Confinement:
+    """QEMU running ``firmware``; its console and any output file are descriptors it
+    inherits, so it opens nothing for writing."""
+    confinement = Confinement("QEMU")
+    real = os.path.realpath(shutil.which(binary) or binary)
+    rules = confinement.ruleset
+    rules.allow([real], landlock.READ_FILE | landlock.EXECUTE)
+    _allow_loader(rules, real)
+    rules.allow([os.path.realpath(firmware)], landlock.READ_FILE)
+    rules.allow(_existing(_qemu_data_dirs(real, data_dirs)), landlock.READ)
+    rules.allow(["/dev/urandom", "/dev/random"], landlock.READ_FILE)
+    flt = _denying_child(seccomp.Filter(seccomp.allow()))
+    flt.add(["socket"], seccomp.fail(errno.EACCES))
+    flt.add(["socketpair"], seccomp.fail(errno.EACCES), when=("ne", _AF_UNIX))
+    flt.add(_SIGNALS, seccomp.fail(errno.EPERM), when=("ne", seccomp.SELF_PID))
+    confinement.filter = flt
+    confinement.rlimits = {resource.RLIMIT_CORE: (0, 0)}
+    return confinement
+
+
+def build(
+    tools: Iterable[str],
+    read_dirs: Iterable[Path],
+    write_dirs: Iterable[Path],
+) -> Confinement:
+    """CMake, its generator and compilers: ``tools`` (programs by path or name) give the
+    toolchain prefixes, ``read_dirs`` what the build reads, ``write_dirs`` where it writes."""
+    confinement = Confinement("the build")
+    rules = confinement.ruleset
+    rules.allow(_existing(toolchain_prefixes(tools)), landlock.READ_EXECUTE)
+    rules.allow(_existing(LIBRARY_DIRS), landlock.READ_EXECUTE)
+    rules.allow(_existing(LOADER_FILES), landlock.READ_FILE)
+    # Looked up when the ruleset is made for each process (a build directory is made, or
+    # made again, just before CMake runs in it).
+    rules.allow([str(p) for p in read_dirs], landlock.READ)
+    rules.allow([str(p) for p in write_dirs], landlock.READ | landlock.WRITE)
+    rules.allow(["/dev/null"], landlock.READ_FILE | landlock.WRITE_FILE | landlock.TRUNCATE)
+    rules.allow(["/dev/urandom"], landlock.READ_FILE)
+    flt = seccomp.Filter(seccomp.allow())
+    flt.add(_NEVER, seccomp.fail(errno.EPERM))
+    flt.add(["socket", "socketpair"], seccomp.fail(errno.EACCES), when=("ne", _AF_UNIX))
+    confinement.filter = flt
+    confinement.rlimits = {resource.RLIMIT_CORE: (0, 0)}
+    return confinement
+
+
+def toolchain_prefixes(tools: Iterable[str]) -> List[str]:
+    """The installation prefix of each program (``/usr`` for ``/usr/bin/gcc``; the PyPI
+    cmake's ``.../cmake/data``), following links to the real file."""
+    prefixes = []
+    for tool in tools:
+        found = shutil.which(tool) if os.sep not in tool else tool
+        if not found:
+            continue
+        for path in {os.path.abspath(found), os.path.realpath(found)}:
+            bin_dir = os.path.dirname(path)
+            prefixes.append(os.path.dirname(bin_dir) if os.path.basename(bin_dir) else bin_dir)
+    return sorted(set(prefixes))
+
+
+def _denying_child(flt: seccomp.Filter) -> seccomp.Filter:
+    """Adds what QEMU must not do: start processes (threads stay allowed), or anything of
+    :data:`_NEVER`. ``clone3`` hides its flags from the filter, so it is reported missing and
+    the C library falls back to ``clone``, whose flags the filter sees."""
+    flt.add(_NEVER, seccomp.fail(errno.EPERM))
+    flt.add(["fork", "vfork", "execveat"], seccomp.fail(errno.EPERM))
+    flt.add(["clone"], seccomp.fail(errno.EPERM), when=("clear", _CLONE_THREAD))
+    flt.add(["clone3"], seccomp.fail(errno.ENOSYS))
+    return flt
+
+
+def _allow_loader(rules: landlock.Ruleset, binary: str) -> None:
+    """A dynamically linked program also needs its loader (executed by the kernel) and the
+    libraries it maps; a static one needs nothing more."""
+    interpreter = elf_interpreter(binary)
+    if interpreter is None:
+        return
+    rules.allow([os.path.realpath(interpreter)], landlock.READ_FILE | landlock.EXECUTE)
+    rules.allow(_existing(LIBRARY_DIRS), landlock.READ)
+    rules.allow(_existing(LOADER_FILES), landlock.READ_FILE)
+
+
+def elf_interpreter(path: str) -> Optional[str]:
+    """The ``PT_INTERP`` of a 64- or 32-bit little-endian ELF file; None for a static one
+    (or what is not an ELF file)."""
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(64)
+            if len(header) < 52 or header[:4] != b"\x7fELF" or header[5] != 1:
+                return None
+            wide = header[4] == 2
+            if wide:
+                (phoff,) = struct.unpack_from("<Q", header, 32)
+                entsize, count = struct.unpack_from("<HH", header, 54)
+            else:
+                (phoff,) = struct.unpack_from("<I", header, 28)
+                entsize, count = struct.unpack_from("<HH", header, 42)
+            for index in range(min(count, 256)):
+                handle.seek(phoff + index * entsize)
+                entry = handle.read(entsize)
+                if len(entry) < (56 if wide else 32):
+                    return None
+                if struct.unpack_from("<I", entry, 0)[0] != 3:  # PT_INTERP
+                    continue
+                if wide:
+                    (offset,) = struct.unpack_from("<Q", entry, 8)
+                    (size,) = struct.unpack_from("<Q", entry, 32)
+                else:
+                    (offset,) = struct.unpack_from("<I", entry, 4)
+                    (size,) = struct.unpack_from("<I", entry, 16)
+                handle.seek(offset)
+                return handle.read(min(size, 4096)).split(b"\0", 1)[0].decode()
+    except (OSError, UnicodeDecodeError, struct.error):
+        return None
+    return None
+
+
+def _qemu_data_dirs(binary: str, extra: Sequence[str]) -> List[str]:
+    prefix = os.path.dirname(os.path.dirname(binary))
+    return [os.path.join(prefix, "share", "qemu"), os.path.join(prefix, "share", "seabios"),
+            *extra]  # fmt: skip
+
+
+def _existing(paths: Iterable[str]) -> List[str]:
+    return [p for p in paths if os.path.exists(p)]

@@ -1,0 +1,183 @@
+"""`mlf-project export` (issue 35): bad arenas refused with their codes and nothing written
+outside (ASan on the host), the command's one-line refusals (exit 2), names, the folder's
+contents, and the Project API's project type ``library``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import corpus_archive
+
+from project_api.generate import generate_project
+from project_api.generate.export import export_library
+
+_ASAN_MAIN = r"""
+#define _POSIX_C_SOURCE 200112L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kws.h"
+
+static int failures;
+#define EXPECT(cond) \
+  do { if (!(cond)) { printf("FAIL line %d: %s\n", __LINE__, #cond); failures++; } } while (0)
+
+static uint8_t* block(size_t n) {
+  void* p = NULL;
+  return posix_memalign(&p, 64, n) == 0 ? (uint8_t*)p : NULL;
+}
+
+static int untouched(const uint8_t* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) if (p[i] != 0xA5) return 0;
+  return 1;
+}
+
+int main(void) {
+  kws_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  size_t n = KWS_ARENA_BYTES;
+  uint8_t* big = block(n + 64);
+  EXPECT(kws_init(NULL, big, n) == KWS_ERR_NULL);
+  EXPECT(kws_init(&ctx, NULL, n) == KWS_ERR_NULL);
+  memset(big, 0xA5, n + 64);
+  EXPECT(kws_init(&ctx, big + 1, n) == KWS_ERR_ALIGN);
+  EXPECT(untouched(big, n + 64));
+  free(big);
+  /* Exactly one byte short, in a heap block of that size: ASan sees any write past it. */
+  uint8_t* shorter = block(n - 1);
+  memset(shorter, 0xA5, n - 1);
+  EXPECT(kws_init(&ctx, shorter, n - 1) == KWS_ERR_ARENA_SIZE);
+  EXPECT(untouched(shorter, n - 1));
+  free(shorter);
+  EXPECT(kws_run(&ctx) == KWS_ERR_NOT_READY);
+  EXPECT(kws_input(&ctx, 0) == NULL);
+  EXPECT(kws_run(NULL) == KWS_ERR_NOT_READY);
+  /* Exactly the arena: init and a run stay inside it. */
+  uint8_t* exact = block(n);
+  EXPECT(kws_init(&ctx, exact, n) == KWS_OK);
+  EXPECT(kws_input(&ctx, 1) == NULL && kws_output(&ctx, -1) == NULL);
+  uint8_t* in = kws_input(&ctx, 0);
+  EXPECT(in >= exact && in + KWS_INPUT0_BYTES <= exact + n);
+  memset(in, 0, KWS_INPUT0_BYTES);
+  EXPECT(kws_run(&ctx) == KWS_OK);
+  uint8_t* out = kws_output(&ctx, 0);
+  EXPECT(out >= exact && out + KWS_OUTPUT0_BYTES <= exact + n);
+  EXPECT(strcmp(kws_status_str(KWS_ERR_ALIGN), "arena is not aligned to KWS_ARENA_ALIGN") == 0);
+  EXPECT(kws_inputs[0].rank == KWS_INPUT0_RANK && kws_inputs[0].has_quantization == 1);
+  free(exact);
+  printf("%s\n", failures ? "failed" : "all good");
+  return failures;
+}
+"""
+
+
+def _kws() -> Path:
+    archive = corpus_archive("kws_int8")
+    if archive is None:
+        pytest.skip("corpus archive kws_int8.tar is absent (set MLF_PROJECT_CORPUS)")
+    return archive
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a host C compiler")
+def test_bad_arenas_under_asan(tmp_path: Path) -> None:
+    out = tmp_path / "kws"
+    export_library(_kws(), out, formats="make")
+    (tmp_path / "main.c").write_text(_ASAN_MAIN)
+    sources = [str(p) for p in sorted((out / "src").rglob("*.c"))]
+    exe = tmp_path / "asan"
+    flags = ["-g", "-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+    done = subprocess.run(
+        ["cc", *flags, "-Wall", "-Wextra", "-Werror", f"-I{out / 'src'}", "-o", str(exe),
+         str(tmp_path / "main.c"), *sources, "-lm"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "all good" in run.stdout, run.stdout + run.stderr[-3000:]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "project_api", "export", *args],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--format", "cmake,bazel"], "unknown export format bazel"),
+        (["--cpu", "z80"], "unknown CPU 'z80'"),
+        (["--board", "no-such-board"], "unknown board 'no-such-board'"),
+        (["--name", "1kws"], "is not a C identifier"),
+        (["--name", "int"], "C keyword"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(tmp_path: Path, extra: list, message: str) -> None:
+    done = _cli(str(_kws()), str(tmp_path / "out"), *extra)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_non_empty_directory_needs_force(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my own file")
+    done = _cli(str(_kws()), str(mine), "--no-estimate", "--force")
+    assert done.returncode == 2 and "holds no earlier export" in done.stderr
+    assert (mine / "notes.txt").read_text() == "my own file"
+    out = tmp_path / "out"
+    first = _cli(str(_kws()), str(out), "--no-estimate", "--format", "make")
+    assert first.returncode == 0, first.stderr
+    assert "kws: arena" in first.stdout
+    again = _cli(str(_kws()), str(out), "--no-estimate")
+    assert again.returncode == 2 and "--force" in again.stderr
+    forced = _cli(str(_kws()), str(out), "--no-estimate", "--force", "--format", "cmake")
+    assert forced.returncode == 0, forced.stderr
+    assert (out / "CMakeLists.txt").is_file() and not (out / "kws.mk").exists()
+
+
+def test_formats_and_contents(tmp_path: Path) -> None:
+    info = export_library(_kws(), tmp_path / "k", board="qemu-mps2-an385", formats="arduino")
+    root = tmp_path / "k"
+    assert info["formats"] == ["arduino"]
+    assert (root / "library.properties").is_file() and not (root / "library.json").exists()
+    suffixes = {p.suffix for p in (root / "src").rglob("*") if p.is_file()}
+    assert suffixes <= {".c", ".cpp", ".h", ".S"}, suffixes
+    header = (root / "src" / "kws.h").read_text()
+    for macro in ("KWS_ARENA_BYTES", "KWS_ARENA_ALIGN", "KWS_NUM_INPUTS", "KWS_NUM_OUTPUTS",
+                  "KWS_INPUT0_BYTES", "KWS_OUTPUT0_BYTES", "KWS_INPUT0_SCALE"):  # fmt: skip
+        assert f"#define {macro} " in header
+    for function in ("int kws_init(kws_ctx* ctx, void* arena, size_t bytes)",
+                     "void* kws_input(kws_ctx* ctx, int i)", "int kws_run(kws_ctx* ctx)",
+                     "const char* kws_status_str(int status)"):  # fmt: skip
+        assert function in header
+    model = info["models"][0]
+    assert f"#define KWS_ARENA_BYTES {model['arena']['arena_bytes']}u" in header
+    assert model["runs_must_not_overlap"] and "MLF_EXPORT_LOCK" in header
+    text = " ".join(p.read_text() for p in (root / "src").rglob("*.c"))
+    for banned in ("malloc(", "printf(", "mlf_platform_write"):
+        assert banned not in text
+
+
+def test_two_models_named_alike_need_a_name(tmp_path: Path) -> None:
+    archive = corpus_archive("multi_module")
+    if archive is None:
+        pytest.skip("corpus archive multi_module.tar is absent")
+    info = export_library(archive, tmp_path / "both", model="*", formats="cmake")
+    assert [m["name"] for m in info["models"]] == ["mlp", "mnist"]
+    with pytest.raises(Exception, match="--name renames one model"):
+        export_library(archive, tmp_path / "x", model="*", name="both")
+
+
+def test_project_api_type_library(tmp_path: Path) -> None:
+    info = generate_project(_kws(), tmp_path / "lib", project_type="library")
+    assert json.loads((tmp_path / "lib" / "export.json").read_text()) == info
+    assert (tmp_path / "lib" / "src" / "kws.h").is_file()

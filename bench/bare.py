@@ -7,9 +7,11 @@ For ``kws_int8`` of the corpus on qemu-mps2-an385 (``--smoke``: ``mlp_default``;
   our C at -Os, the model's at -O2, the board's 4 KiB stack), linked;
 - a bare program (``firmware/bare_main.c.j2``) in a second generated project, same flags
   and board seam: every operator called directly from const tables, params read in place,
-  one static arena laid out as TVM planned it, a workspace for the operators' scratch — no
-  executor, protocol or error texts. It runs the corpus sample under QEMU and must exit 0
-  (outputs equal to the reference), so it is a program that works, not a size estimate.
+  one static arena laid out by the same liveness plan as the firmware's (each tensor at its
+  offset, each operator's workspace window set before its call, as a hand-written program
+  with that plan would) — no executor, protocol or error texts. It runs the corpus sample
+  under QEMU and must exit 0 (outputs equal to the reference), so it is a program that
+  works, not a size estimate.
 
 Flash and RAM come from each linker map (``footprint``'s split). The bare program's embedded
 sample (input and expected output) is subtracted from its flash. Targets of issue 14: the
@@ -43,33 +45,39 @@ FLASH_TARGET, RAM_TARGET = 68 * 1024, 111 * 1024
 ALIGN = 64
 
 
-def _storage_data(tables: Any, params: Mapping[str, Any], c_name: str) -> Tuple[List[str], int]:
+def _storage_data(
+    tables: Any, params: Mapping[str, Any], c_name: str, memory: Any
+) -> Tuple[List[str], int]:
     """The C address of every storage id (params where the generator laid them out, the rest
-    in the arena by the runtime's rule) and the arena's size."""
+    in the arena: where the liveness plan put them, else by the runtime's rule) and the
+    arena's size."""
     from project_api.generate.params_blob import laid_out_params
 
     bindings = tables.param_bindings(params) if params else {}
     _, in_flash, _ = laid_out_params(params, bindings) if bindings else (b"", {}, 0)
-    in_arena = tables.arena_offsets(in_flash)
+    in_arena = tables.arena_offsets(in_flash) if memory is None else memory.pool_offsets
     addresses = [
         f"mlf_params_{c_name} + {in_flash[sid]}" if sid in in_flash else f"arena + {in_arena[sid]}"
         for sid in range(len(tables.storage_bytes))
     ]
-    return addresses, max(ALIGN, tables.arena_bytes(in_flash))
+    arena = tables.arena_bytes(in_flash) if memory is None else memory.arena_bytes
+    return addresses, max(ALIGN, arena)
 
 
-def direct_calls(model: Any, c_name: str, renamed: Mapping[str, str]) -> Dict[str, Any]:
-    """What a program calling ``model``'s operators directly needs
-    (``firmware/direct_calls.c.j2``): const views over the params where they lie in flash
-    (``mlf_params_<c_name>``) and over a static ``arena`` laid out as the runtime lays it
-    out, the operators in order with their functions (named as ``renamed`` says), and the
-    views that hold the inputs (by name) and the outputs."""
-    from project_api.generate.executors import executor_for
-    from project_api.generate.tables import MLF_FUNC_COPY, compile_graph
+def direct_calls(plan: Any, c_name: str, renamed: Mapping[str, str]) -> Dict[str, Any]:
+    """What a program calling a model's operators directly needs
+    (``firmware/direct_calls.c.j2``), from the generator's plan of it (``plan``, a
+    :class:`~project_api.generate.plan.ModelPlan`): const views over the params where they
+    lie in flash (``mlf_params_<c_name>``) and over a static ``arena`` laid out as the
+    firmware lays it out, the operators in order with their functions (named as ``renamed``
+    says) and workspace windows, and the views that hold the inputs (by name) and the
+    outputs."""
+    from project_api.generate.tables import MLF_FUNC_COPY
 
-    tables = compile_graph(executor_for(model).graph(model))
-    params = dict(model.params or {})
-    addresses, arena_bytes = _storage_data(tables, params, c_name)
+    tables, memory = plan.tables, plan.memory
+    params = dict(plan.model.params or {})
+    addresses, arena_bytes = _storage_data(tables, params, c_name, memory)
+    windows = memory.windows if memory is not None else [(0, 0)] * len(tables.ops)
     # The shapes shared where they repeat, as the firmware's tables have them.
     shapes, shape_offsets = tables.shape_layout()
     views = [
@@ -88,14 +96,16 @@ def direct_calls(model: Any, c_name: str, renamed: Mapping[str, str]) -> Dict[st
             "func": None if op.func == MLF_FUNC_COPY else op.func,
             "args": list(op.args),
             "copy_bytes": tables.views[op.args[0]].nbytes,
+            "window": window,
         }
-        for op in tables.ops
+        for op, window in zip(tables.ops, windows)
     ]
     return {
         "c_name": c_name,
         "has_params": bool(params),
         "funcs": [renamed.get(f, f) for f in tables.funcs],
         "arena_bytes": arena_bytes,
+        "windows": any(size for _, size in windows),
         "shapes": shapes,
         "views": views,
         "ops": ops,
@@ -128,13 +138,16 @@ def sample_data(
 def bare_context(project: Any, archive: Path) -> Dict[str, Any]:
     """The template context of the bare program for a generated single-model project."""
     from project_api.generate import MODEL_TAR
+    from project_api.generate.plan import plan_models
     from project_api.read import open_archive
 
     (described,) = project.models
     with open_archive(Path(project.dir) / MODEL_TAR) as opened:
-        (model,) = [m for m in opened.models if m.name == described["name"]]
+        (plan,) = plan_models(
+            opened, str(described["name"]), project.board, project.project_type, project.options
+        )
         calls = direct_calls(
-            model, str(described["c_name"]), dict(described.get("renamed_symbols") or {})
+            plan, str(described["c_name"]), dict(described.get("renamed_symbols") or {})
         )
     samples_in = np.load(archive.with_suffix(".inputs.npz"))
     samples_out = np.load(archive.with_suffix(".outputs.npz"))
@@ -144,7 +157,7 @@ def bare_context(project: Any, archive: Path) -> Dict[str, Any]:
         **calls,
         **samples,
         "name": described["name"],
-        "workspace_bytes": int(described["sizes"]["workspace_bytes"]),
+        "workspace_bytes": int(described["sizes"]["workspace_ram_bytes"]),
         "sample_bytes": sum(len(i["bytes"]) for i in samples["inputs"] + samples["outputs"]),
     }
 

@@ -8,7 +8,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -240,3 +240,19 @@ def fit_line(xs: List[float], ys: List[float]) -> Dict[str, float]:
     ss_tot = sum((y - mean_y) ** 2 for y in ys)
     ss_res = sum((y - (slope * x + intercept)) ** 2 for x, y in zip(xs, ys))
     return {"slope": slope, "intercept": intercept, "r2": 1.0 - ss_res / ss_tot if ss_tot else 1.0}
+
+
+def firmware_tables(project: Any) -> Tuple[Any, Dict[str, Any]]:
+    """The graph tables a generated single-model project's firmware runs (the generator's
+    own: a pool per tensor and the liveness plan with const tables, TVM's storage ids with
+    graph_format=json) and the model's params."""
+    from project_api.generate import MODEL_TAR
+    from project_api.generate.plan import plan_models
+    from project_api.read import open_archive
+
+    (described,) = project.models
+    with open_archive(Path(project.dir) / MODEL_TAR) as opened:
+        (plan,) = plan_models(
+            opened, str(described["name"]), project.board, project.project_type, project.options
+        )
+        return plan.tables, dict(plan.model.params or {})

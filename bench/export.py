@@ -116,6 +116,7 @@ def user_firmware(
     export's description of the model, the firmware and its linker map."""
     from project_api.board import load_board
     from project_api.generate.export import export_library
+    from project_api.generate.plan import plan_models
     from project_api.read import open_archive
 
     user = _export_user()
@@ -127,8 +128,8 @@ def user_firmware(
     renames_h = exported / "src" / name / f"{name}_renames.h"
     renames = dict(_RENAME.findall(renames_h.read_text()))
     with open_archive(archive) as opened:
-        (model,) = [m for m in opened.models if m.name == described["model"]]
-        calls = direct_calls(model, name, renames)
+        (plan,) = plan_models(opened, str(described["model"]), board, "host_driven", options)
+        calls = direct_calls(plan, name, renames)
     arena = described["arena"]
     if calls["arena_bytes"] > max(64, arena["activation_bytes"]):
         raise RuntimeError(

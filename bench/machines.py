@@ -72,11 +72,18 @@ def instructions(ctx: Context, archive: Path, board: str, options: Dict[str, Any
     """Builds ``archive`` for ``board`` as ``mlf-project run`` does, infers once on its
     reference inputs under -icount and returns the instructions of that inference; raises
     when the outputs differ from the reference."""
+    return measured(ctx, archive, board, options, f"machines_{archive.stem}_{board}")[0]
+
+
+def measured(
+    ctx: Context, archive: Path, board: str, options: Dict[str, Any], scratch: str
+) -> Tuple[int, Any]:
+    """:func:`instructions`, built in ``ctx.scratch(scratch)``; also returns the project."""
     from project_api.modelgen import compare_outputs
 
     project = generate(
         archive,
-        ctx.scratch(f"machines_{archive.stem}_{board}"),
+        ctx.scratch(scratch),
         board=board,
         options={**options, "qemu_icount": True},
     )
@@ -90,7 +97,7 @@ def instructions(ctx: Context, archive: Path, board: str, options: Dict[str, Any
     if problems:
         raise RuntimeError(f"{archive.stem} on {board} differs from its reference: {problems}")
     assert stats is not None and stats.ticks is not None
-    return int(round(stats.ticks * project.board.instructions_per_tick()))
+    return int(round(stats.ticks * project.board.instructions_per_tick())), project
 
 
 def _kws_rows(ctx: Context, cases: List[str], boards: List[str]) -> List[Dict[str, Any]]:

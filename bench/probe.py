@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
-from .common import FIRMWARE_DIR, Context, c_bytes, generate
+from .common import FIRMWARE_DIR, Context, c_bytes, firmware_tables, generate
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LINE = re.compile(r"^([a-z_]+) (\d+)$")
@@ -69,23 +69,18 @@ def probe_context(
 ) -> Dict[str, Any]:
     """The template context for a generated single-model project."""
     from project_api.generate import MODEL_TAR
-    from project_api.generate.executors import executor_for
     from project_api.generate.params_blob import aligned_params
-    from project_api.generate.tables import (
-        MLF_FUNC_COPY,
-        c_name,
-        compile_graph,
-        state_bytes_expression,
-    )
+    from project_api.generate.tables import MLF_FUNC_COPY, c_name, state_bytes_expression
     from project_api.read import open_archive
 
     (described,) = project.models
     name = str(described["name"])
+    plan = described.get("memory_plan")  # the liveness plan of const tables, else None
+    tables, params = firmware_tables(project)  # as the firmware's executor runs them
     with open_archive(Path(project.dir) / MODEL_TAR) as archive:
         (model,) = [m for m in archive.models if m.name == name]
-        tables = compile_graph(executor_for(model).graph(model))
-        params = dict(model.params or {})
         aot_direct = _aot_direct_call(model, described) if direct else None
+    windows = [tuple(w) for w in plan["windows"]] if plan else [(0, 0)] * len(tables.ops)
     in_place = tables.bound_in_place(params) if params else set()
     funcs = list(tables.funcs)
     # An AOT model's one call goes to tvmgen_<mod>_run in its own convention, not packed.
@@ -105,12 +100,13 @@ def probe_context(
         )
         shapes.extend(view.shape)
     ops = []
-    for op in tables.ops:
+    for op, window in zip(tables.ops, windows):
         ops.append(
             {
                 "func": None if op.func == MLF_FUNC_COPY else op.func,
                 "args": list(op.args),
                 "copy_bytes": tables.views[op.args[0]].nbytes,
+                "window": window,
             }
         )
     writable = [0 if tables.views[v].storage in in_place else 1 for v in tables.outputs] or [0]
@@ -147,6 +143,10 @@ def probe_context(
         if described["graph_format"] == "tables"
         else [],
         "copy_arena_bytes": tables.arena_bytes(()),
+        # The copy path lays the pools out one after another, its workspace apart.
+        "copy_workspace_bytes": max(size for _, size in windows)
+        if plan and windows
+        else int(described["sizes"]["workspace_bytes"]),
         "arena_without_params": tables.arena_bytes(param_pools),
         "zero_inputs": zero,
         "num_ops": len(tables.ops),

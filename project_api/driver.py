@@ -65,7 +65,12 @@ class Project:
         """Renders the template for one model (or, with ``model="*"``, all models) of
         ``archive`` on ``board`` into ``project_dir``. Options use the Project API option
         names (``compile_definitions``, ``cmsis_path``, ``workspace_size_bytes``, ...).
-        ``force`` replaces a project generated there before."""
+        ``force`` replaces a project generated there before.
+
+        The models of one firmware share one arena (the largest model's): one inference
+        runs at a time, and a model's inputs and outputs hold until another model sets an
+        input or runs (:meth:`Session.run` sets, runs and reads in one go; a RUN or
+        GET_OUTPUT of a model whose tensors another overwrote is refused)."""
         from .generate import generate_project
 
         generate_project(

@@ -20,6 +20,7 @@ from .coercion import TYPES, coerce, json_type, parse_compile_definitions
 from .errors import GenerateError
 
 GRAPH_FORMATS = ("tables", "json")
+MEMORY_PLANS = ("liveness", "tvm")
 MAX_SIZE_BYTES = (1 << 32) - 1  # byte counts in the runtime and the generated C are 32-bit
 MIN_STACK_BYTES = 1024  # KWS uses 600-816 B; a fault in the startup code reports nothing
 PROJECT_TYPES = ("host_driven", "standalone", "mlperftiny", "library")
@@ -189,6 +190,17 @@ OPTIONS: Dict[str, Option] = _table(
         "How the graph is embedded in the firmware: tables (pre-compiled C tables) or json "
         "(the graph.json text, parsed on the device).",
         choices=GRAPH_FORMATS,
+        optional=_GENERATE,
+    ),
+    Option(
+        "memory_plan",
+        "str",
+        "liveness",
+        "Where const graph tables put tensors and workspace: liveness (one arena, tensors and "
+        "each operator's workspace window placed by when they live) or tvm (TVM's storage "
+        "plan side by side and one workspace as large as the largest operator's, the layout "
+        "graph_format=json keeps).",
+        choices=MEMORY_PLANS,
         optional=_GENERATE,
     ),
     Option(
@@ -455,6 +467,7 @@ def parse_option_assignments(items: Optional[List[str]]) -> Dict[str, str]:
 __all__ = [
     "DEVICE_PROTOCOLS",
     "GRAPH_FORMATS",
+    "MEMORY_PLANS",
     "OPTIONS",
     "PROJECT_TYPES",
     "TYPES",

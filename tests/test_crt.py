@@ -21,8 +21,8 @@ import pytest
 from conftest import CMSIS_NN_SKIP, REPO_ROOT, corpus_archives, corpus_case, requires_arm
 
 CRT_DIR = REPO_ROOT / "crt"
-CTEST_NAMES = ["test_graph_json", "test_executor", "test_params", "test_misc", "ram_chain",
-               "test_utvm"]  # fmt: skip
+CTEST_NAMES = ["test_graph_json", "test_executor", "test_plan", "test_params", "test_misc",
+               "ram_chain", "test_utvm"]  # fmt: skip
 # The runtime proper (what the code-size target counts) and what else the firmware may link.
 CORE_SOURCES = [
     "mlf_executor.c",
@@ -41,9 +41,11 @@ ARM_FLAGS = ["-mthumb", "-mcpu=cortex-m3"]
 # for params bound by the tables (storage_data, mlf_executor_init_bound), which takes the
 # params reader out of such firmware: linked, the KWS firmware's runtime went from 6,160 B to
 # 5,248 B. Raised by 40 B for mlf_executor_init_linked (tables binding every function), which
-# takes the registry out of such firmware.
-CORE_TEXT_CEILING = 8340
-CORE_CODE_CEILING = 8140
+# takes the registry out of such firmware. Raised by 400 B for the generator's liveness plan
+# (pools at planned offsets, each operator's workspace window, their checks): linked with
+# link-time optimisation the KWS firmware's runtime grew by 70 B, its RAM shrank by 17 KB.
+CORE_TEXT_CEILING = 8740
+CORE_CODE_CEILING = 8540
 CORE_TARGET = 6 * 1024
 MODES = ["bind", "load", "compat"]
 

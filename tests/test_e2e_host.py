@@ -23,7 +23,12 @@ from conftest import CMSIS_NN_SKIP, cmsis_nn_given, corpus_archives, corpus_case
 
 from project_api.cli import main
 from project_api.driver import Project
-from project_api.errors import ProtocolError, TransportClosedError, TransportTimeoutError
+from project_api.errors import (
+    DeviceError,
+    ProtocolError,
+    TransportClosedError,
+    TransportTimeoutError,
+)
 from project_api.modelgen import GeneratedModel, catalog, compare_outputs
 from project_api.run.base import live_children
 
@@ -188,6 +193,39 @@ def test_multi_model_archive_both_ways(
     assert "model mlp runs on deterministic random inputs" in err
     both = dict(np.load(tmp_path / "all.npz"))
     assert compare_outputs({"output0": both["mnist.output0"]}, reference) == []
+
+
+def test_models_share_one_arena_and_run_alternately(tmp_path: Path) -> None:
+    """Both models of a firmware (--model '*') live in one arena, the larger one's: run
+    alternately, each gives bit for bit what it gave before the other ran, and a model's
+    tensors that the other model overwrote are refused, not served."""
+    pair = catalog()["cnn_pair"]()
+    models = {"cnn_nchw": pair, "cnn_nhwc": pair.companions[0]}
+    project = Project.generate(pair.write(tmp_path / "pair.tar"), tmp_path / "p", model="*")
+    arenas = [int(m["sizes"]["arena_bytes"]) for m in project.models]
+    assert project.info["shared_arena_bytes"] == max(arenas) < sum(arenas)
+    assert all(m["shares_arena"] for m in project.models)
+    project.build()
+    first: Dict[str, Dict[str, np.ndarray]] = {}
+    with project.session() as session:
+        for round_ in range(3):
+            for name, model in models.items():
+                inputs = model.sample_inputs(seed=round_ % 2)
+                outputs = session.run(inputs, model=name)
+                assert compare_outputs(outputs, model.reference(inputs)) == []
+                expected = first.setdefault(f"{name}{round_ % 2}", outputs)
+                assert all(np.array_equal(outputs[k], expected[k]) for k in expected)
+        inputs = models["cnn_nchw"].sample_inputs()
+        session.run(inputs, model="cnn_nchw")
+        session.run(models["cnn_nhwc"].sample_inputs(), model="cnn_nhwc")
+        with pytest.raises(DeviceError, match="tensors are gone: model 1 has used the arena"):
+            session.get_output(0, model="cnn_nchw")
+        for index, value in enumerate(inputs.values()):
+            session.set_input(index, value, model="cnn_nchw")
+        session.invoke(model="cnn_nchw")
+        assert np.array_equal(
+            session.get_output(0, model="cnn_nchw"), first["cnn_nchw0"]["output0"]
+        )
 
 
 # --- standalone ----------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ linked sizes from the linker map (Cortex-M) or the build's objects (host), the v
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
@@ -27,6 +28,7 @@ from project_api.footprint import (
     section_bucket,
 )
 from project_api.modelgen import Network, catalog
+from project_api.report.html import page
 
 requires_cc = pytest.mark.skipif(
     not any(have_tool(cc) for cc in ("cc", "gcc", "clang")), reason="needs a host C compiler"
@@ -228,8 +230,10 @@ def test_planned_matches_the_generator(host_project: Project) -> None:
     (model,) = host_project.models
     sizes = model["sizes"]
     assert document["stage"] == "planned" and document["linked"] is None
-    assert document["arena_bytes"] == sizes["arena_bytes"]
-    assert document["workspace_bytes"] == sizes["workspace_bytes"]
+    assert (
+        document["arena_bytes"] == sizes["arena_bytes"] == host_project.info["shared_arena_bytes"]
+    )
+    assert document["workspace_bytes"] == sizes["workspace_ram_bytes"] == 0  # in the arena
     assert document["params_flash_bytes"] == sizes["params_blob_bytes"]
     # mlp's 4 params are all bound in place in flash: no params RAM.
     assert (document["params_ram_bytes"], document["params_in_place"]) == (0, 4)
@@ -248,6 +252,24 @@ def test_planned_code_estimate(host_project: Project) -> None:
     assert report.flash_total_bytes > report.params_flash_bytes + report.runtime_text_bytes
 
 
+def test_models_of_one_firmware_count_one_arena(tmp_path: Path) -> None:
+    """--model '*': the arena row is the models' one arena (the larger's), and the memory
+    plan shows each model's TVM plan, ours and the bound, and the arena they share."""
+    archive = catalog()["cnn_pair"]().write(tmp_path / "pair.tar")
+    report = footprint(archive, board="qemu-mps2-an385", model="*", estimate=False)
+    plans = report.memory_plans()
+    assert [p["model"] for p in plans] == ["cnn_nchw", "cnn_nhwc"]
+    assert report.arena_bytes == max(p["planned_bytes"] for p in plans) == 6464
+    for plan in plans:
+        assert plan["lower_bound_bytes"] <= plan["planned_bytes"] < plan["tvm_plan_bytes"]
+        assert plan["shares_arena"]
+    assert report.to_json()["memory_plan"]["shared_arena_bytes"] == 6464
+    assert "one arena for 2 models (one inference at a time): 6,464 B, not 12,224 B" in (
+        report.text()
+    )
+    assert "Memory plan" in page("footprint", metadata={}, footprint=report)
+
+
 # --- linked ---------------------------------------------------------------------------------------
 
 
@@ -263,7 +285,7 @@ def test_linked_host(host_project: Project) -> None:
     sizes = model["sizes"]
     ram = (".data", ".bss")
     assert linked.category_bytes("arena", ram) == sizes["arena_bytes"]
-    assert linked.category_bytes("workspace", ram) == sizes["workspace_bytes"]
+    assert linked.category_bytes("workspace", ram) == sizes["workspace_ram_bytes"]
     rx = host_project.info["fit"]["ram"]["items"]["receive buffer"]
     assert linked.category_bytes("rx_buffer", ram) == rx
     # Executor state: the state array plus the mlf_executor and mlf_workspace structs.
@@ -335,7 +357,10 @@ def test_cli_json_for_an_archive(mlp_archive: Path, capsys: pytest.CaptureFixtur
 def test_cli_text_for_a_project(host_project: Project, capsys: pytest.CaptureFixture) -> None:
     status, out, _ = cli(capsys, "footprint", host_project.dir, "--no-estimate")
     assert status == 0
-    assert "arena (tensors)" in out and "params: 4 of 4 bound in place" in out
+    assert "arena (tensors, windows)" in out and "params: 4 of 4 bound in place" in out
+    assert re.search(
+        r"memory plan +TVM plan +ours +lower bound\n  mlp +[\d,]+ +[\d,]+ +[\d,]+", out
+    )
     assert out.strip().splitlines()[-1].startswith("verdict: mlp")
 
 

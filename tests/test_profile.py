@@ -122,6 +122,9 @@ def test_profile_on_host(cnn_archive: Path, tmp_path: Path, capsys: pytest.Captu
     ]  # fmt: skip
     assert all(c["input_bytes"] > 0 and c["output_bytes"] > 0 for c in calls)
     assert calls[0]["workspace_bytes"] > 0  # the first convolution takes workspace
+    # ... from its window of the arena, which holds it: each call within its own window.
+    assert all(0 <= c["workspace_bytes"] <= c["window_bytes"] for c in calls)
+    assert calls[0]["window_bytes"] == calls[0]["workspace_bytes"]  # sized from its code
     assert 0 < document["calls_total"] <= document["whole"]
     assert html.read_text().count("<svg") == 3  # the bars, RAM and flash
 
@@ -192,7 +195,8 @@ def test_build_profile_takes_medians(monkeypatch: pytest.MonkeyPatch) -> None:
         ([record(1, 0, 12, 0x5010), record(1, 12, 30, 0x5020)], 0, 0x6000, 44),
         ([record(1, 0, 11, 0x10), record(1, 11, 30, 0x20)], 2, 0x1000, 42),
     ]
-    target = ProfileTarget("m", load_board("host"), "graph", Path("fw"), [("a", 4, 8), ("b", 8, 2)])
+    sizes = [("a", 4, 8, 0), ("b", 8, 2, 64)]  # op_b has a 64-byte workspace window
+    target = ProfileTarget("m", load_board("host"), "graph", Path("fw"), sizes)
     profile = build_profile(target, runs, 10**6, None)
     assert [(c.function, c.ticks, c.workspace_bytes) for c in profile.calls] == [
         ("op_a", 11, 0), ("op_b", 19, 8),
@@ -200,7 +204,8 @@ def test_build_profile_takes_medians(monkeypatch: pytest.MonkeyPatch) -> None:
     assert profile.whole_ticks == 42 and profile.whole == pytest.approx(42.0)
     assert profile.overhead == pytest.approx(12.0) and profile.dropped == 2
     assert profile.calls[1].input_bytes == 8 and profile.calls[1].output_bytes == 2
-    assert "not recorded" in profile.text()
+    assert [c.window_bytes for c in profile.calls] == [0, 64]
+    assert "not recorded" in profile.text() and "window" in profile.text().splitlines()[1]
 
 
 # --- rendered ----------------------------------------------------------------------------------

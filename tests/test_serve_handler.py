@@ -228,6 +228,7 @@ def test_generate_hands_coerced_options_to_the_driver(
         "workspace_size_bytes": 4096,
         "qemu_icount": False,
         "graph_format": "tables",
+        "memory_plan": "liveness",
         "offline": False,
         "allow_archive_paths": False,
         "allow_dependency_cmake": False,

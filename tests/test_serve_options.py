@@ -34,6 +34,7 @@ OURS = [
     "qemu_icount",
     "model",
     "graph_format",
+    "memory_plan",
     "cache_dir",
     "offline",
     "dependencies",

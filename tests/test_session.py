@@ -457,7 +457,10 @@ def test_reason_codes_are_explained_from_the_runtime_catalogue() -> None:
 
     texts = reason_texts()
     assert texts[0] == "" and texts[1] == "table missing or too large"
-    assert texts.index("text after the graph") == texts.index("cannot size the arena") + 1
+    assert (
+        texts.index("text after the graph")
+        == texts.index("workspace request beyond its window") + 1
+    )
     assert explain("bad graph: #2 at node 3") == "bad graph: view outside its storage at node 3"
     assert explain("bad graph: #9999") == "bad graph: #9999"
     assert explain("a name with #2 inside") == "a name with #2 inside"

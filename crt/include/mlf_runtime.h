@@ -16,12 +16,15 @@
  *      registry (or takes the addresses the tables carry, mlf_graph.func_ptrs), binds
  *      parameters (in place when the params blob is persistent and the
  *      tensor data sits 64-byte aligned, by copy otherwise), and lays the remaining storage
- *      out in the caller's arena (every pool 64-byte aligned).
+ *      out in the caller's arena (every pool 64-byte aligned): one pool after another, or
+ *      where the generator's liveness plan put it (mlf_graph.placed).
  *   3. set inputs, mlf_executor_run(), read outputs — as often as needed.
  *
  * Memory is always the caller's: the executor's own state (mlf_executor_state_bytes()),
  * the arena for tensors (mlf_executor_arena_bytes()), and for operators that need scratch
  * memory a workspace bound with mlf_workspace_bind(). The generator computes all three.
+ * With the generator's plan the operators' workspace lies in the arena too: each operator
+ * gets a window of it (mlf_graph.windows) that run points the bound workspace at.
  *
  * Process-wide state, kept to what TVM's ABI forces (its functions take no context):
  * the workspace that TVMBackendAllocWorkspace() draws from (mlf_workspace_bind()) and the
@@ -102,7 +105,7 @@ typedef struct {
   uint16_t func;
   uint16_t num_args;
   uint16_t num_outputs;
-  uint16_t reserved;
+  uint16_t window; /* its workspace window: an index into mlf_graph.windows (0 without them) */
   uint32_t first_arg;
   uint32_t node; /* graph node id, for error reports */
 } mlf_op;
@@ -117,6 +120,15 @@ typedef struct {
   uint8_t reserved;
   DLDataType dtype;
 } mlf_view;
+
+/* An operator's workspace window: `bytes` at `offset` from the arena's first 64-byte
+ * boundary (a multiple of MLF_STORAGE_ALIGN). Operators that run at the same place with the
+ * same need share one (mlf_op.window); windows[0] is the empty window (bytes 0), the one
+ * the workspace is left with after a run. */
+typedef struct {
+  uint32_t offset;
+  uint32_t bytes;
+} mlf_window;
 
 /* A `null` node of the graph: a model input or a parameter, in arg_nodes order. */
 typedef struct {
@@ -163,6 +175,24 @@ typedef struct mlf_graph {
    * NULL, and `funcs` may carry empty names or be NULL (a failing operator is then named by
    * its node). */
   const TVMBackendPackedCFunc* func_ptrs;
+  /* Optional (placed and windows NULL: pools are laid out one after another, the rule of
+   * mlf_executor_arena_bytes, and the bound workspace serves every operator as it was
+   * bound). The generator's liveness plan (project_api/generate/memory_plan.py): pool
+   * sid < num_placed lies at placed[sid] bytes from the arena's first 64-byte boundary (a
+   * multiple of 64; pools never live at the same time may share bytes) unless it is bound
+   * to params; a pool at or above num_placed must be bound to params (storage_data, or in
+   * place from the blob), else init fails (MLF_ERR_GRAPH) — unless the tables are the
+   * generator's, linked and not checked again: those are trusted to bind every such pool.
+   * windows, when not NULL, holds num_windows windows: while an
+   * operator runs, mlf_executor_run() points the bound workspace at windows[op.window] (a
+   * request beyond it is refused, and the operator fails). arena_bytes: the arena the plan
+   * needs from that boundary, every placed pool and window inside it (mlf_graph_check checks
+   * it). The JSON parser plans nothing: its tables leave these empty. */
+  uint32_t num_placed;
+  const uint32_t* placed;
+  uint32_t num_windows;
+  const mlf_window* windows;
+  uint32_t arena_bytes;
 } mlf_graph;
 
 /* Bytes mlf_graph_parse_json() needs for the tables of this graph (including its own
@@ -198,7 +228,7 @@ typedef struct mlf_executor {
   TVMValue* values;             /* call scratch, max_op_args */
   int* type_codes;              /* call scratch, max_op_args, all kTVMNDArrayHandle */
   uint8_t* arg_flags;           /* per arg: 0 input, 1 copied from params, 2 bound in place */
-  uint8_t* arena;
+  uint8_t* arena;               /* the arena's first 64-byte boundary */
   size_t arena_size;
   const uint32_t* input_args; /* arg index of every input (args not bound from params) */
   uint32_t num_inputs;
@@ -225,7 +255,9 @@ size_t mlf_executor_state_bytes(const mlf_graph* g);
 
 /*
  * Arena bytes mlf_executor_init() needs when called with the same params blob at the same
- * address. params may be NULL. The rule, which the generator mirrors:
+ * address. params may be NULL. With the generator's plan (mlf_graph.placed, windows) its
+ * arena_bytes (+ 63 when the arena is not aligned); otherwise the rule, which the generator
+ * mirrors:
  *
  *   offset = 0
  *   for sid in 0 .. num_storage-1:
@@ -311,8 +343,12 @@ mlf_status mlf_executor_get_output(const mlf_executor* ex, uint32_t index, void*
                                    size_t nbytes);
 
 /* Runs every operator in order; stops at the first one that fails (MLF_ERR_OPERATOR, with
- * mlf_executor_error(ex)->node naming it and ->subject its function). After a failure the
- * bound workspace is rewound to where it stood when run began. */
+ * mlf_executor_error(ex)->node naming it and ->subject its function; ->why tells a
+ * workspace request refused beyond the operator's window). With windows (mlf_graph.windows)
+ * the bound workspace, if any, is pointed at each operator's window for its call and left
+ * empty afterwards (the empty windows[0]: its memory is the windows'; its high-water mark
+ * keeps the largest use of a window). Without windows, after a failure the bound workspace is
+ * rewound to where it stood when run began. */
 mlf_status mlf_executor_run(mlf_executor* ex);
 
 const mlf_error* mlf_executor_error(const mlf_executor* ex);
@@ -335,9 +371,12 @@ typedef struct {
   size_t size;
   size_t top;
   size_t high_water;
+  uint32_t refused; /* requests refused since init or since run pointed it at a window */
 } mlf_workspace;
 
-/* A LIFO stack over mem; every block 64-byte aligned; NULL (never abort) when exhausted. */
+/* A LIFO stack over mem; every block 64-byte aligned; NULL (never abort) when exhausted.
+ * mem may be NULL with size 0: an empty workspace, as a zero-initialised mlf_workspace is
+ * too — all a model whose operators' windows lie in its arena (mlf_graph.windows) needs. */
 mlf_status mlf_workspace_init(mlf_workspace* ws, void* mem, size_t size);
 
 /* Makes ws the workspace TVMBackendAllocWorkspace() draws from (NULL unbinds). */

@@ -51,23 +51,20 @@ void mlf_error_clear(mlf_error* err) {
   err->subject_len = 0;
 }
 
-/* The descriptions of mlf_why, in its order, each NUL-terminated. */
-#ifndef MLF_ERROR_TEXT
-#define MLF_ERROR_TEXT 1
-#endif
-#if MLF_ERROR_TEXT
-#define MLF_WHY_TEXT(name, text) text "\0"
-#else
-#define MLF_WHY_TEXT(name, text) "\0"
-#endif
-static const char kWhyTexts[] = MLF_WHY_LIST(MLF_WHY_TEXT);
-static const char kWhyJsonTexts[] = MLF_WHY_JSON_LIST(MLF_WHY_TEXT);
-
 size_t mlf_cstr_length(const char* s, size_t limit) {
   size_t n = 0;
   while (n < limit && s[n] != '\0') ++n;
   return n;
 }
+
+#ifndef MLF_ERROR_TEXT
+#define MLF_ERROR_TEXT 1
+#endif
+#if MLF_ERROR_TEXT
+/* The descriptions of mlf_why, in its order, each NUL-terminated. */
+#define MLF_WHY_TEXT(name, text) text "\0"
+static const char kWhyTexts[] = MLF_WHY_LIST(MLF_WHY_TEXT);
+static const char kWhyJsonTexts[] = MLF_WHY_JSON_LIST(MLF_WHY_TEXT);
 
 /* Text `index` of a catalogue; "" past its end. */
 static const char* nth_text(const char* texts, size_t size, int index) {
@@ -82,6 +79,18 @@ const char* mlf_why_text(mlf_why why) { return nth_text(kWhyTexts, sizeof(kWhyTe
 const char* mlf_why_json_text(mlf_why why) {
   return nth_text(kWhyJsonTexts, sizeof(kWhyJsonTexts), (int)why - MLF_WHY_JSON_FIRST);
 }
+#else
+/* Without the catalogue every description is "" (the host words the codes). An array, not
+ * a literal: one byte of its own rather than a string the linker merges with others. */
+static const char kNoText[1] = {'\0'};
+
+const char* mlf_why_text(mlf_why why) {
+  (void)why;
+  return kNoText;
+}
+
+const char* mlf_why_json_text(mlf_why why) { return mlf_why_text(why); }
+#endif
 
 mlf_status mlf_fail_about(mlf_error* err, mlf_status status, mlf_why why, const char* subject,
                           size_t subject_len) {

@@ -14,6 +14,13 @@
 
 enum { ARG_INPUT = 0, ARG_COPIED = 1, ARG_IN_PLACE = 2 };
 
+/* Firmware whose graphs have no workspace windows (none of its operators allocates, or every
+ * graph is parsed from JSON) is built with MLF_WINDOWS=0: the lending is not linked, and
+ * mlf_graph_check refuses tables with windows. */
+#ifndef MLF_WINDOWS
+#define MLF_WINDOWS 1
+#endif
+
 /* Also the JSON parser's and the registry's: the one file every firmware links. */
 int mlf_name_equal(mlf_name a, mlf_name b) {
   if (a.len != b.len) return 0;
@@ -89,6 +96,7 @@ static int op_ok(const mlf_graph* g, const mlf_op* op) {
   for (uint32_t k = 0; k < op->num_args; ++k) {
     if (args[k] >= g->num_views) return 0;
   }
+  if (g->windows != NULL && op->window >= g->num_windows) return 0; /* read only with them */
   return op->func != MLF_FUNC_COPY ||
          (op->num_args == 2 && op->num_outputs == 1 &&
           view_bytes(g, &g->views[args[0]]) == view_bytes(g, &g->views[args[1]]));
@@ -105,6 +113,11 @@ static int constant_pool_ok(const mlf_graph* g, uint32_t sid) {
   }
   return viewers <= 1 && !storage_written(g, sid) &&
          ((uintptr_t)g->storage_data[sid] & (MLF_STORAGE_ALIGN - 1)) == 0;
+}
+
+/* A placed pool or window: on the 64-byte grid and inside the plan's arena. */
+static int in_plan(const mlf_graph* g, uint32_t offset, uint32_t bytes) {
+  return (offset & (MLF_STORAGE_ALIGN - 1)) == 0 && (uint64_t)offset + bytes <= g->arena_bytes;
 }
 
 /* Tables may come from the generator, the JSON parser or a hand: trust none of them. */
@@ -133,6 +146,18 @@ mlf_status mlf_graph_check(const mlf_graph* g, mlf_error* err) {
   why = MLF_WHY_TABLES;
   for (i = 0; g->storage_data != NULL && i < g->num_storage; ++i) {
     if (g->storage_data[i] != NULL && !constant_pool_ok(g, i)) goto bad;
+  }
+  /* The plan: its pools and windows inside its arena, windows[0] the empty window. */
+  why = MLF_WHY_PLAN;
+  if (g->num_placed > g->num_storage || (g->num_placed != 0 && g->placed == NULL) ||
+      (g->windows != NULL && (!MLF_WINDOWS || g->num_windows == 0 || g->windows[0].bytes != 0))) {
+    goto bad;
+  }
+  for (i = 0; i < g->num_placed; ++i) {
+    if (!in_plan(g, g->placed[i], g->storage_bytes[i])) goto bad;
+  }
+  for (i = 0; g->windows != NULL && i < g->num_windows; ++i) {
+    if (!in_plan(g, g->windows[i].offset, g->windows[i].bytes)) goto bad;
   }
   return MLF_OK;
 bad:
@@ -230,13 +255,21 @@ static uint64_t align64(uint64_t offset) { return (offset + 63) & ~(uint64_t)63;
 typedef const uint8_t* (*in_place_fn)(const mlf_graph* g, uint32_t sid, const void* params,
                                       size_t len);
 
-/* Lays storage out from the arena address `start` (a 64-byte boundary) into bases (NULL:
- * only measures); returns the arena bytes used from start. Addresses are computed as integers:
- * the caller checks that they fit the arena before any is used. */
+/* 1 when the tables carry the generator's liveness plan (mlf_graph.placed, windows). */
+static int planned(const mlf_graph* g) { return g->placed != NULL || g->windows != NULL; }
 
+/* Returned by plan_storage for a pool that is neither bound nor placed by the plan. */
+#define UNPLACED UINT64_MAX
+
+/* Lays storage out from the arena address `start` (a 64-byte boundary) into bases (NULL:
+ * only measures); returns the arena bytes used from start (the plan's, windows included), or
+ * UNPLACED. `trusted`: tables the generator checked (linked, not checked again), whose plan
+ * places every pool they do not bind. Addresses are computed as integers: the caller checks
+ * that they fit the arena before any is used. */
 static uint64_t plan_storage(const mlf_graph* g, in_place_fn lookup, const void* params, size_t len,
-                             uintptr_t start, uint8_t** bases) {
+                             uintptr_t start, uint8_t** bases, int trusted) {
   uint64_t offset = 0;
+  int plan = planned(g);
   for (uint32_t sid = 0; sid < g->num_storage; ++sid) {
     /* Operators never write params storage (see in_place_data): dropping const is safe. */
     uintptr_t data = 0;
@@ -245,14 +278,17 @@ static uint64_t plan_storage(const mlf_graph* g, in_place_fn lookup, const void*
     } else if (lookup != NULL) {
       data = (uintptr_t)lookup(g, sid, params, len);
     }
-    if (data == 0) {
+    if (data == 0 && plan) {
+      if (!trusted && sid >= g->num_placed) return UNPLACED;
+      data = start + g->placed[sid];
+    } else if (data == 0) {
       offset = align64(offset);
       data = start + (uintptr_t)offset;
       offset += g->storage_bytes[sid];
     }
     if (bases != NULL) bases[sid] = (uint8_t*)data;
   }
-  return align64(offset);
+  return plan ? g->arena_bytes : align64(offset);
 }
 
 /* What mlf_executor_init() and mlf_executor_arena_bytes() both refuse: bad tables, bad params. */
@@ -268,8 +304,9 @@ mlf_status mlf_executor_arena_bytes(const mlf_graph* g, const void* params, size
   mlf_error_clear(&err);
   if (g == NULL || bytes == NULL) return MLF_ERR_ARGUMENT;
   if (check_inputs(g, params, params_len, &err) != MLF_OK) return err.status;
-  uint64_t total =
-      plan_storage(g, in_place_data, params, params_len, 0, NULL) + (arena_aligned ? 0 : 63);
+  uint64_t total = plan_storage(g, in_place_data, params, params_len, 0, NULL, 0);
+  if (total == UNPLACED) return MLF_ERR_GRAPH;
+  total += arena_aligned ? 0 : 63;
   if (total > SIZE_MAX) return MLF_ERR_NO_MEMORY;
   *bytes = (size_t)total;
   return MLF_OK;
@@ -329,7 +366,7 @@ typedef mlf_status (*lookup_fn)(const TVMModule* lib, const char* name, size_t n
 static mlf_status init_core(mlf_executor* ex, const mlf_graph* g, const TVMModule* lib,
                             lookup_fn find, in_place_fn lookup, const void* params,
                             size_t params_len, void* state, size_t state_size, void* arena,
-                            size_t arena_size) {
+                            size_t arena_size, int trusted) {
   mlf_error* err = &ex->error;
   /* Carved before it is checked: nothing is written through the pointers until then. */
   if (carve_state(ex, (uintptr_t)state) - (uintptr_t)state > state_size) {
@@ -337,8 +374,9 @@ static mlf_status init_core(mlf_executor* ex, const mlf_graph* g, const TVMModul
   }
   uintptr_t start = MLF_ALIGN_UP((uintptr_t)arena, MLF_STORAGE_ALIGN);
   size_t skip = (size_t)(start - (uintptr_t)arena);
-  if (arena_size < skip ||
-      plan_storage(g, lookup, params, params_len, start, ex->storage) > arena_size - skip) {
+  uint64_t need = plan_storage(g, lookup, params, params_len, start, ex->storage, trusted);
+  if (need == UNPLACED) return mlf_fail(err, MLF_ERR_GRAPH, MLF_WHY_UNPLACED_POOL);
+  if (arena_size < skip || need > arena_size - skip) {
     return mlf_fail(err, MLF_ERR_NO_MEMORY, MLF_WHY_ARENA_SMALL);
   }
   for (uint32_t i = 0; i < g->num_funcs; ++i) {
@@ -353,8 +391,8 @@ static mlf_status init_core(mlf_executor* ex, const mlf_graph* g, const TVMModul
                             name.len);
     }
   }
-  ex->arena = (uint8_t*)arena;
-  ex->arena_size = arena_size;
+  ex->arena = (uint8_t*)start;
+  ex->arena_size = arena_size - skip;
   /* Device, strides and byte_offset never change; run() fills the rest per call. */
   memset(ex->call_tensors, 0, g->max_op_args * sizeof(DLTensor));
   for (uint32_t k = 0; k < g->max_op_args; ++k) {
@@ -391,7 +429,7 @@ mlf_status mlf_executor_init(mlf_executor* ex, const mlf_graph* g, const TVMModu
   if (status != MLF_OK) return status;
   if (check_inputs(g, params, params_len, &ex->error) != MLF_OK) return ex->error.status;
   status = init_core(ex, g, lib, mlf_module_lookup, in_place_data, params, params_len, state,
-                     state_size, arena, arena_size);
+                     state_size, arena, arena_size, 0);
   if (status != MLF_OK || bind_params(ex, params, params_len, 0) != MLF_OK) {
     return ex->error.status;
   }
@@ -421,7 +459,8 @@ static mlf_status init_without_blob(mlf_executor* ex, const mlf_graph* g, const 
   mlf_status status = init_arguments_ok(ex, g, lib, state, arena, arena_size);
   if (status != MLF_OK) return status;
   if (check != NULL && check(g, &ex->error) != MLF_OK) return ex->error.status;
-  status = init_core(ex, g, lib, find, NULL, NULL, 0, state, state_size, arena, arena_size);
+  status = init_core(ex, g, lib, find, NULL, NULL, 0, state, state_size, arena, arena_size,
+                     check == NULL);
   if (status != MLF_OK) return status;
   list_inputs(ex);
   ex->ready = 1;
@@ -448,6 +487,22 @@ mlf_status mlf_executor_load_params(mlf_executor* ex, const void* params, size_t
 
 /* ---- run ------------------------------------------------------------------------------------ */
 
+/* With windows (mlf_graph.windows) the bound workspace serves the operator about to run from
+ * window `index` (after the run: windows[0], the empty one, its memory having been the
+ * windows'). Returns the requests refused in the window it had. */
+static uint32_t lend_window(const mlf_executor* ex, uint32_t index) {
+#if MLF_WINDOWS
+  const mlf_window* windows = ex->graph->windows;
+  mlf_workspace* ws = mlf_workspace_bound();
+  if (windows == NULL || ws == NULL) return 0;
+  return mlf_workspace_lend(ws, ex->arena + windows[index].offset, windows[index].bytes);
+#else
+  (void)ex;
+  (void)index;
+  return 0;
+#endif
+}
+
 mlf_status mlf_executor_run(mlf_executor* ex) {
   if (ex == NULL || !ex->ready) return MLF_ERR_STATE;
   const mlf_graph* g = ex->graph;
@@ -460,6 +515,7 @@ mlf_status mlf_executor_run(mlf_executor* ex) {
   mlf_error_clear(&ex->error);
   for (; op != end; ++op) {
     const uint16_t* args = g->op_args + op->first_arg;
+    lend_window(ex, op->window);
     if (op->func == MLF_FUNC_COPY) {
       /* Views of one pool share its base; views of different pools never overlap. */
       const mlf_view* from = &g->views[args[0]];
@@ -480,15 +536,18 @@ mlf_status mlf_executor_run(mlf_executor* ex) {
       ex->values[k].v_handle = t; /* an operator may have reused its argument array */
     }
     if (ex->funcs[op->func](ex->values, ex->type_codes, op->num_args, &ret, &ret_code, NULL) != 0) {
-      /* The operator may have returned between workspace allocations and frees. */
-      mlf_workspace_release_to(mark);
-      mlf_name name = func_name(g, op->func);
-      mlf_fail_about(&ex->error, MLF_ERR_OPERATOR, MLF_WHY_OPERATOR_FAILED, name.str, name.len);
-      ex->error.node = op->node;
-      return MLF_ERR_OPERATOR;
+      break;
     }
   }
-  return MLF_OK;
+  uint32_t refused = lend_window(ex, 0);
+  if (op == end) return MLF_OK;
+  /* The operator may have returned between workspace allocations and frees. */
+  mlf_workspace_release_to(mark);
+  mlf_name name = func_name(g, op->func);
+  mlf_fail_about(&ex->error, MLF_ERR_OPERATOR,
+                 refused ? MLF_WHY_WORKSPACE_WINDOW : MLF_WHY_OPERATOR_FAILED, name.str, name.len);
+  ex->error.node = op->node;
+  return MLF_ERR_OPERATOR;
 }
 
 /* ---- inputs and outputs ---------------------------------------------------------------------- */

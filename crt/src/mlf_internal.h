@@ -46,7 +46,10 @@
   X(NULL_FUNCTION, "TVMFuncCall: NULL function")                                         \
   X(NO_ENVIRONMENT, "TVMBackendGetFuncFromEnv: no function environment in this runtime") \
   X(PLATFORM_ALLOCATE, "TVMPlatformMemoryAllocate failed")                               \
-  X(ARENA_SIZE, "cannot size the arena")
+  X(ARENA_SIZE, "cannot size the arena")                                                 \
+  X(UNPLACED_POOL, "pool neither bound nor placed")                                      \
+  X(PLAN, "plan offset unaligned or outside its arena")                                  \
+  X(WORKSPACE_WINDOW, "workspace request beyond its window")
 
 /* The JSON parser's reasons, numbered after the others: their descriptions are a catalogue
  * of their own that only mlf_json_fail_as() reaches, so a firmware that does not link the
@@ -211,5 +214,12 @@ extern const uint8_t mlf_graph_tables[MLF_GRAPH_TABLES][3];
  * operator failed between its allocations and its frees. */
 size_t mlf_workspace_mark(void);
 void mlf_workspace_release_to(size_t mark);
+
+/* The workspace TVMBackendAllocWorkspace() draws from, or NULL. */
+mlf_workspace* mlf_workspace_bound(void);
+
+/* Points ws at `size` bytes from `base` (an operator's window; NULL, 0: none), empty;
+ * returns the requests it refused since it was last lent or initialised. */
+uint32_t mlf_workspace_lend(mlf_workspace* ws, uint8_t* base, size_t size);
 
 #endif /* MLF_INTERNAL_H_ */

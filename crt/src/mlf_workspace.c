@@ -20,6 +20,7 @@ mlf_status mlf_workspace_init(mlf_workspace* ws, void* mem, size_t size) {
   ws->size = skip < size ? size - skip : 0;
   ws->top = 0;
   ws->high_water = 0;
+  ws->refused = 0;
   return MLF_OK;
 }
 
@@ -40,6 +41,7 @@ void* TVMBackendAllocWorkspace(int device_type, int device_id, uint64_t nbytes, 
   }
   size_t start = align_up(ws->top);
   if (start > ws->size || nbytes > (uint64_t)(ws->size - start)) {
+    ++ws->refused;
     TVMAPISetLastError(mlf_why_text(MLF_WHY_WORKSPACE_EXHAUSTED));
     return NULL; /* the operator returns -1; aborting here would take the device down */
   }
@@ -61,6 +63,17 @@ int TVMBackendFreeWorkspace(int device_type, int device_id, void* ptr) {
   }
   ws->top = (size_t)(at - base);
   return 0;
+}
+
+mlf_workspace* mlf_workspace_bound(void) { return g_workspace; }
+
+uint32_t mlf_workspace_lend(mlf_workspace* ws, uint8_t* base, size_t size) {
+  uint32_t refused = ws->refused;
+  ws->base = base;
+  ws->size = size;
+  ws->top = 0;
+  ws->refused = 0;
+  return refused;
 }
 
 size_t mlf_workspace_mark(void) { return g_workspace != NULL ? g_workspace->top : 0; }

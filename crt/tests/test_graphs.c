@@ -83,9 +83,24 @@ static const mlf_arg kBasicArgs[] = {{{"x", 1}, 0, 0}, {{"p0", 2}, 1, 1}};
 static const uint32_t kBasicOutputs[] = {5, 2, 4};
 
 const mlf_graph kBasicTables = {
-    7,           4,    kBasicOps,    10, kBasicOpArgs,  3, 3,          kBasicFuncs, 7,
-    kBasicViews, 3,    kBasicShapes, 6,  kBasicStorage, 2, kBasicArgs, 3,           kBasicOutputs,
-    NULL,        NULL,
+    .num_nodes = 7,
+    .num_ops = 4,
+    .ops = kBasicOps,
+    .num_op_args = 10,
+    .op_args = kBasicOpArgs,
+    .max_op_args = 3,
+    .num_funcs = 3,
+    .funcs = kBasicFuncs,
+    .num_views = 7,
+    .views = kBasicViews,
+    .num_shape_dims = 3,
+    .shapes = kBasicShapes,
+    .num_storage = 6,
+    .storage_bytes = kBasicStorage,
+    .num_args = 2,
+    .args = kBasicArgs,
+    .num_outputs = 3,
+    .outputs = kBasicOutputs,
 };
 
 const char* const kWideJson =

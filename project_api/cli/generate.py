@@ -210,9 +210,12 @@ class GenerateCommand(Command):
         )
         for model in project.models:
             sizes = model["sizes"]
-            print(
-                f"model {model['name']}: arena {sizes['arena_bytes']} B, workspace "
-                f"{sizes['workspace_bytes']} B, params {sizes['params_blob_bytes']} B (flash)"
+            memory = (
+                f"arena {sizes['arena_bytes']} B (tensors and every operator's workspace "
+                f"window; TVM's plan {sizes['tvm_plan_bytes']} B)"
+                if model.get("memory_plan")
+                else f"arena {sizes['arena_bytes']} B, workspace {sizes['workspace_bytes']} B"
             )
+            print(f"model {model['name']}: {memory}, params {sizes['params_blob_bytes']} B (flash)")
         print(f"next: mlf-project build {args.project_dir}")
         return EXIT_OK

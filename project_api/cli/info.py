@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from ..generate.dependencies import archive_base_dir
+from ..generate.memory_plan import model_memory
 from ..read import Archive, Model, TensorSpec, open_archive
 from ..resolve import check_dependencies, collect_dependencies
 from ..resolve.cmsis_nn_calls import API_CMSIS5, API_V4, find_cmsis_nn_calls
@@ -76,13 +77,22 @@ def describe_verdicts(verdicts: List[Verdict]) -> List[str]:
 def archive_summary(archive: Archive) -> Dict[str, Any]:
     models = []
     for model in archive.models:
-        summary = model.summary()
+        summary = {**model.summary(), "memory_plan": _memory(model)}
         calls = find_cmsis_nn_calls(model.sources)
         if calls.api is not None:
             summary["cmsis_nn"] = {"api": calls.api, "calls": len(calls.sites),
                                    "kernels": calls.kernels}  # fmt: skip
         models.append(summary)
     return {"archive": str(archive.path), "version": archive.version, "models": models}
+
+
+def _memory(model: Model) -> Optional[Dict[str, Any]]:
+    """The liveness plan's figures (const-table firmware, any board): the arena the model's
+    tensors and operator workspace windows take, TVM's plan and the lower bound."""
+    memory = model_memory(model)
+    if memory is None:
+        return None
+    return {k: v for k, v in memory.describe().items() if k not in ("placed", "windows")}
 
 
 def describe_archive(archive: Archive) -> List[str]:
@@ -108,6 +118,7 @@ def describe_model(model: Model) -> List[str]:
         f"  params: {model.param_count} tensors, {_bytes(model.params_bytes)}",
         f"  storage plan: {_bytes(model.storage_bytes) if model.graph else '- (no graph)'}",
         f"  workspace (metadata): {_bytes(model.workspace_bytes)}",
+        *_memory_lines(model),
         f"  operators: {model.op_count} calls, {len(model.operator_functions)} functions",
         *(f"    {name}" for name in model.operator_functions),
         f"  sources: {len(model.sources)} C files, {len(model.objects)} objects",
@@ -127,6 +138,17 @@ def describe_model(model: Model) -> List[str]:
                    API_CMSIS5: "as TVM <= 0.11 wrote them for CMSIS 5's NN"}[calls.api]  # fmt: skip
         lines.append(f"  CMSIS-NN: {calls.describe()} {written}")
     return lines
+
+
+def _memory_lines(model: Model) -> List[str]:
+    memory = model_memory(model)
+    if memory is None:
+        return []
+    return [
+        f"  arena: {_bytes(memory.arena_bytes)} planned (tensors and each operator's workspace "
+        f"window), TVM's plan {_bytes(memory.tvm_bytes)}, lower bound "
+        f"{_bytes(memory.lower_bound)}"
+    ]
 
 
 def _aot_lines(aot: Dict[str, Any]) -> List[str]:

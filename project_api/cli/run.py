@@ -502,8 +502,12 @@ def _json_of(project: Any, run: Mapping[str, Any]) -> Dict[str, Any]:
         "instructions_per_tick": per_tick,
         "workspace_bytes": getattr(stats, "workspace_bytes", None),  # measured high-water
         "stack_bytes_used": getattr(stats, "stack_bytes_used", None),  # painted stack
-        "workspace_reserved_bytes": next(
-            (m["sizes"]["workspace_bytes"] for m in project.models if m["name"] == run["model"]),
+        "workspace_reserved_bytes": next(  # the largest operator window of the arena
+            (
+                m["sizes"].get("workspace_window_bytes", m["sizes"]["workspace_bytes"])
+                for m in project.models
+                if m["name"] == run["model"]
+            ),
             None,
         ),
         "host_seconds": getattr(stats, "host_seconds", None),

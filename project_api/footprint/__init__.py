@@ -73,9 +73,15 @@ def _planned(info: Mapping[str, Any]) -> Tuple[Dict[str, int], Dict[str, Optiona
 
     models = info.get("models", [])
     ram_items = dict(info.get("fit", {}).get("ram", {}).get("items", {}))
+    own = [m for m in models if not m.get("shares_arena")]  # each its own arena
     planned_ram: Dict[str, int] = {
-        "arena": sum(int(m["sizes"]["arena_bytes"]) for m in models),
-        "workspace": sum(int(m["sizes"]["workspace_bytes"]) for m in models),
+        # The models that share one arena take the largest one's (with a JSON graph's
+        # workspace inside it); the liveness plan's arena holds the operators' windows.
+        "arena": int(info.get("shared_arena_bytes") or 0)
+        + sum(int(m["sizes"]["arena_bytes"]) for m in own),
+        "workspace": sum(
+            int(m["sizes"].get("workspace_ram_bytes", m["sizes"]["workspace_bytes"])) for m in own
+        ),
         "executor state": sum(int(m["sizes"]["state_bytes"]) for m in models),
         "graph tables": sum(int(m["sizes"].get("graph_parse_bytes") or 0) for m in models),
         "rx buffer": int(ram_items.get(_link_buffer_item(info), 0)),
@@ -194,7 +200,7 @@ def refused_footprint(
     project."""
     from ..board import load_board
     from ..generate import normalize_options
-    from ..generate.plan import _plan_models, memory_fit
+    from ..generate.plan import _plan_models, memory_fit, shared_arena_bytes
     from ..read import open_archive
 
     board = load_board(board_name)
@@ -206,6 +212,7 @@ def refused_footprint(
         info: Dict[str, Any] = {
             "project_type": project_type,
             "models": [plan.describe() for plan in plans],
+            "shared_arena_bytes": shared_arena_bytes(plans),
             "fit": fit.to_json(),
             "stack_bytes": stack if not board.is_host else None,
         }

@@ -53,7 +53,7 @@ _MODEL_STATICS = {
     "workspace": "state",
     "graph_tables": "graph",
 }
-_MAIN_STATICS = {"rx_buffer": "rx_buffer", "db_buffer": "rx_buffer"}
+_MAIN_STATICS = {"rx_buffer": "rx_buffer", "db_buffer": "rx_buffer", "mlf_arena": "arena"}
 _LIBC_RE = re.compile(r"lib(c|c_nano|g|g_nano|m|gcc|nosys|rdimon|rdimon_nano)\.a\b")
 
 

@@ -45,11 +45,61 @@ class Footprint:
 
     @property
     def arena_bytes(self) -> int:
-        return self._sum_sizes("arena_bytes")
+        """The firmware's arenas: the one the models share (the largest one's) and any
+        model's own; with the liveness plan the operators' workspace windows are in them."""
+        return self.planned_ram.get("arena", 0)
 
     @property
     def workspace_bytes(self) -> int:
-        return self._sum_sizes("workspace_bytes")
+        """Workspace reserved beside the arenas (graph_format=json, memory_plan=tvm)."""
+        return self.planned_ram.get("workspace", 0)
+
+    def memory_plans(self) -> List[Dict[str, Any]]:
+        """Per model: TVM's plan (storage ids side by side plus the largest workspace), ours
+        (the liveness plan's arena: tensors and each operator's workspace window; a JSON
+        graph keeps TVM's) and the liveness lower bound, in bytes."""
+        out = []
+        for m in self.models:
+            sizes, plan = m["sizes"], m.get("memory_plan") or {}
+            tvm = sizes.get("tvm_plan_bytes")
+            ours = plan.get(
+                "planned_bytes",
+                int(sizes["arena_bytes"])
+                + int(sizes.get("workspace_ram_bytes", sizes["workspace_bytes"])),
+            )
+            out.append(
+                {
+                    "model": m["name"],
+                    "tvm_plan_bytes": tvm,
+                    "planned_bytes": ours,
+                    "lower_bound_bytes": plan.get("lower_bound_bytes"),
+                    "over_bound_percent": plan.get("over_bound_percent"),
+                    "saved_bytes": None if tvm is None else tvm - ours,
+                    "shares_arena": bool(m.get("shares_arena")),
+                }
+            )
+        return out
+
+    def memory_plan_lines(self) -> List[str]:
+        """The plans side by side, as text (and the one arena models share)."""
+        plans = self.memory_plans()
+        lines = [f"{'memory plan':<24}{'TVM plan':>12}{'ours':>12}{'lower bound':>14}"]
+        for p in plans:
+            bound = p["lower_bound_bytes"]
+            over = "" if bound is None else f" (+{p['over_bound_percent']:.2f} %)"
+            lines.append(
+                f"  {p['model']:<22}{_num(p['tvm_plan_bytes']):>12}{_num(p['planned_bytes']):>12}"
+                f"{_num(bound) if bound is not None else '-':>14}{over}"
+            )
+        sharing = [p for p in plans if p["shares_arena"]]
+        if len(sharing) > 1:
+            side_by_side = sum(int(p["planned_bytes"]) for p in sharing)
+            lines.append(
+                f"  one arena for {len(sharing)} models (one inference at a time): "
+                f"{int(self.info.get('shared_arena_bytes') or 0):,} B, not {side_by_side:,} B "
+                "side by side"
+            )
+        return lines
 
     @property
     def model_pools_bytes(self) -> int:
@@ -170,6 +220,10 @@ class Footprint:
             "fits": self.fits,
             "verdict": self.verdict(),
             "planned": {"ram": dict(self.planned_ram), "flash": dict(self.planned_flash)},
+            "memory_plan": {
+                "models": self.memory_plans(),
+                "shared_arena_bytes": self.info.get("shared_arena_bytes"),
+            },
             "linked": None if self.linked is None else self.linked.to_json(),
             "notes": list(self.notes),
             "counted": {
@@ -199,7 +253,7 @@ class Footprint:
             return None if linked is None else linked.category_bytes(category, buckets)
 
         rows: List[Tuple[str, Optional[int], Optional[int]]] = [
-            ("arena (tensors)", self.planned_ram.get("arena"), got("arena")),
+            ("arena (tensors, windows)", self.planned_ram.get("arena"), got("arena")),
             ("workspace", self.planned_ram.get("workspace"), got("workspace")),
             ("model pools (USMP)", self.planned_ram.get("model pools", 0), got("pools")),
             ("executor state", self.planned_ram.get("executor state"), got("state")),
@@ -281,6 +335,7 @@ class Footprint:
             )
         )
         lines.append(_table("flash", flash_rows, self.flash_available))
+        lines += self.memory_plan_lines()
         lines.append(
             f"params: {self.params_in_place} of {self.params_total} bound in place in flash, "
             f"{self.params_ram_bytes:,} B copied into RAM; {self.params_padding_bytes:,} B of "

@@ -10,10 +10,11 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..board import Board, list_boards
 from ..errors import GenerateError, UnsupportedModelError
-from ..options import GRAPH_FORMATS
+from ..options import GRAPH_FORMATS, normalize_options
 from ..read import Archive, Model
 from ..resolve.detect import refuse_cmsis_nn_off_arm
 from .executors import ExecutorKind, LibraryCode, LibraryRequest, executor_for
+from .memory_plan import MemoryPlan, plan_executor_model
 from .params_blob import aligned_params, laid_out_params
 from .project_types import check_owned_options, project_type_for
 from .registry import defined_functions
@@ -50,18 +51,26 @@ def generator_version() -> str:
 
 @dataclass
 class ModelPlan:
-    """One model as it goes into the firmware, with every size the generator computed."""
+    """One model as it goes into the firmware, with every size the generator computed.
+
+    ``arena_bytes`` answers "how many arena bytes does this model need": with const tables
+    the liveness plan's arena (tensors and every operator's workspace window, ``memory``),
+    with graph_format=json the runtime's sequential layout of TVM's storage ids; then
+    ``separate_workspace_bytes`` more are the workspace beside it (0 with the plan)."""
 
     model: Model
     kind: ExecutorKind
     c_name: str
-    tables: GraphTables
+    tables: GraphTables  # as the firmware's executor sees them (a pool per tensor when planned)
     params_blob: bytes
     in_place: List[int]
     arena_bytes: int
     workspace: WorkspaceEstimate
     state_bytes: int
     graph_format: str
+    tvm_tables: GraphTables  # TVM's storage ids: the JSON the device parses, TVM's own host
+    memory: Optional[MemoryPlan] = None  # the liveness plan (const tables), else None
+    shares_arena: bool = False  # its arena is the firmware's one arena (shared_arena_bytes)
     graph_json: bytes = b""
     parse_bytes: int = 0
     tables_flash_bytes: int = 0
@@ -74,6 +83,29 @@ class ModelPlan:
     sources: List[str] = field(default_factory=list)
     objects: List[str] = field(default_factory=list)
     include_dirs: List[str] = field(default_factory=list)
+
+    @property
+    def separate_workspace_bytes(self) -> int:
+        """The workspace the firmware reserves beside the arena: none when the plan puts
+        every operator's window in the arena."""
+        return 0 if self.memory is not None else self.workspace.bytes
+
+    @property
+    def copies_params(self) -> bool:
+        """Whether init copies some param into the arena (one not bound in place): the
+        arena then holds data that must outlive every run, and is the model's own."""
+        params = self.model.params or {}
+        pools = {self.tables.views[a.view].storage for a in self.tables.args if a.name in params}
+        return bool(pools - set(self.in_place))
+
+    @property
+    def tvm_plan_bytes(self) -> int:
+        """What TVM's plan reserves: every storage id at its largest entry, side by side
+        (params bound in place left out), plus a workspace as large as the largest
+        operator's (the firmware's layout before the liveness plan)."""
+        tvm = self.tvm_tables
+        bound = tvm.param_bindings(self.model.params) if self.model.params else {}
+        return tvm.arena_bytes(bound) + self.workspace.bytes
 
     @property
     def device_tables(self) -> GraphTables:
@@ -111,10 +143,17 @@ class ModelPlan:
             "inputs": [spec.to_dict() for spec in self.model.inputs],
             "outputs": [spec.to_dict() for spec in self.model.outputs],
             "graph_format": self.graph_format,
+            "shares_arena": self.shares_arena,
             "sizes": {
                 "arena_bytes": self.arena_bytes,
                 "params_in_place": len(self.in_place),
                 "workspace_bytes": self.workspace.bytes,
+                "workspace_ram_bytes": self.separate_workspace_bytes,
+                # What one operator call may take: its window (the largest), else the pool.
+                "workspace_window_bytes": self.memory.largest_window
+                if self.memory is not None
+                else self.workspace.bytes,
+                "tvm_plan_bytes": self.tvm_plan_bytes,
                 "workspace_source": self.workspace.how,
                 "workspace_metadata_bytes": self.workspace.metadata_bytes,
                 "workspace_code_bytes": self.workspace.code_bytes,
@@ -130,6 +169,7 @@ class ModelPlan:
                 "graph_tables_bytes": self.tables_flash_bytes,
                 "samples_bytes": len(self.samples_blob),
             },
+            "memory_plan": None if self.memory is None else self.memory.describe(),
             "samples": None if self.samples is None else self.samples.describe(),
             "functions_outside_registry": list(self.library.linked_by_name),
             "renamed_symbols": dict(self.renames),
@@ -228,15 +268,18 @@ def _plan_models(
         if kind.name == "operator" and not ptype.serves_operators:
             the_model.require_graph()  # the explanation: no graph to run
         graph = kind.graph(the_model)
-        tables = compile_graph(graph)
+        tvm_tables = tables = compile_graph(graph)
+        workspace = _workspace(kind, the_model, opts["workspace_size_bytes"])
+        memory = None
+        tables_format = kind.graph_format(graph_format) == "tables"
+        if tables_format and opts["memory_plan"] == "liveness":
+            tables, memory = plan_executor_model(
+                the_model, kind, workspace, opts["workspace_size_bytes"]
+            )
         bindings = tables.param_bindings(the_model.params) if the_model.params else {}
         in_place = sorted(bindings)
         layout: Dict[int, int] = {}
-        if (
-            kind.graph_format(graph_format) == "tables"
-            and bindings
-            and len(bindings) == len(the_model.params)
-        ):
+        if tables_format and bindings and len(bindings) == len(the_model.params):
             blob, layout, _ = laid_out_params(the_model.params, bindings)
         else:
             blob, _ = aligned_params(the_model.params) if the_model.params else (b"", {})
@@ -247,10 +290,12 @@ def _plan_models(
             tables=tables,
             params_blob=blob,
             in_place=in_place,
-            arena_bytes=tables.arena_bytes(in_place),
-            workspace=_workspace(kind, the_model, opts["workspace_size_bytes"]),
+            arena_bytes=tables.arena_bytes(in_place) if memory is None else memory.arena_bytes,
+            workspace=workspace,
             state_bytes=state_bytes(tables.without_args_on(layout), ptr),
             graph_format=kind.graph_format(graph_format),
+            tvm_tables=tvm_tables,
+            memory=memory,
             params_layout=layout,
         )
         if plan.graph_format == "json":
@@ -259,16 +304,19 @@ def _plan_models(
             plan.parse_bytes = json_parse_bytes(graph, tables, ptr) + 64
         else:
             device_tables = plan.device_tables
-            check_tables(device_tables, plan.params_layout, plan.name)
+            check_tables(device_tables, plan.params_layout, plan.name, plan.memory)
             plan.tables_flash_bytes = tables_bytes(
                 device_tables,
                 ptr,
                 func_names=not plan.library.func_ptrs,
                 storage_data=bool(plan.params_layout),
+                memory=plan.memory,
             )
         ptype.plan(plan, archive, opts)
         plans.append(plan)
     _rename_shared_symbols(plans)
+    for plan in plans:
+        plan.shares_arena = ptype.shares_arena and not plan.copies_params
     if graph_format == "json" and not any(plan.graph_format == "json" for plan in plans):
         raise GenerateError(
             "option graph_format=json: no graph.json to parse on the device: "
@@ -277,6 +325,19 @@ def _plan_models(
             hint="leave the option out for AOT archives",
         )
     return plans
+
+
+def plan_models(
+    archive: Archive,
+    model: Optional[str],
+    board: Board,
+    project_type: str = "host_driven",
+    options: Optional[Mapping[str, Any]] = None,
+) -> List[ModelPlan]:
+    """What the generator plans for ``model`` (a name, ``'*'`` or None) of an open
+    ``archive`` on ``board`` — tables, liveness plan, params, sizes — without writing
+    anything: for tools that need a firmware's own plan (footprint, benchmarks, export)."""
+    return _plan_models(archive, model, board, project_type, normalize_options(options))
 
 
 def _check_cpu(models: Sequence[Model], board: Board) -> None:
@@ -316,6 +377,16 @@ def _rename_shared_symbols(plans: Sequence[ModelPlan]) -> None:
         }
 
 
+def shared_arena_bytes(plans: Sequence[ModelPlan]) -> int:
+    """The firmware's one arena: the largest of the sharing models' (with a JSON graph's
+    workspace after its arena). One inference runs at a time, so their tensors and windows
+    may use the same bytes; a model's inputs and outputs hold until another model uses the
+    arena (the device protocol refuses a RUN or GET_OUTPUT after that)."""
+    return max(
+        (p.arena_bytes + p.separate_workspace_bytes for p in plans if p.shares_arena), default=0
+    )
+
+
 def memory_fit(
     plans: Sequence[ModelPlan],
     board: Board,
@@ -327,12 +398,17 @@ def memory_fit(
     ram: Dict[str, int] = {}
     flash: Dict[str, int] = {}
     many = len(plans) > 1
+    sharing = [plan.name for plan in plans if plan.shares_arena and ptype.keeps_executor(plan)]
+    if sharing:
+        shared = "arena" if len(sharing) == 1 else f"arena (shared: {', '.join(sharing)})"
+        ram[shared] = shared_arena_bytes(plans)
     for plan in plans:
         if not ptype.keeps_executor(plan):
             continue
         tag = f"{plan.name} " if many else ""
-        ram[f"{tag}arena"] = plan.arena_bytes
-        ram[f"{tag}workspace"] = plan.workspace.bytes
+        if not plan.shares_arena:
+            ram[f"{tag}arena"] = plan.arena_bytes
+            ram[f"{tag}workspace"] = plan.separate_workspace_bytes
         ram[f"{tag}executor state"] = plan.state_bytes
         for what, size in plan.kind.ram_items(plan.model).items():
             ram[f"{tag}{what}"] = size

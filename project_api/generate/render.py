@@ -30,6 +30,7 @@ from .plan import (
     Progress,
     generator_version,
     memory_fit,
+    shared_arena_bytes,
 )
 from .project_types import ProjectType, project_type_for, wire_payload
 from .registry import defines_system_library
@@ -162,6 +163,8 @@ def _write_project(
     definitions += own
     if opts["profile"]:
         definitions.append("MLF_PROFILE=1")
+    if not any(plan.memory is not None and plan.memory.tables().windows for plan in plans):
+        definitions.append("MLF_WINDOWS=0")  # no operator has a window: no lending linked
     context = {
         "generator_version": generator_version(),
         "board": board,
@@ -180,6 +183,8 @@ def _write_project(
         "seam_include_dirs": seam_dirs,
         "blobs": blobs,
         "dependencies": dependencies,
+        "shared_arena_bytes": shared_arena_bytes(plans),
+        "sharing_models": sum(1 for plan in plans if plan.shares_arena),
         **ptype.context(plans, board, opts),
     }
     _check_own_definitions(own, set(board.compile_definitions()) | set(context.get("defines", {})))
@@ -205,6 +210,7 @@ def _write_project(
         "options": stored_options,
         "requested_options": json.loads(json.dumps(dict(sorted(requested.items())), default=str)),
         "models": [plan.describe() for plan in plans],
+        "shared_arena_bytes": shared_arena_bytes(plans),
         "max_payload": wire_payload(board),
         "stack_bytes": stack if not board.is_host else None,
         "fit": fit.to_json(),
@@ -392,6 +398,7 @@ def _model_context(plan: ModelPlan) -> Dict[str, Any]:
                 symbol,
                 {sid: f"mlf_params_{plan.c_name} + {at}" for sid, at in plan.params_layout.items()},
                 library.func_ptrs,
+                plan.memory.tables() if plan.memory is not None else None,
             ),
             symbol,
         )
@@ -402,7 +409,15 @@ def _model_context(plan: ModelPlan) -> Dict[str, Any]:
         "arena_bytes": plan.arena_bytes,
         "in_place_count": len(plan.in_place),
         "workspace_bytes": plan.workspace.bytes,
+        "workspace_ram_bytes": plan.separate_workspace_bytes,
         "workspace_how": plan.workspace.how,
+        "windows": plan.memory is not None,
+        "largest_window": plan.memory.largest_window if plan.memory is not None else 0,
+        "needs_workspace": (
+            plan.memory.largest_window if plan.memory is not None else plan.workspace.bytes
+        )
+        > 0,
+        "shares_arena": plan.shares_arena,
         "state_expression": state_bytes_expression(plan.device_tables),
         "has_params": bool(plan.params_blob),
         "params_in_tables": bool(plan.params_layout),

@@ -41,7 +41,7 @@ class WorkspaceEstimate:
     max_allocations: int = 0
 
 
-def _split_functions(text: str) -> List[str]:
+def split_functions(text: str) -> List[str]:
     starts = [m.start() for m in _FUNCTION_START_RE.finditer(text)]
     if not starts:
         return [text]
@@ -61,17 +61,26 @@ def function_allocations(sources: Iterable[Path]) -> Optional[List[Tuple[str, Li
             return None
         if "TVMBackendAllocWorkspace" not in text:
             continue
-        for body in _split_functions(text):
-            sizes = []
-            for match in _ALLOC_RE.finditer(body):
-                args = match.group(1).split(",")
-                size = _SIZE_ARG_RE.match(args[2]) if len(args) >= 3 else None
-                if size is None:
-                    return None
-                sizes.append(align(int(size.group(1)), WORKSPACE_ALIGN))
+        for body in split_functions(text):
+            sizes = literal_blocks(body)
+            if sizes is None:
+                return None
             if sizes:
                 found.append((body.split("\n", 1)[0], sizes))
     return found
+
+
+def literal_blocks(body: str) -> Optional[List[int]]:
+    """The blocks a function's body allocates, each rounded up to 64 bytes; None for a size
+    that is not a literal."""
+    blocks: List[int] = []
+    for match in _ALLOC_RE.finditer(body):
+        args = match.group(1).split(",")
+        size = _SIZE_ARG_RE.match(args[2]) if len(args) >= 3 else None
+        if size is None:
+            return None
+        blocks.append(align(int(size.group(1)), WORKSPACE_ALIGN))
+    return blocks
 
 
 def code_workspace(sources: Iterable[Path]) -> Optional[Dict[str, int]]:
@@ -89,28 +98,32 @@ def code_workspace(sources: Iterable[Path]) -> Optional[Dict[str, int]]:
 def metadata_operator_workspace(metadata: Mapping[str, Any]) -> Optional[int]:
     """The largest per-operator workspace the metadata records for the CPU (device 1), or
     None when it has no per-operator figures (older versions record only ``main``)."""
+    return max(metadata_windows(metadata).values(), default=None)
+
+
+def metadata_windows(metadata: Mapping[str, Any]) -> Dict[str, int]:
+    """{function name: workspace bytes} from ``operator_functions`` (device 1, the CPU):
+    empty when the metadata has no per-operator figures."""
     memory = metadata.get("memory")
     if not isinstance(memory, Mapping):
-        return None
+        return {}
     functions = memory.get("functions")
-    entries: Any = None
-    if isinstance(functions, Mapping):
-        entries = functions.get("operator_functions")
+    entries: Any = functions.get("operator_functions") if isinstance(functions, Mapping) else None
     if entries is None:
         entries = memory.get("operator_functions")
-    if not isinstance(entries, list):
-        return None
-    best: Optional[int] = None
-    for entry in entries:
+    found: Dict[str, int] = {}
+    for index, entry in enumerate(entries if isinstance(entries, list) else []):
         if not isinstance(entry, Mapping):
             continue
+        name = entry.get("function_name")
+        name = name if isinstance(name, str) else f"#{index}"
         for pool in entry.get("workspace", []) or []:
             if not isinstance(pool, Mapping) or pool.get("device", 1) != 1:
                 continue
             size = pool.get("workspace_size_bytes", 0)
             if isinstance(size, int) and size >= 0:
-                best = size if best is None else max(best, size)
-    return best
+                found[name] = max(found.get(name, 0), size)
+    return found
 
 
 def estimate_workspace(model: Any, override: Optional[int] = None) -> WorkspaceEstimate:

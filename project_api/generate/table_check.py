@@ -10,9 +10,10 @@ host run of a generated project.
 
 from __future__ import annotations
 
-from typing import List, Mapping, Set
+from typing import List, Mapping, Optional, Set
 
 from ..errors import GenerateError
+from .memory_plan import MemoryPlan, overlaps
 from .tables import MLF_FUNC_COPY, STORAGE_ALIGN, GraphTables
 
 # The runtime's limits: 16-bit indices (mlf_view.storage, op_args) and a 32-bit size_t.
@@ -94,9 +95,34 @@ def table_problems(tables: GraphTables, bound: Mapping[int, int]) -> List[str]:
     return [p for p in (_bound_pool_problem(t, s, o, written) for s, o in bound.items()) if p]
 
 
-def check_tables(tables: GraphTables, bound: Mapping[int, int], model: str) -> None:
-    """Raises :class:`GenerateError` when the runtime would refuse these tables."""
+def plan_problems(tables: GraphTables, memory: MemoryPlan) -> List[str]:
+    """What is wrong with a liveness plan for these tables: an offset off the 64-byte grid
+    (the runtime refuses it), the arena's pools not numbered first, a window per operator
+    missing, or two blocks live at once that share bytes (the runtime cannot tell: only this
+    check)."""
+    placed = memory.placed
+    problems = [
+        f"pool {sid} at offset {at}" for sid, at in enumerate(placed) if at % STORAGE_ALIGN
+    ] + [
+        f"operator {i}'s window at offset {at}"
+        for i, (at, size) in enumerate(memory.windows)
+        if size and at % STORAGE_ALIGN
+    ]
+    if set(memory.pool_offsets) != set(range(len(placed))):
+        problems.append("the arena's pools are not the first ones")
+    if len(memory.windows) != len(tables.ops):
+        problems.append(f"{len(memory.windows)} windows for {len(tables.ops)} operators")
+    return problems + [f"{pair} overlap while both are live" for pair in overlaps(memory)]
+
+
+def check_tables(
+    tables: GraphTables, bound: Mapping[int, int], model: str, memory: Optional[MemoryPlan] = None
+) -> None:
+    """Raises :class:`GenerateError` when the runtime would refuse these tables, or their
+    liveness plan would let two live tensors or windows share bytes."""
     problems = table_problems(tables, bound)
+    if memory is not None and not problems:
+        problems = plan_problems(tables, memory)
     if problems:
         shown = "; ".join(problems[:3]) + ("; ..." if len(problems) > 3 else "")
         raise GenerateError(

@@ -4,9 +4,12 @@ generator reserves (``MLF_EXECUTOR_STATE_BYTES``, the JSON parser's buffer) and 
 
 from __future__ import annotations
 
-from typing import Dict, Iterable
+from typing import TYPE_CHECKING, Dict, Iterable, Optional
 
 from .tables import GraphTables, align_up, entry_views, json_raw
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .memory_plan import MemoryPlan
 
 
 def _align8(value: int) -> int:
@@ -19,7 +22,7 @@ def _c_sizes(pointer_bytes: int) -> Dict[str, int]:
     p = pointer_bytes
     dltensor = align_up(align_up(p + 8 + 4 + 4 + p + p, 8) + 8, 8)
     graph = 0
-    for size in (4, 4, p, 4, p, 4, 4, p, 4, p, 4, p, 4, p, 4, p, 4, p, p, p):
+    for size in (4, 4, p, 4, p, 4, 4, p, 4, p, 4, p, 4, p, 4, p, 4, p, p, p, 4, p, 4, p, 4):
         graph = align_up(graph, size) + size
     graph = align_up(graph, p)
     name = align_up(p + 4, p)
@@ -56,12 +59,21 @@ def _layout_bytes(sizes: Iterable[int]) -> int:
 
 
 def tables_bytes(
-    tables: GraphTables, pointer_bytes: int, *, func_names: bool = True, storage_data: bool = False
+    tables: GraphTables,
+    pointer_bytes: int,
+    *,
+    func_names: bool = True,
+    storage_data: bool = False,
+    memory: Optional[MemoryPlan] = None,
 ) -> int:
     """Flash the const tables of :func:`render_c` take (names' text included). Without
     ``func_names`` the functions are bound by address (no names emitted); ``storage_data``:
-    the tables bind params (one pointer per pool)."""
+    the tables bind params (one pointer per pool); ``memory``: the liveness plan's offsets
+    and windows."""
     t = tables
+    plan = memory.tables() if memory is not None else None
+    placed = len(plan.placed) if plan is not None else 0
+    windows = len(plan.windows) if plan is not None and t.ops else 0
     c = _c_sizes(pointer_bytes)
     funcs = t.funcs if func_names else []
     names = sum(len(json_raw(n).encode("utf-8")) + 1 for n in funcs) + sum(
@@ -79,6 +91,8 @@ def tables_bytes(
             len(t.storage_bytes) * 4,
             len(t.args) * c["arg"],
             len(t.outputs) * 4,
+            placed * 4,
+            windows * 8,
         ]
     )
 

@@ -203,6 +203,12 @@ def multi_model() -> GeneratedModel:
     return mlp().with_companions(cnn_nchw())
 
 
+def cnn_pair() -> GeneratedModel:
+    """Two float CNNs of similar size in one v7 archive (NCHW 6.3 KiB and NHWC 5.6 KiB of
+    planned arena): a firmware of both shares one arena."""
+    return cnn_nchw().with_companions(cnn_nhwc())
+
+
 def chain_add(n: int) -> GeneratedModel:
     """x [1, 256] float32 added ``n`` times: one shared function, n graph operators, the
     intermediates ping-ponging between two storage ids (~3-4 KiB of tensors for any n)."""
@@ -266,6 +272,7 @@ def catalog() -> Dict[str, Factory]:
         "failing": failing,
         "many_functions": many_functions,
         "multi_model": multi_model,
+        "cnn_pair": cnn_pair,
         "mlp_v5": functools.partial(mlp, "mlp_v5", 5),
         "mlp_v6": functools.partial(mlp, "mlp_v6", 6),
         "chain_add_10": functools.partial(chain_add, 10),

@@ -40,6 +40,10 @@ def _num(value: Optional[float]) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}"
 
 
+def _bytes(value: Optional[int]) -> str:
+    return "-" if value is None else f"{int(value):,}"
+
+
 def bar_chart(rows: Sequence[Tuple[str, float, str]], *, width: int = 1000) -> str:
     """Horizontal bars: (label, value, caption at the bar's end) per row."""
     label_width, bar_height, gap = 360, 18, 6
@@ -118,6 +122,7 @@ def profile_section(profile: Any) -> str:
             _num(c.value),
             f"{100 * c.share:.2f} %",
             f"{c.workspace_bytes:,}",
+            _bytes(c.window_bytes),
             "-" if c.input_bytes is None else f"{c.input_bytes:,}",
             "-" if c.output_bytes is None else f"{c.output_bytes:,}",
         ]
@@ -135,7 +140,7 @@ def profile_section(profile: Any) -> str:
         f'<p class="summary">{_e(summary)}</p>'
         + bar_chart(rows)
         + _table(
-            ["#", "function", unit, "share", "workspace B", "in B", "out B"],
+            ["#", "function", unit, "share", "workspace B", "window B", "in B", "out B"],
             table_rows,
             "calls",
         )
@@ -155,12 +160,24 @@ def footprint_section(report: Any) -> str:
     table_rows = [["RAM", name, f"{size:,}"] for name, size in ram] + [
         ["flash", name, f"{size:,}"] for name, size in flash
     ]
+    plans = [
+        [
+            p["model"],
+            _bytes(p["tvm_plan_bytes"]),
+            _bytes(p["planned_bytes"]),
+            _bytes(p["lower_bound_bytes"]),
+            "-" if p["over_bound_percent"] is None else f"+{p['over_bound_percent']:.2f} %",
+        ]
+        for p in report.memory_plans()
+    ]
     return (
         f"<h2>Footprint ({stage})</h2>"
         f'<p class="summary">{_e(report.verdict())}</p>'
         + stacked_bar(f"RAM ({stage})", ram, report.ram_available)
         + stacked_bar(f"flash ({stage})", flash, report.flash_available)
         + _table(["memory", "what", "bytes"], table_rows, "footprint")
+        + "<h3>Memory plan: tensors and workspace (bytes)</h3>"
+        + _table(["model", "TVM's plan", "ours", "lower bound", "over bound"], plans, "footprint")
     )
 
 

@@ -39,6 +39,7 @@ class OperatorCall:
     workspace_bytes: int
     input_bytes: Optional[int] = None
     output_bytes: Optional[int] = None
+    window_bytes: Optional[int] = None  # its workspace window in the arena (liveness plan)
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -48,6 +49,7 @@ class OperatorCall:
             "value": self.value,
             "share": self.share,
             "workspace_bytes": self.workspace_bytes,
+            "window_bytes": self.window_bytes,
             "input_bytes": self.input_bytes,
             "output_bytes": self.output_bytes,
         }
@@ -109,12 +111,13 @@ class Profile:
             f"{len(self.calls)} operator calls, {unit}"
             + (f", median of {self.runs} runs" if self.runs > 1 else ""),
             f"{'#':>3}  {'function':<{width}}  {unit:>14}  {'share':>7}  {'workspace':>10}  "
-            f"{'in bytes':>9}  {'out bytes':>9}",
+            f"{'window':>10}  {'in bytes':>9}  {'out bytes':>9}",
         ]
         for call in self.calls:
             lines.append(
                 f"{call.index:>3}  {call.function:<{width}}  {_figure(call.value):>14}  "
                 f"{100 * call.share:>6.2f}%  {call.workspace_bytes:>10,}  "
+                f"{_bytes(call.window_bytes):>10}  "
                 f"{_bytes(call.input_bytes):>9}  {_bytes(call.output_bytes):>9}"
             )
         whole = self.whole
@@ -181,13 +184,16 @@ def operator_level(named: Sequence[Tuple[str, Any]]) -> List[Tuple[str, Any]]:
     return [(name, record) for name, record in named if record.depth == top]
 
 
-def graph_call_sizes(tables: Any) -> List[Tuple[str, int, int]]:
-    """(function, input bytes, output bytes) of every function call of a graph, in order
-    (copies are not calls)."""
+def graph_call_sizes(
+    tables: Any, windows: Optional[Sequence[Sequence[int]]] = None
+) -> List[Tuple[str, int, int, Optional[int]]]:
+    """(function, input bytes, output bytes, window bytes) of every function call of a
+    graph, in order (copies are not calls); ``windows``: each operator's (offset, bytes)
+    workspace window, from the liveness plan (None: no windows)."""
     from ..generate.tables import MLF_FUNC_COPY
 
     sizes = []
-    for op in tables.ops:
+    for index, op in enumerate(tables.ops):
         if op.func == MLF_FUNC_COPY:
             continue
         views = [tables.views[a] for a in op.args]
@@ -198,6 +204,7 @@ def graph_call_sizes(tables: Any) -> List[Tuple[str, int, int]]:
                 tables.funcs[op.func],
                 sum(v.nbytes for v in inputs),
                 sum(v.nbytes for v in views[len(views) - outputs :]),
+                None if windows is None else int(windows[index][1]),
             )
         )
     return sizes
@@ -211,7 +218,8 @@ class ProfileTarget:
     board: Any
     executor: str
     firmware: Path
-    call_sizes: Optional[List[Tuple[str, int, int]]] = None  # graph models
+    call_sizes: Optional[List[Tuple[str, int, int, Optional[int]]]] = None  # graph models
+    window_bytes: Optional[int] = None  # AOT: the one window every call draws from
 
 
 def unit_of(board: Any, tick_hz: int, ticks_to_instructions: Optional[float]) -> Tuple[str, float]:
@@ -271,6 +279,7 @@ def build_profile(
                 workspace_bytes=workspace,
                 input_bytes=None if sizes is None else sizes[index][1],
                 output_bytes=None if sizes is None else sizes[index][2],
+                window_bytes=target.window_bytes if sizes is None else sizes[index][3],
             )
         )
     dropped = max(dropped for _, dropped, _, _ in runs)
@@ -307,9 +316,11 @@ def profile_target(project: Any, model_name: str) -> ProfileTarget:
 
     described: Mapping[str, Any] = next(m for m in project.models if m["name"] == model_name)
     executor = str(described.get("executor", "graph"))
+    windows = (described.get("memory_plan") or {}).get("windows")  # per operator of the graph
     sizes = None
     if executor == "graph":
         with open_archive(Path(project.dir) / MODEL_TAR) as archive:
             model = next(m for m in archive.models if m.name == model_name)
-            sizes = graph_call_sizes(compile_graph(executor_for(model).graph(model)))
-    return ProfileTarget(model_name, project.board, executor, Path(project.firmware), sizes)
+            sizes = graph_call_sizes(compile_graph(executor_for(model).graph(model)), windows)
+    window = int(windows[0][1]) if executor != "graph" and windows else None
+    return ProfileTarget(model_name, project.board, executor, Path(project.firmware), sizes, window)

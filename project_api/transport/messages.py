@@ -45,6 +45,7 @@ class ErrorCode(enum.IntEnum):
     BAD_INDEX = 0x105
     OUT_OF_RANGE = 0x106
     UNSUPPORTED = 0x107
+    ARENA_TAKEN = 0x108
 
 
 _PROTOCOL_NAMES = {
@@ -56,6 +57,7 @@ _PROTOCOL_NAMES = {
     ErrorCode.BAD_INDEX: "no such tensor",
     ErrorCode.OUT_OF_RANGE: "out of range",
     ErrorCode.UNSUPPORTED: "unsupported",
+    ErrorCode.ARENA_TAKEN: "arena taken",
 }
 
 

@@ -124,6 +124,11 @@ def _protocol_text(code: int, request: int, n: Sequence[int]) -> str:
         return f"bytes {n[0]}+{n[1]} beyond the tensor's {n[2]}"
     if code == 0x107 and len(n) == 1 and n[0] < len(_UNSUPPORTED):
         return _UNSUPPORTED[n[0]]
+    if code == 0x108 and len(n) == 2:
+        return (
+            f"model {n[0]}'s tensors are gone: model {n[1]} has used the arena the models "
+            "share since; set the inputs again and run"
+        )
     return " ".join(str(x) for x in n)
 
 

@@ -181,6 +181,27 @@ static const mlf_device_model* model_for(mlf_device* dev, uint8_t seq, uint8_t r
   return model;
 }
 
+#if MLF_SHARED_ARENA
+/* Models that share one arena: the one whose tensors it holds (taking it over when `take`),
+ * or 0 after an ARENA_TAKEN was answered. A model that never touched the arena may run (its
+ * inputs are what its last user left there, as a fresh firmware's are zeros). */
+static int arena_held(mlf_device* dev, uint8_t seq, uint8_t request, const uint8_t* payload,
+                      int take) {
+  uint32_t index = get_u16(payload);
+  const mlf_device_model* model = &dev->config->models[index];
+  if (!model->shares_arena) return 1;
+  if (!take && dev->arena_owner != 0 && dev->arena_owner != index + 1u) {
+    fail_with(dev, seq, request, MLF_DEVICE_ERR_ARENA_TAKEN, 2, index, dev->arena_owner - 1u, 0);
+    return 0;
+  }
+  dev->arena_owner = index + 1u;
+  return 1;
+}
+#define ARENA_HELD(dev, seq, request, payload, take) arena_held(dev, seq, request, payload, take)
+#else
+#define ARENA_HELD(dev, seq, request, payload, take) 1
+#endif
+
 static void fail_index(mlf_device* dev, uint8_t seq, uint8_t request, uint32_t index,
                        uint32_t count) {
   fail_with(dev, seq, request, MLF_DEVICE_ERR_BAD_INDEX, 2, index, count, 0);
@@ -366,6 +387,7 @@ static void on_set_input(mlf_device* dev, uint8_t seq, const uint8_t* payload, s
     fail_range(dev, seq, request, offset, count, nbytes);
     return;
   }
+  (void)ARENA_HELD(dev, seq, request, payload, 1);
   if (count > 0) {
     memcpy(tensor + offset, payload + 8, count);
   }
@@ -380,7 +402,7 @@ static void on_run(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t 
     return;
   }
   const mlf_device_model* model = model_for(dev, seq, request, payload);
-  if (model == NULL) return;
+  if (model == NULL || !ARENA_HELD(dev, seq, request, payload, 0)) return;
   if (model->workspace != NULL) {
     /* A run that failed inside an operator may have left blocks allocated. */
     model->workspace->top = 0;
@@ -418,7 +440,7 @@ static void on_get_output(mlf_device* dev, uint8_t seq, const uint8_t* payload, 
   }
   size_t nbytes;
   const uint8_t* tensor = tensor_for(dev, seq, request, payload, 1, &nbytes);
-  if (tensor == NULL) return;
+  if (tensor == NULL || !ARENA_HELD(dev, seq, request, payload, 0)) return;
   uint32_t offset = get_u32(payload + 4);
   uint32_t max_length = get_u32(payload + 8);
   if (offset > nbytes) {

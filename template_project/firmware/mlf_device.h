@@ -8,7 +8,7 @@
  *   static uint8_t rx_buffer[MLF_FRAME_BUFFER_BYTES(MAX_PAYLOAD)];
  *   mlf_platform_init();
  *   ... mlf_executor_init() every model, keep each status ...
- *   const mlf_device_model models[] = {{"default", &executor, &workspace, init_status}};
+ *   const mlf_device_model models[] = {{"default", &executor, &workspace, init_status, 0}};
  *   const mlf_device_config config = {models, 1, "host", "host_driven",
  *                                     rx_buffer, sizeof(rx_buffer), MAX_PAYLOAD, 200};
  *   mlf_platform_exit(mlf_device_serve(&config));
@@ -58,6 +58,7 @@ extern "C" {
 #define MLF_DEVICE_ERR_BAD_INDEX 0x105u    /* no input/output with that index */
 #define MLF_DEVICE_ERR_OUT_OF_RANGE 0x106u /* byte range or describe index beyond the end */
 #define MLF_DEVICE_ERR_UNSUPPORTED 0x107u  /* cannot be described on the wire (e.g. ndim>255) */
+#define MLF_DEVICE_ERR_ARENA_TAKEN 0x108u  /* another model used the arena they share since */
 
 /* PROFILE reply: u32 count, u32 dropped, u64 anchor, u32 first, u32 n, then n records of
  * u64 function, u64 enter ticks, u64 exit ticks, u32 workspace bytes, u32 depth. */
@@ -75,6 +76,11 @@ typedef struct {
   mlf_executor* executor;   /* initialised (or not: see init_status) */
   mlf_workspace* workspace; /* bound around every RUN; NULL when the model needs none */
   mlf_status init_status;   /* what mlf_executor_init() returned */
+  /* 1: its arena is one other models share too (firmware built with MLF_SHARED_ARENA=1):
+   * its inputs and outputs hold until another sharing model sets an input or runs, and a
+   * RUN or GET_OUTPUT after that is refused (ARENA_TAKEN) rather than served from bytes
+   * the other model overwrote. */
+  uint8_t shares_arena;
 } mlf_device_model;
 
 typedef struct {
@@ -104,6 +110,7 @@ typedef struct {
   uint32_t tx_crc;
   int exit_requested;
   int32_t exit_status;
+  uint32_t arena_owner; /* 1 + the sharing model whose tensors the arena holds; 0: none yet */
   char message[MLF_DEVICE_MESSAGE_BYTES];
 } mlf_device;
 

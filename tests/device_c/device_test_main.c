@@ -59,9 +59,9 @@ int main(int argc, char** argv) {
   broken.ex.error.subject_len = 30;
   static mlf_workspace workspace;
   const mlf_device_model models[] = {
-      {"adder", &adder.ex, NULL, MLF_OK},
-      {"echo", &echo.ex, &workspace, MLF_OK},
-      {"broken", &broken.ex, NULL, MLF_ERR_MISSING_FUNCTION},
+      {"adder", &adder.ex, NULL, MLF_OK, 0},
+      {"echo", &echo.ex, &workspace, MLF_OK, 0},
+      {"broken", &broken.ex, NULL, MLF_ERR_MISSING_FUNCTION, 0},
   };
   const mlf_device_config config = {
       models, 3, board, "host_driven", rx_buffer, sizeof(rx_buffer), max_payload, idle_ms};

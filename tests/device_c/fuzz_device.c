@@ -261,9 +261,9 @@ int LLVMFuzzerTestOneInput(const uint8_t* input, size_t input_size) {
   broken.ex.error.subject_len = 126;
   memset(&workspace, 0, sizeof(workspace));
   const mlf_device_model models[] = {
-      {"adder", &adder.ex, NULL, MLF_OK},
-      {"echo", &echo.ex, &workspace, MLF_OK},
-      {"broken", &broken.ex, NULL, MLF_ERR_MISSING_FUNCTION},
+      {"adder", &adder.ex, NULL, MLF_OK, 0},
+      {"echo", &echo.ex, &workspace, MLF_OK, 0},
+      {"broken", &broken.ex, NULL, MLF_ERR_MISSING_FUNCTION, 0},
   };
   const mlf_device_config config = {
       models, 3, "fuzz", "host_driven", rx, MLF_FRAME_BUFFER_BYTES(max_payload), max_payload, 0};

@@ -31,7 +31,7 @@ int main(void) {
   }
   if (status == MLF_OK)
     status = mlf_workspace_init(&workspace, workspace_memory, sizeof(workspace_memory));
-  const mlf_device_model models[] = {{"tiny", &executor, &workspace, status}};
+  const mlf_device_model models[] = {{"tiny", &executor, &workspace, status, 0}};
   const mlf_device_config config = {models, 1,  "host", "host_driven", rx_buffer, sizeof(rx_buffer),
                                     4096,   200};
   mlf_platform_exit(mlf_device_serve(&config));

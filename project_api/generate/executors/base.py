@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ...read import Graph, Model
 from ..sizes import WorkspaceEstimate
+from ..tables import GraphTables
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,17 @@ class ExecutorKind:
     def library(self, request: LibraryRequest) -> LibraryCode:
         """The function library the executor resolves ``request.funcs`` in."""
         raise NotImplementedError
+
+    def windows(
+        self,
+        model: Model,
+        tables: GraphTables,
+        workspace: WorkspaceEstimate,
+        override: Optional[int],
+    ) -> List[int]:
+        """Each operator call's workspace window (bytes), in ``tables``' operator order: by
+        default the model's whole workspace for every call (an AOT model's one call)."""
+        return [workspace.bytes for _ in tables.ops]
 
     def ram_items(self, model: Model) -> Dict[str, int]:
         """RAM the model's own C reserves (beyond arena, workspace, state), by name."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 from ...read import Graph, Model
+from ..operator_workspace import operator_windows
 from ..registry import function_pointers_c, render_registry, unregistered_functions
 from ..sizes import WorkspaceEstimate, estimate_workspace
+from ..tables import GraphTables
 from .base import ExecutorKind, LibraryCode, LibraryRequest
 
 
@@ -21,6 +23,16 @@ class GraphExecutor(ExecutorKind):
 
     def library(self, request: LibraryRequest) -> LibraryCode:
         return system_library(request)
+
+    def windows(
+        self,
+        model: Model,
+        tables: GraphTables,
+        workspace: WorkspaceEstimate,
+        override: Optional[int],
+    ) -> List[int]:
+        """Each call's window: what its function asks (:mod:`..operator_workspace`)."""
+        return operator_windows(model, tables, workspace.bytes, override)
 
 
 def system_library(request: LibraryRequest) -> LibraryCode:

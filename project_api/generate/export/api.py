@@ -28,9 +28,11 @@ CTX_WORDS = 26
 
 
 def arena_layout(plan: ModelPlan, board: Board) -> Dict[str, int]:
-    """The arena of an exported model: tensors, workspace, executor state (bytes)."""
+    """The arena of an exported model: tensors (with the liveness plan, and each operator's
+    workspace window among them), a workspace apart (none with the plan), executor state
+    (bytes)."""
     activations = plan.arena_bytes
-    workspace = align(plan.workspace.bytes, STORAGE_ALIGN)
+    workspace = align(plan.separate_workspace_bytes, STORAGE_ALIGN)
     state = state_bytes(plan.device_tables, pointer_bytes(board))
     return {
         "activation_bytes": activations,
@@ -90,6 +92,7 @@ def api_context(plan: ModelPlan, name: str, board: Board) -> Dict[str, Any]:
         symbol,
         {sid: f"mlf_params_{plan.c_name} + {at}" for sid, at in plan.params_layout.items()},
         library.func_ptrs,
+        plan.memory.tables() if plan.memory is not None else None,
     )
     global_state = _concurrency(plan)
     cpu = "the host" if board.is_host else f"{board.cpu.label if board.cpu else board.arch}"
@@ -107,6 +110,8 @@ def api_context(plan: ModelPlan, name: str, board: Board) -> Dict[str, Any]:
         "pointer_bits": 8 * pointer_bytes(board),
         "ctx_words": CTX_WORDS,
         **arena_layout(plan, board),
+        # The executor lends the bound workspace each operator's window (liveness plan).
+        "binds_workspace": plan.workspace.bytes > 0,
         "static_ram_bytes": sum(plan.kind.ram_items(model).values()),
         "global_state": global_state,
         "concurrency": global_state

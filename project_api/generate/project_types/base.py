@@ -31,6 +31,9 @@ class ProjectType:
     serves_operators = False
     #: whether its firmware parses graph JSON of its own (not only graph_format=json)
     parses_graph_json = False
+    #: whether the models' arenas may be one (one inference at a time, and what a model
+    #: keeps between runs are its inputs and outputs, which the loop guards)
+    shares_arena = True
     #: what drives a built firmware of this type: the driver.Project method, the CLI command
     driven_by = ""
     cli_command = ""

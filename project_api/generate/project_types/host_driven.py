@@ -36,6 +36,14 @@ class HostDriven(ProjectType):
     ) -> Dict[str, int]:
         return {"receive buffer": wire_payload(board) + FRAME_OVERHEAD}
 
+    def compile_definitions(
+        self, plans: Sequence[ModelPlan], opts: Mapping[str, Any]
+    ) -> Tuple[str, ...]:
+        # Models that share one arena: the loop keeps track of whose tensors it holds.
+        if sum(1 for plan in plans if plan.shares_arena) > 1:
+            return (*self.definitions, "MLF_SHARED_ARENA=1")
+        return self.definitions
+
     def context(
         self, plans: Sequence[ModelPlan], board: Board, opts: Mapping[str, Any]
     ) -> Dict[str, Any]:

@@ -16,6 +16,8 @@ class Library(ProjectType):
     driven_by = "the user's own firmware (the C API in <model>.h)"
     cli_command = "mlf-project export"
     exports_library = True
+    # Each model's arena is the one its user hands <model>_init(): never one shared.
+    shares_arena = False
 
     def check(self, models: Sequence[Model], opts: Mapping[str, Any]) -> None:
         for model in models:

@@ -57,7 +57,7 @@ def device_memory(
         _units(4 * ((nbytes + 3) // 4))
         for plan in plans
         if plan.kind.name == "graph"
-        for nbytes in plan.tables.storage_bytes
+        for nbytes in plan.tvm_tables.storage_bytes
     )
     buffers = sum(_units(nbytes) for plan in plans for nbytes in _operator_buffers(plan))
     # A script runs a graph one way or the other: the host's pools, or an executor on the device.
@@ -104,9 +104,10 @@ def graph_executor_bytes(plan: ModelPlan, board: Board) -> int:
     if not text:
         return 0
     ptr = 8 if board.is_host else 4
-    tables = json_parse_bytes(plan.kind.graph(plan.model), plan.tables, ptr)
-    executor = EXECUTOR_STRUCT_BYTES + ptr * len(plan.tables.funcs)
-    state = executor + state_bytes(plan.tables, ptr) + plan.tables.arena_bytes() + UNIT
+    tvm = plan.tvm_tables  # the host's JSON keeps TVM's storage ids
+    tables = json_parse_bytes(plan.kind.graph(plan.model), tvm, ptr)
+    executor = EXECUTOR_STRUCT_BYTES + ptr * len(tvm.funcs)
+    state = executor + state_bytes(tvm, ptr) + tvm.arena_bytes() + UNIT
     return _units(text + 8 + tables) + _units(state)
 
 
@@ -178,6 +179,8 @@ class HostDrivenMicroTvm(HostDriven):
         "mlf_utvm_session.c",
     )
     serves_operators = True  # AutoTVM's trials: the host times the functions by name
+    # TVM's host may set inputs of one model, run another, load params: arenas stay apart.
+    shares_arena = False
     graph_executor_on_device = False
     driven_by = "TVM's tvm.micro.Session"
     cli_command = "tvmc run --device micro, or a script with tvm.micro.Session"

@@ -1,0 +1,272 @@
+"""The liveness plan (project_api/generate/memory_plan.py) on hand-made graphs: no two
+tensors or workspace windows that are live during the same operator call share a byte, and
+the plan meets the liveness lower bound."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pytest
+
+from project_api.generate.memory_plan import (
+    Block,
+    lower_bound,
+    overlaps,
+    place,
+    plan_memory,
+    plan_model,
+    tensor_storage_ids,
+)
+from project_api.generate.tables import MLF_FUNC_COPY, GraphTables, compile_graph
+from project_api.read import Graph
+
+# An op: (function, [input entries as (node, output)], number of outputs, output shapes).
+Op = Tuple[str, List[Tuple[int, int]], List[Tuple[int, ...]]]
+
+
+def graph(
+    inputs: Dict[str, Tuple[int, ...]],
+    ops: Sequence[Op],
+    heads: Sequence[Tuple[int, int]],
+    storage: Optional[Sequence[int]] = None,
+) -> Graph:
+    """A float32 graph: the named inputs (nodes 0..), then the ops in order. Storage ids one
+    per entry unless given (TVM's sharing, to see the planner undo it)."""
+    nodes: List[Dict[str, Any]] = [{"op": "null", "name": n, "inputs": []} for n in inputs]
+    shapes: List[Tuple[int, ...]] = list(inputs.values())
+    row_ptr = list(range(len(inputs) + 1))
+    for func, refs, outs in ops:
+        attrs = {"func_name": func, "num_inputs": str(len(refs)), "num_outputs": str(len(outs))}
+        refs3 = [[nid, k, 0] for nid, k in refs]
+        nodes.append({"op": "tvm_op", "name": func, "inputs": refs3, "attrs": attrs})
+        shapes += outs
+        row_ptr.append(row_ptr[-1] + len(outs))
+    data = {
+        "nodes": nodes,
+        "arg_nodes": list(range(len(inputs))),
+        "heads": [[nid, k, 0] for nid, k in heads],
+        "node_row_ptr": row_ptr,
+        "attrs": {
+            "shape": ["list_shape", [list(s) for s in shapes]],
+            "dltype": ["list_str", ["float32"] * len(shapes)],
+            "storage_id": ["list_int", list(storage or range(len(shapes)))],
+        },
+    }
+    return Graph.from_dict(data, "test.graph")
+
+
+def planned(g: Graph, windows: Dict[str, int]) -> Tuple[GraphTables, Any]:
+    def window_sizes(tables: GraphTables) -> List[int]:
+        return [0 if op.func == MLF_FUNC_COPY else windows.get(tables.funcs[op.func], 0)
+                for op in tables.ops]  # fmt: skip
+
+    return plan_model(g, {}, window_sizes)
+
+
+def with_graph(g: Graph, windows: Dict[str, int]) -> Tuple[Graph, GraphTables, Any]:
+    return (g, *planned(g, windows))
+
+
+def live_regions(g: Graph, tables: GraphTables, memory: Any) -> List[List[Tuple[int, int, int]]]:
+    """Worked out again from the graph, not from the planner's blocks: per operator call, the
+    (TVM storage id, start, end) of every entry live during it (from the node defining it to
+    the last reading it; inputs always, outputs to the end; params bound in flash have no
+    region) and (-1, start, end) of the call's window."""
+    op_nodes = [op.node for op in tables.ops]
+    end = len(g.nodes)
+    first, last = {}, {}
+    for nid, node in enumerate(g.nodes):
+        for k in range(g.node_row_ptr[nid + 1] - g.node_row_ptr[nid]):
+            eid = g.node_row_ptr[nid] + k
+            first[eid] = last[eid] = -1 if not node.is_op else nid
+        for ref in node.inputs:
+            eid = g.node_row_ptr[ref[0]] + ref[1]
+            last[eid] = max(last[eid], nid)
+    for ref in g.heads:
+        last[g.node_row_ptr[ref[0]] + ref[1]] = end
+    for nid in g.arg_nodes:
+        last[g.node_row_ptr[nid]] = end
+    regions: List[List[Tuple[int, int, int]]] = [[] for _ in op_nodes]
+    for eid, sid in enumerate(memory.entry_storage):
+        if sid not in memory.pool_offsets:
+            continue
+        at = memory.pool_offsets[sid]
+        for call, nid in enumerate(op_nodes):
+            if first[eid] <= nid <= last[eid]:
+                regions[call].append((g.storage_ids[eid], at, at + g.entry_bytes(eid)))
+    for call, (at, size) in enumerate(memory.windows):
+        regions[call].append((-1, at, at + size))
+    return regions
+
+
+def check_sound(g: Graph, tables: GraphTables, memory: Any) -> None:
+    """No two regions live in one call overlap (a __nop's input and output, which TVM gave
+    one storage id while both live, are one tensor); everything is inside the arena."""
+    assert overlaps(memory) == []
+    for call, regions in enumerate(live_regions(g, tables, memory)):
+        nonempty = sorted({r for r in regions if r[2] > r[1]})
+        for i, (a, a0, a1) in enumerate(nonempty):
+            assert a0 % 64 == 0 and a1 <= memory.arena_bytes, (call, a)
+            for b, b0, b1 in nonempty[i + 1 :]:
+                alias = a == b != -1 and a0 == b0
+                assert alias or a1 <= b0 or b1 <= a0, f"call {call}: [{a0},{a1}) and [{b0},{b1})"
+
+
+def check(g: Graph, tables: GraphTables, memory: Any) -> None:
+    """Sound, and the plan meets the bound (each block rounded up to 64 bytes, the
+    runtime's grid)."""
+    check_sound(g, tables, memory)
+    grid = [Block(b.what, -(-b.size // 64) * 64, b.first, b.last) for b, _ in memory.blocks]
+    assert memory.lower_bound <= memory.arena_bytes == lower_bound(grid)
+
+
+def nbytes(shape: Tuple[int, ...]) -> int:
+    return 4 * math.prod(shape)
+
+
+def test_chain_reuses_two_regions() -> None:
+    """x -> a -> b -> c -> d: each intermediate is dead two calls later."""
+    s = (1, 64)  # 256 B
+    ops: List[Op] = [("f", [(0, 0)], [s]), ("f", [(1, 0)], [s]), ("f", [(2, 0)], [s]),
+                     ("f", [(3, 0)], [s])]  # fmt: skip
+    g, tables, memory = with_graph(graph({"x": s}, ops, [(4, 0)]), {"f": 128})
+    check(g, tables, memory)
+    # x all the time, the call's input and output, its window: 3 x 256 + 128.
+    assert memory.lower_bound == 3 * 256 + 128 == memory.arena_bytes
+
+
+def test_diamond() -> None:
+    """x -> a, x -> b, (a, b) -> c: a is live while b is computed."""
+    s = (1, 32)  # 128 B
+    ops: List[Op] = [("f", [(0, 0)], [s]), ("f", [(0, 0)], [s]), ("add", [(1, 0), (2, 0)], [s])]
+    g, tables, memory = with_graph(graph({"x": s}, ops, [(3, 0)]), {"f": 64, "add": 0})
+    check(g, tables, memory)
+    assert memory.arena_bytes == 4 * 128  # x, a, b, c at the add
+
+
+def test_an_output_consumed_by_a_later_operator() -> None:
+    """y is an output and the input of the next call: it lives from its call to the end."""
+    s = (1, 64)
+    ops: List[Op] = [("f", [(0, 0)], [s]), ("f", [(1, 0)], [s]), ("f", [(2, 0)], [s])]
+    g, tables, memory = with_graph(graph({"x": s}, ops, [(1, 0), (3, 0)]), {"f": 256})
+    check(g, tables, memory)
+    y = tables.views[tables.outputs[0]].storage
+    assert y in memory.pool_offsets
+    (block,) = [b for b, _ in memory.blocks if b.what == f"pool {y}"]
+    assert (block.first, block.last) == (0, 2)
+
+
+def test_an_input_reused_late_and_tvm_sharing_undone() -> None:
+    """x feeds the first and the last call (a skip connection); TVM put a and c in one
+    storage id, which the planner splits into a pool each (they are never live together)."""
+    s, wide = (1, 64), (1, 256)
+    ops: List[Op] = [("f", [(0, 0)], [s]), ("g", [(1, 0)], [wide]), ("f", [(2, 0)], [s]),
+                     ("add", [(3, 0), (0, 0)], [s])]  # fmt: skip
+    g = graph({"x": s}, ops, [(4, 0)], storage=[0, 1, 2, 1, 3])
+    ids = tensor_storage_ids(g)
+    assert ids[1] != ids[3]  # a and c: no longer one pool
+    tables, memory = planned(g, {"f": 64, "g": 1024})
+    check(g, tables, memory)
+    x = tables.views[tables.args[0].view].storage
+    (block,) = [b for b, _ in memory.blocks if b.what == f"pool {x}"]
+    assert (block.first, block.last) == (0, len(tables.ops) - 1)
+
+
+def test_zero_size_workspaces_take_nothing() -> None:
+    s = (1, 16)
+    ops: List[Op] = [("f", [(0, 0)], [s]), ("f", [(1, 0)], [s])]
+    g, tables, memory = with_graph(graph({"x": s}, ops, [(2, 0)]), {})
+    check(g, tables, memory)
+    assert memory.windows == [(0, 0), (0, 0)]
+    assert memory.tables().windows == () and memory.tables().window_of == (0, 0)  # no table
+    assert memory.arena_bytes == 3 * 64
+
+
+def test_one_huge_workspace() -> None:
+    """One call takes 1 MiB of scratch: the others' tensors fit beside it, nothing is
+    reserved twice, and the window lies where no live tensor is."""
+    s = (1, 256)  # 1 KiB
+    ops: List[Op] = [("f", [(0, 0)], [s]), ("huge", [(1, 0)], [s]), ("f", [(2, 0)], [s])]
+    g, tables, memory = with_graph(graph({"x": s}, ops, [(3, 0)]), {"huge": 1 << 20, "f": 512})
+    check(g, tables, memory)
+    assert memory.arena_bytes == (1 << 20) + 3 * 1024  # x, the huge call's in and out
+    assert memory.largest_window == 1 << 20
+
+
+def test_a_nop_reshape_keeps_its_tensor_in_one_pool() -> None:
+    """A __nop's input and output are one tensor (TVM shares their storage id)."""
+    ops: List[Op] = [("f", [(0, 0)], [(2, 8)]), ("__nop", [(1, 0)], [(16,)]),
+                     ("f", [(2, 0)], [(16,)])]  # fmt: skip
+    g = graph({"x": (16,)}, ops, [(3, 0)], storage=[0, 1, 1, 2])
+    ids = tensor_storage_ids(g)
+    assert ids[1] == ids[2]
+    tables, memory = planned(g, {"f": 64})
+    check(g, tables, memory)
+    assert len(tables.ops) == 2  # the __nop vanished: its output is a view of the pool
+
+
+def test_random_graphs_are_planned_soundly_near_the_bound() -> None:
+    """Random DAGs (long-lived skip connections, three functions' windows): every plan is
+    sound, most are on the 64-byte bound, none far above it."""
+    rng = np.random.default_rng(7)
+    excess = []
+    for _ in range(60):
+        n = int(rng.integers(2, 12))
+        ops: List[Op] = []
+        for i in range(n):
+            refs = sorted({int(r) for r in rng.integers(0, i + 1, size=rng.integers(1, 3))})
+            ops.append((f"f{i % 3}", [(r, 0) for r in refs], [(1, int(rng.integers(1, 600)))]))
+        windows = {f"f{k}": int(rng.integers(0, 4)) * 512 for k in range(3)}
+        g, tables, memory = with_graph(graph({"x": (1, 64)}, ops, [(n, 0)]), windows)
+        check_sound(g, tables, memory)
+        grid = [Block(b.what, -(-b.size // 64) * 64, b.first, b.last) for b, _ in memory.blocks]
+        excess.append(memory.arena_bytes / lower_bound(grid) - 1)
+    assert np.mean(excess) < 0.01 and max(excess) < 0.2
+    assert sum(1 for e in excess if e == 0) >= len(excess) * 3 // 4
+
+
+def test_greedy_first_fit_fills_gaps() -> None:
+    blocks = [Block("a", 256, 0, 1), Block("b", 256, 2, 3), Block("c", 128, 1, 2)]
+    offsets = place(blocks, lambda b: (-b.size,))
+    assert offsets[0] == offsets[1] == 0 and offsets[2] == 256
+
+
+def test_json_graphs_keep_tvm_storage() -> None:
+    """graph_format=json: the device parses TVM's own storage ids (no plan)."""
+    s = (1, 16)
+    g = graph({"x": s}, [("f", [(0, 0)], [s]), ("f", [(1, 0)], [s])], [(2, 0)], [0, 1, 1])
+    assert len(compile_graph(g).storage_bytes) == 2
+    empty = plan_memory(compile_graph(g), [], [0, 0])
+    assert empty.arena_bytes >= 2 * 64
+
+
+@pytest.mark.parametrize("sizes", [[0], [64, 0, 64], [4096]])
+def test_bound_of_windows_alone(sizes: List[int]) -> None:
+    blocks = [Block(f"w{i}", n, i, i) for i, n in enumerate(sizes)]
+    assert lower_bound(blocks) == max(sizes)
+
+
+def test_corpus_graphs_are_planned_soundly_near_the_bound(mlf_corpus: Path) -> None:
+    """Every real TVM archive (graph and AOT): sound, and within 3 % of the liveness lower
+    bound or on it at the runtime's 64-byte grid (the tiny mlp: 16-byte tensors each take a
+    64-byte slot)."""
+    from conftest import corpus_archives
+
+    from project_api.board import load_board
+    from project_api.generate.plan import plan_models
+    from project_api.read import open_archive
+
+    board = load_board("qemu-mps2-an385")
+    for archive in corpus_archives(aot=True):
+        with open_archive(archive) as opened:
+            for plan in plan_models(opened, "*", board):
+                memory = plan.memory
+                check_sound(plan.kind.graph(plan.model), plan.tables, memory)
+                grid = [
+                    Block(b.what, -(-b.size // 64) * 64, b.first, b.last) for b, _ in memory.blocks
+                ]
+                assert memory.arena_bytes <= max(1.03 * memory.lower_bound, lower_bound(grid))
+                assert memory.arena_bytes <= plan.tvm_plan_bytes

@@ -23,8 +23,8 @@ MLF_WEAK void TVMPlatformAbort(tvm_crt_error_t code) {
 }
 
 /* No formatting without printf: an empty message. */
-MLF_WEAK size_t TVMPlatformFormatMessage(char* out_buf, size_t out_buf_size_bytes,
-                                         const char* fmt, va_list args) {
+MLF_WEAK size_t TVMPlatformFormatMessage(char* out_buf, size_t out_buf_size_bytes, const char* fmt,
+                                         va_list args) {
   (void)fmt;
   (void)args;
   if (out_buf != NULL && out_buf_size_bytes > 0) out_buf[0] = '\0';
@@ -35,9 +35,7 @@ MLF_WEAK size_t TVMPlatformFormatMessage(char* out_buf, size_t out_buf_size_byte
 MLF_WEAK void TVMLogf(const char* fmt, ...) { (void)fmt; }
 
 /* No timer: TVM's timing calls report "not implemented". */
-MLF_WEAK tvm_crt_error_t TVMPlatformTimerStart(void) {
-  return kTvmErrorFunctionCallNotImplemented;
-}
+MLF_WEAK tvm_crt_error_t TVMPlatformTimerStart(void) { return kTvmErrorFunctionCallNotImplemented; }
 
 MLF_WEAK tvm_crt_error_t TVMPlatformTimerStop(double* elapsed_time_seconds) {
   if (elapsed_time_seconds != NULL) *elapsed_time_seconds = 0.0;

@@ -22,9 +22,21 @@ static int semihost(int op, const void* arg) {
 static void unexpected(void) { user_exit(99); }
 
 __attribute__((section(".vectors"), used)) static const void* const vectors[16] = {
-    __stack_top,      (const void*)user_start, (const void*)unexpected, (const void*)unexpected,
-    (const void*)unexpected, (const void*)unexpected, (const void*)unexpected, 0, 0, 0, 0,
-    (const void*)unexpected, (const void*)unexpected, 0, (const void*)unexpected,
+    __stack_top,
+    (const void*)user_start,
+    (const void*)unexpected,
+    (const void*)unexpected,
+    (const void*)unexpected,
+    (const void*)unexpected,
+    (const void*)unexpected,
+    0,
+    0,
+    0,
+    0,
+    (const void*)unexpected,
+    (const void*)unexpected,
+    0,
+    (const void*)unexpected,
     (const void*)unexpected};
 #elif defined(__riscv)
 int semihost(int op, const void* arg);
@@ -60,8 +72,8 @@ void user_write(const char* text) { semihost(0x04, text); /* SYS_WRITE0 */ }
 
 void user_exit(int status) {
   const uint32_t block[2] = {0x20026u, (uint32_t)status}; /* ADP_Stopped_ApplicationExit */
-  semihost(0x20, block);                                   /* SYS_EXIT_EXTENDED */
-  semihost(0x18, (const void*)0x20026u);                   /* SYS_EXIT */
+  semihost(0x20, block);                                  /* SYS_EXIT_EXTENDED */
+  semihost(0x18, (const void*)0x20026u);                  /* SYS_EXIT */
   for (;;) {
   }
 }

@@ -22,7 +22,10 @@ class TestSerial {
  public:
   void begin(unsigned long) {}
   void print(const char* text) { user_write(text); }
-  void print(char c) { char s[2] = {c, 0}; user_write(s); }
+  void print(char c) {
+    char s[2] = {c, 0};
+    user_write(s);
+  }
   void print(unsigned long value, int base = DEC) {
     char s[34];
     int at = 33;
@@ -37,7 +40,11 @@ class TestSerial {
   void print(unsigned value, int base = DEC) { print((unsigned long)value, base); }
   void print(uint8_t value, int base = DEC) { print((unsigned long)value, base); }
   void println() { user_write("\n"); }
-  template <typename T> void println(T value) { print(value); println(); }
+  template <typename T>
+  void println(T value) {
+    print(value);
+    println();
+  }
 };
 extern TestSerial Serial;
 #endif

@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from .common import QEMU_BOARD, Context, PartResult, Skip, corpus_dir, require_qemu
+from .common import QEMU_BOARD, Context, Part, PartResult, Skip, corpus_dir, require_qemu
 from .probe import cached_probe
 
 TARGET_PERCENT = 0.01
@@ -128,3 +128,24 @@ def _summarise(rows: List[Dict[str, Any]], summary: Dict[str, Any]) -> None:
         )
     else:
         summary["note"] = f"{OVERHEAD_CASE} not measured (smoke run or corpus): target not checked"
+
+
+PART = Part(
+    "aot",
+    "7. AOT archives beside the graph archive; firmware vs a bare tvmgen_<m>_run",
+    run,
+    columns=[
+        "model",
+        "executor",
+        "instructions",
+        "bare_instructions",
+        "overhead_instructions",
+        "overhead_percent",
+        "vs_graph_instructions",
+        "flash_bytes",
+        "ram_bytes",
+        "model_pools_bytes",
+        "workspace_bytes",
+        "outputs_match",
+    ],  # fmt: skip
+)

@@ -31,8 +31,10 @@ from .common import (
     FIRMWARE_DIR,
     QEMU_BOARD,
     Context,
+    Part,
     PartResult,
     Skip,
+    Target,
     c_bytes,
     corpus_dir,
     generate,
@@ -253,3 +255,28 @@ def run(ctx: Context, result: PartResult) -> None:
         f"  {stem}: firmware {m['firmware_flash_bytes']:,} / {m['firmware_ram_bytes']:,} B, "
         f"bare {m['bare_flash_bytes']:,} / {m['bare_ram_bytes']:,} B (flash / RAM)"
     )
+
+
+def _yes(flag: object) -> str:
+    return "met" if flag else "not met"
+
+
+PART = Part(
+    "bare",
+    "12. the KWS firmware against a bare direct-call program: flash and RAM",
+    run,
+    columns=["program", "flash_bytes", "ram_bytes"],
+    targets=[
+        Target(
+            "KWS firmware within 3 KB flash / 2 KB RAM of a bare program (<= 68 KB / 111 KB)",
+            lambda b: (
+                f"{b['model']}: {b['firmware_flash_bytes']:,} / {b['firmware_ram_bytes']:,} B vs "
+                f"bare {b['bare_flash_bytes']:,} / {b['bare_ram_bytes']:,} B: "
+                f"+{b['flash_delta_bytes']:,} / +{b['ram_delta_bytes']:,} B (flash: limit "
+                f"{_yes(b['flash_within_limit'])}, margin {_yes(b['flash_within_margin'])}; RAM: "
+                f"limit {_yes(b['ram_within_limit'])}, margin {_yes(b['ram_within_margin'])})"
+            ),
+            "target_met",
+        ),
+    ],
+)

@@ -22,6 +22,7 @@ from typing import Any, Dict, List
 from .common import (
     KWS,
     Context,
+    Part,
     PartResult,
     corpus_dir,
     fit_line,
@@ -140,3 +141,19 @@ def run(ctx: Context, result: PartResult) -> None:
         ctx.log(f"build time {KWS}: {kws_row['total_seconds']:.2f} s")
     else:
         result.skipped.append(f"{KWS}: no corpus at {corpus_dir()}")
+
+
+PART = Part(
+    "buildtime",
+    "4. generate + build time on the host",
+    run,
+    columns=[
+        "model",
+        "params_bytes",
+        "generate_seconds",
+        "build_seconds",
+        "total_seconds",
+        "cpu_seconds",
+        "fit_residual_seconds",
+    ],  # fmt: skip
+)

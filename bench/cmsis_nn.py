@@ -27,7 +27,17 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from .common import Context, PartResult, Skip, corpus_dir, generate, require_qemu, size_berkeley
+from .common import (
+    Context,
+    Part,
+    PartResult,
+    Skip,
+    Target,
+    corpus_dir,
+    generate,
+    require_qemu,
+    size_berkeley,
+)
 
 AN386, AN547 = "qemu-mps2-an386", "qemu-mps3-an547"
 BOARDS = (AN547, AN386)
@@ -162,3 +172,48 @@ def run(ctx: Context, result: PartResult) -> None:
         "an386_target_met": met(AN386),
         "exact_target_met": not any(r["outcome"] == "WRONG" for r in rows),
     }
+
+
+def _fastest(c: Dict[str, Any], board: str) -> str:
+    """The fastest exact CMSIS-NN release per KWS archive on ``board`` (part cmsis_nn)."""
+    found = [
+        f"{key.split(' ', 1)[1]}: {v['instructions']:,} with {v['cmsis_nn']}"
+        for key, v in c["fastest_exact"].items()
+        if key.startswith(board)
+    ]
+    return "; ".join(found) or "not measured"
+
+
+PART = Part(
+    "cmsis_nn",
+    "20. KWS with CMSIS-NN per release and core: instructions, bit-exact or refused, RAM",
+    run,
+    columns=[
+        "archive",
+        "board",
+        "cmsis_nn",
+        "outcome",
+        "instructions",
+        "ram_bytes",
+        "adapter_ram_bytes",
+        "scratch_bytes",
+        "kernel_sum_bytes",
+    ],  # fmt: skip
+    targets=[
+        Target(
+            "KWS CMSIS-NN on qemu-mps3-an547 <= 1.90 M instructions, bit-exact (graph and AOT)",
+            lambda c: _fastest(c, "qemu-mps3-an547"),
+            "an547_target_met",
+        ),
+        Target(
+            "KWS CMSIS-NN on qemu-mps2-an386 <= 7.75 M instructions, bit-exact (graph and AOT)",
+            lambda c: _fastest(c, "qemu-mps2-an386"),
+            "an386_target_met",
+        ),
+        Target(
+            "no run ends well with outputs other than TVM's, on any CMSIS-NN release",
+            lambda c: f"wrong: {len(c['wrong'])}; refused: {', '.join(c['refused']) or 'none'}",
+            "exact_target_met",
+        ),
+    ],
+)

@@ -35,7 +35,9 @@ from typing import Any, Dict, List, Set
 from .common import (
     QEMU_BOARD,
     Context,
+    Part,
     PartResult,
+    Target,
     configure,
     factory_archive,
     generate,
@@ -266,3 +268,38 @@ def run(ctx: Context, result: PartResult) -> None:
         f"code size: runtime {t['runtime_code']} B (tables), {j['runtime_code']} B (json); "
         f"baseline {base_text} B"
     )
+
+
+PART = Part(
+    "codesize",
+    "1. runtime code size, Cortex-M3 -Os (arm-none-eabi-size)",
+    run,
+    columns=[
+        "variant",
+        "model",
+        "text",
+        "data",
+        "bss",
+        "runtime_code",
+        "model_code",
+        "graph_code",
+        "params_code",
+        "firmware_code",
+        "board_code",
+        "libc_code",
+        "runtime_plus_libc_delta",
+        "libc_members",
+    ],  # fmt: skip
+    targets=[
+        Target(
+            "no libc beyond memcpy/memset on Cortex-M (loop, board seam, runtime)",
+            lambda c: "libc members linked: " + ", ".join(c["libc_members_tables"]),
+            "target_met_libc",
+        ),
+        Target(
+            "device protocol loop (mlf_device + mlf_frame) <= 2 KB of code on Cortex-M3 -Os",
+            lambda c: f"{c['loop_text']:,} B (tables firmware, plain -Os objects)",
+            "target_met_loop",
+        ),
+    ],
+)

@@ -8,7 +8,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,6 +67,28 @@ class Context:
             shutil.rmtree(path)
         path.mkdir(parents=True)
         return path
+
+
+@dataclass(frozen=True)
+class Target:
+    """A target an issue set, read off a part's summary: ``figure`` words the summary,
+    ``met`` names the summary key that says whether the target is met."""
+
+    text: str
+    figure: Callable[[Dict[str, Any]], str]
+    met: str
+
+
+@dataclass(frozen=True)
+class Part:
+    """One benchmark, as its module registers it (``PART``): the name ``--only`` takes, the
+    title its table gets, the function that measures, its table's columns and its targets."""
+
+    name: str
+    title: str
+    run: Callable[[Context, PartResult], None]
+    columns: Sequence[str]
+    targets: Sequence[Target] = ()
 
 
 # --- tools ------------------------------------------------------------------------------------

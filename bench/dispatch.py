@@ -20,6 +20,7 @@ from .common import (
     KWS,
     QEMU_BOARD,
     Context,
+    Part,
     PartResult,
     Skip,
     archive_model_names,
@@ -135,3 +136,21 @@ def run(ctx: Context, result: PartResult) -> None:
     else:
         result.summary["kws_percent"] = None
         result.summary["note"] = f"{KWS} not in the corpus here (or smoke run): target not checked"
+
+
+PART = Part(
+    "dispatch",
+    "3. dispatch overhead vs straight-line calls (QEMU -icount)",
+    run,
+    columns=[
+        "model",
+        "source",
+        "ops",
+        "executor_instructions",
+        "direct_instructions",
+        "overhead_instructions",
+        "overhead_percent",
+        "overhead_per_op",
+        "reps",
+    ],  # fmt: skip
+)

@@ -43,8 +43,10 @@ from .common import (
     QEMU_BOARD,
     REPO_ROOT,
     Context,
+    Part,
     PartResult,
     Skip,
+    Target,
     corpus_dir,
     corpus_options,
     factory_archive,
@@ -350,3 +352,54 @@ def run(ctx: Context, result: PartResult) -> None:
         f"{counts['overhead_instructions']:,.0f} instructions over the direct calls "
         f"({counts['overhead_percent']:.4f} %)"
     )
+
+
+PART = Part(
+    "export",
+    "19. the exported library in a user firmware vs the generated firmware",
+    run,
+    columns=[
+        "figure",
+        "bytes",
+        "runtime",
+        "model",
+        "arena",
+        "context",
+        "globals",
+        "instructions",
+        "percent",
+    ],  # fmt: skip
+    targets=[
+        Target(
+            "exported library's flash within +1 KB of the generated firmware's model + runtime",
+            lambda e: (
+                f"{e['model']}: {e['library_flash_bytes']:,} B vs {e['generated_flash_bytes']:,} B "
+                f"({e['flash_delta_bytes']:+,} B; the generated firmware's LTO "
+                f"{e['generated_lto_flash_bytes']:+,} B on all our C)"
+            ),
+            "flash_target_met",
+        ),
+        Target(
+            "exported library's RAM = <MODEL>_ARENA_BYTES + <= 512 B",
+            lambda e: (
+                f"{e['library_ram_bytes']:,} B = arena {e['arena_macro_bytes']:,} B "
+                f"{e['ram_beyond_arena_bytes']:+,} B ({e['model']})"
+                + (
+                    f"; {e['cmsis_model']}: {e['cmsis_ram_beyond_arena_bytes']:+,} B (its "
+                    "CMSIS-NN adapter's static scratch)"
+                    if "cmsis_model" in e
+                    else ""
+                )
+            ),
+            "ram_target_met",
+        ),
+        Target(
+            "<model>_run() over direct operator calls <= 0.02 % of KWS instructions (an385)",
+            lambda e: (
+                f"{e['overhead_percent']:.4f} % ({e['overhead_instructions']:,.0f} of "
+                f"{e['direct_instructions']:,.0f} instructions, {e['model']})"
+            ),
+            "run_target_met",
+        ),
+    ],
+)

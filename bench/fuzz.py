@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from bench.common import REPO_ROOT, Context, PartResult, Skip, corpus_archives
+from bench.common import REPO_ROOT, Context, Part, PartResult, Skip, Target, corpus_archives
 
 TARGET_RUNS = 10_000_000
 # MLF_BENCH_FUZZ_RUNS sets a shorter (or longer) run; the target stays 10 M.
@@ -161,3 +161,31 @@ def run(ctx: Context, result: PartResult) -> None:
         "target_met": all(r["crashes"] == 0 for r in rows)
         and all(int(r["executions"]) >= TARGET_RUNS for r in rows),  # type: ignore[call-overload]
     }
+
+
+PART = Part(
+    "fuzz",
+    "9. libFuzzer on every parser of untrusted bytes (executions, coverage)",
+    run,
+    columns=[
+        "target",
+        "executions",
+        "exec_per_second",
+        "seconds",
+        "coverage",
+        "features",
+        "corpus",
+        "peak_rss_mb",
+        "crashes",
+    ],  # fmt: skip
+    targets=[
+        Target(
+            "every libFuzzer target >= 10 M executions without a crash",
+            lambda f: (
+                f"{f['runs_per_target']:,} runs per target asked, fewest done "
+                f"{f['min_executions']:,}, {f['crashes']} crashes"
+            ),
+            "target_met",
+        ),
+    ],
+)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
-from bench.common import Context, PartResult, Skip, corpus_dir
+from bench.common import Context, Part, PartResult, Skip, Target, corpus_dir
 
 SECONDS_BOUND = 2.0
 RSS_BOUND_MB = 256.0
@@ -265,3 +265,21 @@ def run(ctx: Context, result: PartResult) -> None:
         "max_rss_mb": max(r["rss_mb"] for r in result.rows),  # type: ignore[type-var]
         "target_met": all(r["within_bounds"] for r in result.rows),
     }
+
+
+PART = Part(
+    "hostile",
+    "8. hostile archives: accepted or refused within 2 s and 256 MB",
+    run,
+    columns=["case", "file_bytes", "status", "seconds", "rss_mb", "within_bounds", "answer"],
+    targets=[
+        Target(
+            "every hostile archive <= 10 MB answered in <= 2 s and <= 256 MB RSS",
+            lambda h: (
+                f"{h['cases']} cases, slowest {h['max_seconds']:.2f} s, "
+                f"peak {h['max_rss_mb']:.0f} MB"
+            ),
+            "target_met",
+        ),
+    ],
+)

@@ -22,7 +22,17 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from .common import QEMU_BOARD, Context, PartResult, Skip, corpus_dir, generate, require_qemu
+from .common import (
+    QEMU_BOARD,
+    Context,
+    Part,
+    PartResult,
+    Skip,
+    Target,
+    corpus_dir,
+    generate,
+    require_qemu,
+)
 
 CASE, SMOKE_CASE = "kws_int8", "mlp_default"
 IDLE_SECONDS, SMOKE_IDLE_SECONDS = 10.0, 1.0
@@ -123,3 +133,33 @@ def run(ctx: Context, result: PartResult) -> None:
         "target_percent": TARGET_PERCENT,
         "target_met": worst < TARGET_PERCENT,
     }
+
+
+PART = Part(
+    "idle",
+    "14. host CPU of an idle attached QEMU firmware: sleeping vs polling",
+    run,
+    columns=[
+        "board",
+        "model",
+        "idle_seconds",
+        "polling_percent",
+        "sleeping_percent",
+        "icount_percent",
+        "polling_cpu_seconds",
+        "sleeping_cpu_seconds",
+        "icount_cpu_seconds",
+    ],  # fmt: skip
+    targets=[
+        Target(
+            "an idle attached QEMU firmware < 5 % of a host core (every QEMU board)",
+            lambda i: (
+                f"{i['model']}, {i['idle_seconds']:g} s idle: an385 {i['an385_polling_percent']} % "
+                f"polling -> {i['an385_sleeping_percent']} % sleeping "
+                f"({i['an385_icount_percent']} % with -icount); worst of {i['boards']} boards "
+                f"{i['max_sleeping_percent']} %"
+            ),
+            "target_met",
+        ),
+    ],
+)

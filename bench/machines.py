@@ -28,8 +28,10 @@ import numpy as np
 from . import bare
 from .common import (
     Context,
+    Part,
     PartResult,
     Skip,
+    Target,
     cmsis_nn_path,
     corpus_dir,
     generate,
@@ -178,3 +180,45 @@ def run(ctx: Context, result: PartResult) -> None:
             for r in new_bares
         ),
     }
+
+
+PART = Part(
+    "machines",
+    "15. KWS on every QEMU machine: instructions, CMSIS-NN MVE vs DSP, firmware vs bare",
+    run,
+    columns=[
+        "figure",
+        "archive",
+        "qemu-mps2-an385",
+        "qemu-mps2-an386",
+        "qemu-mps3-an547",
+        "qemu-netduinoplus2",
+        "qemu-riscv32",
+        "mve_over_dsp",
+        "board",
+        "firmware_flash_bytes",
+        "firmware_ram_bytes",
+        "bare_flash_bytes",
+        "bare_ram_bytes",
+        "flash_delta_bytes",
+        "ram_delta_bytes",
+    ],  # fmt: skip
+    targets=[
+        Target(
+            "KWS with CMSIS-NN: MVE kernels (an547) <= half the DSP kernels' instructions (an386)",
+            lambda m: (
+                ", ".join(f"{k}: MVE/DSP {v:.3f}" for k, v in m["mve_over_dsp"].items())
+                or "no CMSIS-NN archive measured"
+            ),
+            "mve_target_met",
+        ),
+        Target(
+            "KWS firmware within 3 KB flash / 2 KB RAM of a bare program on every new QEMU machine",
+            lambda m: "; ".join(
+                f"{board}: +{b['flash_delta_bytes']:,} / +{b['ram_delta_bytes']:,} B"
+                for board, b in m["bare"].items()
+            ),
+            "bare_target_met",
+        ),
+    ],
+)

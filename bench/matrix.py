@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, List
 
-from bench.common import Context, PartResult, Skip, corpus_archives, have
+from bench.common import Context, Part, PartResult, Skip, Target, corpus_archives, have
 
 BOARDS = ("qemu-mps2-an385", "qemu-mps2-an386", "qemu-mps2-an500")
 
@@ -51,3 +51,21 @@ def run(ctx: Context, result: PartResult) -> None:
         "differences": [f"{a} vs {b}" for a, b in zip(tables[1], tables[2]) if a != b][:5],
         "target_met": bool(two < one and tables[1] == tables[2]),
     }
+
+
+PART = Part(
+    "matrix",
+    "11. matrix over the corpus on three QEMU boards: --jobs 2 vs --jobs 1",
+    run,
+    columns=["jobs", "cells", "passed", "seconds"],
+    targets=[
+        Target(
+            "matrix --jobs 2 faster than --jobs 1, same table",
+            lambda m: (
+                f"{m['archives']} archives x {m['boards']} boards: {m['jobs1_seconds']} s vs "
+                f"{m['jobs2_seconds']} s (x{m['speedup']}), same table: {m['same_table']}"
+            ),
+            "target_met",
+        ),
+    ],
+)

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Tuple
 from .common import (
     KWS,
     Context,
+    Part,
     PartResult,
     Skip,
     corpus_dir,
@@ -82,3 +83,19 @@ def run(ctx: Context, result: PartResult) -> None:
             "target_met": all(r["params_ram_in_place"] == 0 for r in result.rows),
         }
     )
+
+
+PART = Part(
+    "params",
+    "6. params bound in place vs copied",
+    run,
+    columns=[
+        "model",
+        "params_blob_bytes",
+        "arena_in_place_bytes",
+        "arena_copied_bytes",
+        "params_ram_in_place",
+        "params_ram_copied",
+        "copy_path_matches",
+    ],  # fmt: skip
+)

@@ -27,8 +27,10 @@ import numpy as np
 from .common import (
     QEMU_BOARD,
     Context,
+    Part,
     PartResult,
     Skip,
+    Target,
     corpus_dir,
     factory_archive,
     generate,
@@ -227,3 +229,74 @@ def run(ctx: Context, result: PartResult) -> None:
         f"instructions {s['instructions_percent']:+} %; pair {s['pair_ram_bytes']:,} B vs "
         f"{s['pair_alone_ram_bytes']:,} B alone"
     )
+
+
+PART = Part(
+    "plan",
+    "21. the liveness plan vs TVM's: arena per corpus archive, KWS RAM and instructions",
+    run,
+    columns=[
+        "archive",
+        "model",
+        "executor",
+        "tvm_plan_bytes",
+        "planned_bytes",
+        "lower_bound_bytes",
+        "grid_bound_bytes",
+        "over_bound_percent",
+        "saved_percent",
+        "figure",
+        "board",
+        "flash_bytes",
+        "ram_bytes",
+        "arena_bytes",
+        "instructions",
+        "available_ram_bytes",
+    ],  # fmt: skip
+    targets=[
+        Target(
+            "every corpus archive's arena within 3 % of the liveness lower bound",
+            lambda p: (
+                f"{p['within_margin']} of {p['models']} models within 3 %, worst "
+                f"{p['worst_archive']} +{p['worst_over_bound_percent']} %; at the runtime's "
+                f"64-byte grid (every tensor in whole 64-byte slots) worst "
+                f"+{p['worst_over_grid_percent']} %"
+            ),
+            "bound_target_met",
+        ),
+        Target(
+            "KWS host_driven firmware on qemu-mps2-an385: linked RAM <= 96,000 B",
+            lambda p: (
+                f"{p['model']}: {p['ram_bytes']:,} B (TVM's plan {p['tvm_ram_bytes']:,} B); flash "
+                f"{p['flash_bytes']:,} B (TVM's plan {p['tvm_flash_bytes']:,} B)"
+            ),
+            "ram_target_met",
+        ),
+        Target(
+            "KWS fits and builds on nucleo-f401re (96 KiB RAM)",
+            lambda p: (
+                "not built (smoke)"
+                if p["small_board"] is None
+                else (
+                    f"{p['small_board']['ram_bytes']:,} of "
+                    f"{p['small_board']['available_ram_bytes']:,} B; TVM's plan refused: "
+                    f"{p['small_board']['tvm_plan_refused'] or 'no'}"
+                )
+            ),
+            "small_board_target_met",
+        ),
+        Target(
+            "two similar models in one firmware: RAM <= the larger alone + 1 KB",
+            lambda p: f"{p['pair_ram_bytes']:,} B vs {p['pair_alone_ram_bytes']:,} B alone",
+            "pair_target_met",
+        ),
+        Target(
+            "instructions per KWS inference within +0.01 % of TVM's plan's",
+            lambda p: (
+                f"{p['instructions']:,} vs {p['tvm_instructions']:,} "
+                f"({p['instructions_percent']:+.4f} %)"
+            ),
+            "instructions_target_met",
+        ),
+    ],
+)

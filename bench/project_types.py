@@ -18,7 +18,17 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 from .bare import FLASH_TARGET, RAM_TARGET
-from .common import QEMU_BOARD, Context, PartResult, Skip, corpus_dir, generate, require_arm
+from .common import (
+    QEMU_BOARD,
+    Context,
+    Part,
+    PartResult,
+    Skip,
+    Target,
+    corpus_dir,
+    generate,
+    require_arm,
+)
 
 CASES = ("kws_int8", "aot/kws_int8_aot", "aot/kws_int8_aot_usmp")
 SMOKE_CASES = ("mlp_default",)
@@ -83,3 +93,31 @@ def run(ctx: Context, result: PartResult) -> None:
         "over_limit": [f"{r['archive']} {r['project_type']}" for r in over],
         "target_met": not over,
     }
+
+
+PART = Part(
+    "types",
+    "13. every kind of KWS firmware (graph, AOT) against 68 KB / 111 KB",
+    run,
+    columns=[
+        "archive",
+        "project_type",
+        "flash_bytes",
+        "ram_bytes",
+        "model_code_bytes",
+        "flash_margin",
+        "ram_margin",
+    ],  # fmt: skip
+    targets=[
+        Target(
+            "every KWS firmware (host_driven, standalone, mlperftiny; graph, AOT) "
+            "<= 68 KB / 111 KB",
+            lambda t: (
+                f"{t['firmwares']} firmwares, largest {t['largest_flash_bytes']:,} B flash / "
+                f"{t['largest_ram_bytes']:,} B RAM; over a limit: "
+                f"{', '.join(t['over_limit']) or 'none'}"
+            ),
+            "target_met",
+        ),
+    ],
+)

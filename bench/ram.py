@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict
 
-from .common import Context, PartResult, device_board, factory_archive
+from .common import Context, Part, PartResult, device_board, factory_archive
 from .probe import cached_probe
 
 TARGET_BYTES = 16 * 1024
@@ -92,3 +92,23 @@ def run(ctx: Context, result: PartResult) -> None:
         f"runtime RAM chain_add_{largest}: tables {result.summary.get('runtime_ram_tables')} B, "
         f"json {result.summary.get('runtime_ram_json')} B"
     )
+
+
+PART = Part(
+    "ram",
+    "2. runtime RAM beyond tensors, chains of add operators",
+    run,
+    columns=[
+        "model",
+        "graph_format",
+        "ops",
+        "state_bytes",
+        "graph_ram_bytes",
+        "graph_measure_bytes",
+        "structs_bytes",
+        "runtime_globals_bytes",
+        "runtime_ram_bytes",
+        "graph_flash_bytes",
+        "tensor_bytes",
+    ],  # fmt: skip
+)

@@ -22,8 +22,10 @@ from .buildtime import cpu_seconds
 from .common import (
     KWS,
     Context,
+    Part,
     PartResult,
     Skip,
+    Target,
     corpus_dir,
     factory_archive,
     generate,
@@ -171,3 +173,30 @@ def run(ctx: Context, result: PartResult) -> None:
     )
     for row in rows:
         ctx.log(f"sandbox {row['figure']} {row['board']}: {row['confined']} vs {row['unconfined']}")
+
+
+PART = Part(
+    "sandbox",
+    "18. confining the model's code: firmware start, generate + build, -icount counts",
+    run,
+    columns=["figure", "board", "runs", "confined", "unconfined", "delta", "ratio", "unit"],
+    targets=[
+        Target(
+            "confinement costs <= 20 ms per firmware start (host, qemu-mps2-an385)",
+            lambda s: f"{s['max_start_delta_ms']} ms more at most (median of the starts)",
+            "start_target_met",
+        ),
+        Target(
+            "confinement costs <= 5 % of a KWS generate + build (CPU seconds)",
+            lambda s: (
+                f"x{s['build_cpu_ratio']} CPU, x{s['build_wall_ratio']} wall ({s['archive']})"
+            ),
+            "build_target_met",
+        ),
+        Target(
+            "instructions under -icount identical with and without the sandbox",
+            lambda s: "identical" if s["icount_identical"] else "DIFFERENT or not measured",
+            "icount_identical",
+        ),
+    ],
+)

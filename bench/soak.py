@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
-from bench.common import Context, PartResult, Skip, corpus_dir, have
+from bench.common import Context, Part, PartResult, Skip, Target, corpus_dir, have
 
 REQUESTS, HOST_RUNS, QEMU_RUNS = 10_000, 10_000, 1_000
 SMOKE = (200, 200, 20)
@@ -164,3 +164,38 @@ def run(ctx: Context, result: PartResult) -> None:
         and result.summary["children_left"] == 0
         and result.summary["max_fd_growth"] <= 0
     )
+
+
+PART = Part(
+    "soak",
+    "10. long use: JSON-RPC requests, host and QEMU inferences; RSS, fds, children",
+    run,
+    columns=[
+        "soak",
+        "count",
+        "correct",
+        "seconds",
+        "ours_rss_kb_before",
+        "ours_rss_kb_after",
+        "ours_fds_before",
+        "ours_fds_after",
+        "server_fds_before",
+        "server_fds_after",
+        "server_rss_kb_before",
+        "server_rss_kb_after",
+        "firmware_fds_before",
+        "firmware_fds_after",
+        "firmware_rss_kb_before",
+        "firmware_rss_kb_after",
+    ],  # fmt: skip
+    targets=[
+        Target(
+            "soak: every reply right, descriptors flat, no child left",
+            lambda k: (
+                f"all correct: {k['all_correct']}, fd growth {k['max_fd_growth']}, RSS "
+                f"growth {k['max_rss_growth_kb']} kB, children left {k['children_left']}"
+            ),
+            "target_met",
+        ),
+    ],
+)

@@ -15,7 +15,16 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
-from .common import QEMU_BOARD, Context, PartResult, Skip, generate, have, host_compiler_available
+from .common import (
+    QEMU_BOARD,
+    Context,
+    Part,
+    PartResult,
+    Skip,
+    generate,
+    have,
+    host_compiler_available,
+)
 
 TARGET_MB_S = 1.0
 # QEMU's UART models take bytes one at a time (about 16 KB/s host -> guest): 128 KiB there.
@@ -102,3 +111,18 @@ def run(ctx: Context, result: PartResult) -> None:
     result.summary["target_met"] = all(
         min(r["upload_median_mb_s"], r["download_median_mb_s"]) >= TARGET_MB_S for r in result.rows
     )
+
+
+PART = Part(
+    "streaming",
+    "5. streaming throughput over the pty",
+    run,
+    columns=[
+        "board",
+        "tensor_bytes",
+        "upload_mb_s",
+        "upload_median_mb_s",
+        "download_mb_s",
+        "download_median_mb_s",
+    ],  # fmt: skip
+)

@@ -25,6 +25,7 @@ from .common import (
     QEMU_BOARD,
     REPO_ROOT,
     Context,
+    Part,
     PartResult,
     Skip,
     corpus_dir,
@@ -187,3 +188,25 @@ def run(ctx: Context, result: PartResult) -> None:
             f"{row['ours_instructions']:,} instructions ({row['difference_percent']} %)"
         )
         result.summary[f"kws_{row['executor']}_difference_percent"] = row["difference_percent"]
+
+
+PART = Part(
+    "utvm",
+    "16. TVM's microTVM RPC with TVM's own host: session start, 64 KiB copy, KWS -icount",
+    run,
+    columns=[
+        "board",
+        "session_start_s",
+        "copy_bytes",
+        "copy_to_remote_s",
+        "copy_from_remote_s",
+        "to_remote_kb_s",
+        "archive",
+        "executor",
+        "rpc_instructions",
+        "ours_instructions",
+        "difference_percent",
+        "outputs_match",
+        "measured_by",
+    ],  # fmt: skip
+)

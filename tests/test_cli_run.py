@@ -270,11 +270,10 @@ def test_standalone_run_of_an_archive_directory_takes_npz_and_npy(
 ) -> None:
     """An archive given as a directory is an archive, not a generated project: its --input
     becomes the embedded sample; a .npy is the one input of a one-input model."""
-    import tarfile
+    from mlf_builders import tar_files, write_dir
 
     model = catalog()["mlp"]()
-    with tarfile.open(model.write(tmp_path / "mlp.tar")) as tar:
-        tar.extractall(tmp_path / "mlp", filter="data")
+    write_dir(tmp_path / "mlp", tar_files(model.write(tmp_path / "mlp.tar")))
     inputs = model.sample_inputs()
     np.savez(tmp_path / "in.npz", **inputs)
     np.save(tmp_path / "in.npy", inputs["x"])

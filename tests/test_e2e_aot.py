@@ -5,13 +5,12 @@ through both project types; and a model whose entry point fails."""
 from __future__ import annotations
 
 import json
-import tarfile
 from pathlib import Path
 from typing import Any, Dict, Tuple
 
 import numpy as np
 import pytest
-from mlf_builders import aot_files, aot_reference, write_dir
+from mlf_builders import aot_files, aot_reference, tar_files, write_dir
 
 from project_api.cli import main
 from project_api.driver import Project
@@ -39,8 +38,7 @@ def mixed_archive(root: Path) -> Tuple[Path, Any]:
     """A version 7 archive holding the factory's graph model mlp and the AOT model aotm."""
     graph_model = catalog()["mlp"]()
     tree = root / "mixed"
-    with tarfile.open(graph_model.write(root / "mlp.tar")) as tar:
-        tar.extractall(tree, filter="data")
+    write_dir(tree, tar_files(graph_model.write(root / "mlp.tar")))
     metadata = json.loads((tree / "metadata.json").read_text())
     aot = aot_files("aotm")
     metadata["modules"].update(json.loads(aot.pop("metadata.json"))["modules"])

@@ -12,6 +12,7 @@ import argparse
 import json
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,12 @@ class AttachCommand(Command):
             progress.done()
         _terminate_on_sigterm()
         runner, link = project.start_firmware()
+        try:
+            _await_boot(project, link)
+        except BaseException:
+            link.close()
+            runner.stop()
+            raise
         bridge = ConsoleBridge(link, tcp_port=None if args.port < 0 else args.port)
         try:
             bridge.start()
@@ -94,6 +101,25 @@ class AttachCommand(Command):
             bridge.close()
             link.close()
             runner.stop()
+
+
+def _await_boot(project: Any, link: Any) -> None:
+    """Reads away the boot banner of a firmware we saw start (host, QEMU: their console is
+    ours from the first byte), up to its project type's last boot line; a board flashed
+    earlier may have said it long ago, so it is not waited for."""
+    from ..errors import TransportTimeoutError
+    from ..generate.project_types import project_type_for
+
+    marker = project_type_for(project.project_type).boot_done
+    if marker is None or project.board.is_real:
+        return
+    deadline = time.monotonic() + project.start_timeout()
+    seen = b""
+    while marker not in seen or b"\n" not in seen[seen.rfind(marker) :]:  # the whole line
+        try:
+            seen = (seen + link.read_some(deadline, what="the boot banner"))[-4096:]
+        except TransportTimeoutError:
+            return  # said nothing we know: hand it over as it is
 
 
 def _announce(project: Any, runner: Any, bridge: Any, as_json: bool) -> None:

@@ -39,6 +39,10 @@ class ProjectType:
     cli_command = ""
     #: its "project" is an exported C library (generate/export/), not firmware
     exports_library = False
+    #: the line a freshly started firmware ends its boot output with; ``attach`` waits for it
+    #: before it hands the console over, so that a client connecting at once does not read
+    #: the boot banner as the answer to its first command (None: it says nothing at boot)
+    boot_done: Optional[bytes] = None
 
     @property
     def main_template(self) -> str:

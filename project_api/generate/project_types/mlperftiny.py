@@ -110,6 +110,7 @@ class MlperfTiny(ProjectType):
     owned_hint = "generate an mlperftiny project (--project-type mlperftiny)"
     link_buffer_item = "input buffer"
     driven_by = "benchmark()"
+    boot_done = b"m-ready"  # after m-timestamp-mode-... and m-init-done
     cli_command = "mlf-project mlperf, or mlf-project attach and the MLPerf Tiny runner"
 
     def compile_definitions(

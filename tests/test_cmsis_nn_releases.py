@@ -40,7 +40,8 @@ from project_api.resolve.cmsis_nn_sources import called_functions, float_sources
 from project_api.run.base import live_children
 
 TAGS = ("v4.1.0", "23.08", "v5.0.0", "24.02", "v6.0.0", "v7.0.0")
-ADAPTER_C = REPO_ROOT / "crt" / "cmsis_nn"
+CRT = REPO_ROOT / "crt"
+ADAPTER_C = CRT / "cmsis_nn"
 
 
 def repository() -> Path:
@@ -145,8 +146,8 @@ def test_trees_outside_the_verified_range(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("tag, sums", [("v4.1.0", 1), ("v7.0.0", 2)])
 def test_adapter_memory_under_sanitizers(tag: str, sums: int, tmp_path: Path) -> None:
-    """The adapter's own C (scratch from the workspace, kept kernel sums, stops) on the host
-    with ASan/UBSan."""
+    """The adapter's own C (scratch from the runtime's workspace, kept kernel sums, stops) on
+    the host with ASan/UBSan."""
     if shutil.which("gcc") is None:
         pytest.skip("needs gcc")
     include = checkout(repository(), tag, tmp_path / tag, "Include") / "Include"
@@ -156,8 +157,10 @@ def test_adapter_memory_under_sanitizers(tag: str, sums: int, tmp_path: Path) ->
          "-fno-sanitize-recover=all", "-Wall", "-Wextra", "-Werror", "-include", "stdint.h",
          f"-I{ADAPTER_C}", f"-I{include}", f"-DMLF_CMSIS_NN_FC_SUMS={sums}",
          "-DMLF_CMSIS_NN_SUM_SLOTS=2",
-         "-DMLF_CMSIS_NN_SUM_WORDS=16", str(REPO_ROOT / "tests/cmsis_nn_c/test_adapter_memory.c"),
-         str(ADAPTER_C / "mlf_cmsis_nn_memory.c"), "-o", str(program)],
+         "-DMLF_CMSIS_NN_SUM_WORDS=16", f"-I{CRT / 'include'}", f"-I{CRT / 'src'}",
+         str(REPO_ROOT / "tests/cmsis_nn_c/test_adapter_memory.c"),
+         str(ADAPTER_C / "mlf_cmsis_nn_memory.c"), str(CRT / "src" / "mlf_workspace.c"),
+         str(CRT / "src" / "mlf_error.c"), "-o", str(program)],
         check=True,
     )  # fmt: skip
     done = subprocess.run([str(program)], capture_output=True, text=True, timeout=60)

@@ -1,7 +1,8 @@
 """CMSIS-NN for one firmware, once its tree is resolved: refused when the models' calls are
 TVM's and the tree is not one the adapter covers; else the CPU level it is compiled at, the
 files it compiles and the adapter (``crt/cmsis_nn/``) that keeps TVM's calls meaning what TVM
-meant, its memory added to the fit check."""
+meant, its kept kernel sums added to the fit check (its scratch is planned into the operators'
+workspace windows when the firmware is planned: :mod:`.cmsis_nn_workspace`)."""
 
 from __future__ import annotations
 

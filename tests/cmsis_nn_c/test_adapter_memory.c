@@ -2,8 +2,8 @@
  * The adapter's memory (crt/cmsis_nn/mlf_cmsis_nn_memory.c) on the host, under ASan/UBSan:
  * the context it hands a kernel (the caller's, else a block of the workspace, given back), the
  * kernel sums it keeps per filter and recomputes when it has no slot left, and the stops (the
- * workspace too small, a kernel's failure) with their words. The workspace is a LIFO stand-in
- * for the runtime's (crt/src/mlf_workspace.c) over 256 bytes that checks every free.
+ * workspace too small, a kernel's failure) with their words, over the runtime's own workspace
+ * (crt/src/mlf_workspace.c, linked in), whose LIFO frees refuse a block that is not live.
  * Built with MLF_CMSIS_NN_FC_SUMS=1 or 2, two slots of 16 words.
  */
 #include <setjmp.h>
@@ -11,37 +11,14 @@
 #include <string.h>
 
 #include "mlf_cmsis_nn.h"
+#include "mlf_runtime.h"
+
+/* The runtime's workspace (crt/src/mlf_workspace.c) over 256 bytes. */
+static uint8_t pool[256] __attribute__((aligned(64)));
+static mlf_workspace ws;
 
 static jmp_buf stopped;
 
-/* The workspace: 64-byte blocks, last in first out, refusing what does not fit. */
-static uint8_t pool[256] __attribute__((aligned(64)));
-static size_t top;
-static int bad_frees;
-
-void* TVMBackendAllocWorkspace(int device_type, int device_id, uint64_t nbytes, int dtype_code_hint,
-                               int dtype_bits_hint) {
-  (void)device_type;
-  (void)device_id;
-  (void)dtype_code_hint;
-  (void)dtype_bits_hint;
-  size_t start = (top + 63u) & ~(size_t)63u;
-  if (start > sizeof pool || nbytes > sizeof pool - start) return NULL;
-  top = start + (size_t)nbytes;
-  return pool + start;
-}
-
-int TVMBackendFreeWorkspace(int device_type, int device_id, void* ptr) {
-  (void)device_type;
-  (void)device_id;
-  uintptr_t at = (uintptr_t)ptr, base = (uintptr_t)pool;
-  if (at < base || at - base > top) {
-    ++bad_frees;
-    return -1;
-  }
-  top = (size_t)(at - base);
-  return 0;
-}
 static char last_log[160];
 static int last_code;
 static int failures;
@@ -79,6 +56,8 @@ static void check_sums(const int32_t* got, const int8_t* filter, const int32_t* 
 }
 
 int main(void) {
+  if (mlf_workspace_init(&ws, pool, sizeof pool) != MLF_OK) return 1;
+  mlf_workspace_bind(&ws);
   int8_t filter[12 * 5];
   int32_t bias[12];
   for (int i = 0; i < 60; ++i) filter[i] = (int8_t)(i * 37 - 128);
@@ -89,31 +68,31 @@ int main(void) {
   void* held = own;
   cmsis_nn_context given = {own, (int32_t)sizeof own};
   cmsis_nn_context ctx = mlf_cmsis_nn_context(&given, 32, &held);
-  CHECK(ctx.buf == own && ctx.size == 32 && held == NULL && top == 0);
+  CHECK(ctx.buf == own && ctx.size == 32 && held == NULL && ws.top == 0);
   ctx = mlf_cmsis_nn_context(&given, 48, &held);
-  CHECK(ctx.buf == pool && ctx.size == 48 && held == pool && top == 48);
+  CHECK(ctx.buf == pool && ctx.size == 48 && held == pool && ws.top == 48);
   mlf_cmsis_nn_release(held);
-  CHECK(top == 0);
+  CHECK(ws.top == 0);
   mlf_cmsis_nn_release(NULL);
   cmsis_nn_context empty = {NULL, 0};
   CHECK(mlf_cmsis_nn_context(&empty, 0, &held).buf == NULL && held == NULL);
   /* Nested on a block the operator holds (TVM's own), then given back to it. */
   void* operators = TVMBackendAllocWorkspace(1, 0, 10, 0, 8);
   ctx = mlf_cmsis_nn_context(&empty, 100, &held);
-  CHECK(operators == pool && ctx.buf == pool + 64 && top == 164);
+  CHECK(operators == pool && ctx.buf == pool + 64 && ws.top == 164);
   mlf_cmsis_nn_release(held);
-  CHECK(top == 64); /* as the runtime: back to where the block began */
+  CHECK(ws.top == 64); /* as the runtime: back to where the block began */
   if (setjmp(stopped) == 0) {
     mlf_cmsis_nn_context(&empty, 193, &held); /* 64 + 193 > 256: refused */
     CHECK(0);
   } else {
-    CHECK(last_code == 193 && top == 64);
+    CHECK(last_code == 193 && ws.top == 64);
     CHECK(strstr(last_log,
                  "needs 0x000000c1 bytes of scratch, more than the operator's "
                  "workspace window holds") != NULL);
   }
-  TVMBackendFreeWorkspace(1, 0, operators);
-  CHECK(top == 0);
+  CHECK(TVMBackendFreeWorkspace(1, 0, operators) == 0);
+  CHECK(ws.top == 0);
 
   /* Kernel sums: kept per (filter, bias, offset, shape), then recomputed once the slots
    * (two, 16 words) are gone, into the caller's context or the workspace. */
@@ -131,7 +110,7 @@ int main(void) {
   CHECK(d == (const int32_t*)(void*)pool && held == pool); /* another offset: the workspace */
   check_sums(d, filter, bias, 7, 12, 5);
   CHECK(mlf_cmsis_nn_finish(ARM_CMSIS_NN_SUCCESS, held, "arm_x") == ARM_CMSIS_NN_SUCCESS);
-  CHECK(top == 0);
+  CHECK(ws.top == 0);
   CHECK(mlf_cmsis_nn_kernel_sums(&empty, filter, bias, 128, 12, 5, &held) == a);
 
   /* A kernel's failure stops the firmware, naming it. */
@@ -149,9 +128,9 @@ int main(void) {
     mlf_cmsis_nn_finish(ARM_CMSIS_NN_NO_IMPL_ERROR, held, "arm_y");
     CHECK(0);
   } else {
-    CHECK(top == 0 && last_code == (int)ARM_CMSIS_NN_NO_IMPL_ERROR);
+    CHECK(ws.top == 0 && last_code == (int)ARM_CMSIS_NN_NO_IMPL_ERROR);
   }
-  CHECK(bad_frees == 0);
+  CHECK(ws.refused == 1); /* the one refusal above, nothing else */
   printf("%s\n", failures ? "FAILED" : "ok");
   return failures != 0;
 }

@@ -40,7 +40,8 @@ from project_api.resolve.cmsis_nn_sources import called_functions, float_sources
 from project_api.run.base import live_children
 
 TAGS = ("v4.1.0", "23.08", "v5.0.0", "24.02", "v6.0.0", "v7.0.0")
-ADAPTER_C = REPO_ROOT / "crt" / "cmsis_nn"
+CRT = REPO_ROOT / "crt"
+ADAPTER_C = CRT / "cmsis_nn"
 
 
 def repository() -> Path:
@@ -145,7 +146,8 @@ def test_trees_outside_the_verified_range(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("tag, sums", [("v4.1.0", 1), ("v7.0.0", 2)])
 def test_adapter_memory_under_sanitizers(tag: str, sums: int, tmp_path: Path) -> None:
-    """The adapter's own C (scratch, kept kernel sums, stops) on the host with ASan/UBSan."""
+    """The adapter's own C (scratch from the runtime's workspace, kept kernel sums, stops) on
+    the host with ASan/UBSan."""
     if shutil.which("gcc") is None:
         pytest.skip("needs gcc")
     include = checkout(repository(), tag, tmp_path / tag, "Include") / "Include"
@@ -154,9 +156,11 @@ def test_adapter_memory_under_sanitizers(tag: str, sums: int, tmp_path: Path) ->
         ["gcc", "-g", "-O1", "-std=gnu11", "-fsanitize=address,undefined",
          "-fno-sanitize-recover=all", "-Wall", "-Wextra", "-Werror", "-include", "stdint.h",
          f"-I{ADAPTER_C}", f"-I{include}", f"-DMLF_CMSIS_NN_FC_SUMS={sums}",
-         "-DMLF_CMSIS_NN_SCRATCH_BYTES=64", "-DMLF_CMSIS_NN_SUM_SLOTS=2",
-         "-DMLF_CMSIS_NN_SUM_WORDS=16", str(REPO_ROOT / "tests/cmsis_nn_c/test_adapter_memory.c"),
-         str(ADAPTER_C / "mlf_cmsis_nn_memory.c"), "-o", str(program)],
+         "-DMLF_CMSIS_NN_SUM_SLOTS=2",
+         "-DMLF_CMSIS_NN_SUM_WORDS=16", f"-I{CRT / 'include'}", f"-I{CRT / 'src'}",
+         str(REPO_ROOT / "tests/cmsis_nn_c/test_adapter_memory.c"),
+         str(ADAPTER_C / "mlf_cmsis_nn_memory.c"), str(CRT / "src" / "mlf_workspace.c"),
+         str(CRT / "src" / "mlf_error.c"), "-o", str(program)],
         check=True,
     )  # fmt: skip
     done = subprocess.run([str(program)], capture_output=True, text=True, timeout=60)
@@ -222,6 +226,54 @@ def test_scratch_plan_follows_the_cpu_level(tmp_path: Path) -> None:
     assert "MLF_CMSIS_NN_FC_SUMS=2" in mve.defines and mve.renames[0].startswith("arm_conv")
 
 
+def _kws_plan(stem: str, board: str, **options: object):  # -> ModelPlan
+    from project_api.board import load_board
+    from project_api.generate.plan import plan_models
+    from project_api.read import open_archive
+
+    archive = corpus_archive(stem)
+    if archive is None:
+        pytest.skip(f"no corpus archive {stem}")
+    with open_archive(archive) as opened:
+        (plan,) = plan_models(opened, None, load_board(board), options=options)
+    return plan
+
+
+def test_windows_hold_the_adapters_scratch() -> None:
+    """The adapter's scratch is planned into each CMSIS-NN operator's workspace window, on
+    every path that serves TVMBackendAllocWorkspace: the liveness plan's windows, the
+    separate workspace of memory_plan=tvm (and of a JSON graph), the AOT model's one window
+    (with USMP TVM's code allocates nothing: the window is the adapter's), microTVM's
+    workspace (kernel sums recomputed into it on MVE)."""
+    from project_api.errors import GenerateError
+    from project_api.generate.memory_plan import overlaps
+
+    # Cortex-M55 (MVE): the first layer as a convolution 2,752 B; each 3x3 depthwise layer
+    # 4 x 124 x 9 = 4,464 B (4,480 in 64-byte blocks); the 1x1 convolutions 256 B.
+    plan = _kws_plan("kws_int8_cmsisnn", "qemu-mps3-an547")
+    assert plan.memory is not None and overlaps(plan.memory) == []
+    sizes = [size for _, size in plan.memory.windows]
+    assert sizes == [2752, 4480, 256, 4480, 256, 4480, 256, 4480, 256, 0, 0, 0]
+    assert plan.workspace.bytes == plan.workspace.adapter_bytes == 4480
+    # The liveness bound is met: a depthwise layer's input and output with its scratch.
+    assert plan.arena_bytes == 20992 and plan.memory.lower_bound == 490 + 2 * 8000 + 4480
+    # Cortex-M4 (DSP): the depthwise layers take no scratch there, the pooling 256 B.
+    dsp = _kws_plan("kws_int8_cmsisnn", "qemu-mps2-an386")
+    assert dsp.memory is not None
+    assert [size for _, size in dsp.memory.windows][:10] == [2752, 0, 256, 0, 256, 0, 256, 0,
+                                                              256, 256]  # fmt: skip
+    tvm = _kws_plan("kws_int8_cmsisnn", "qemu-mps3-an547", memory_plan="tvm")
+    assert tvm.memory is None and tvm.separate_workspace_bytes == 4480
+    json_graph = _kws_plan("kws_int8_cmsisnn", "qemu-mps2-an386", graph_format="json")
+    assert json_graph.separate_workspace_bytes == 2752
+    aot = _kws_plan("aot/kws_int8_aot_cmsisnn_usmp", "qemu-mps3-an547")
+    assert aot.memory is not None and aot.memory.windows == [(0, 4480)]
+    utvm = _kws_plan("kws_int8_cmsisnn", "qemu-mps3-an547", device_protocol="microtvm")
+    assert dict(utvm.workspace.adapter)["tvmgen_kws_cmsis_nn_main_10"] == 64  # 12 sums
+    with pytest.raises(GenerateError, match="4,480 bytes, from its code and the CMSIS-NN"):
+        _kws_plan("kws_int8_cmsisnn", "qemu-mps3-an547", workspace_size_bytes=4096)
+
+
 def test_only_the_called_sources_are_compiled(tmp_path: Path) -> None:
     tree = checkout(repository(), "v7.0.0", tmp_path / "v7")
     sources = sorted(p.relative_to(tree).as_posix() for p in tree.glob("Source/*/*.c"))
@@ -266,8 +318,9 @@ def test_cmsis_nn_built_without_the_adapter_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_stop_of_the_adapter_is_said(tmp_path: Path) -> None:
-    """More scratch asked than planned stops the firmware with the bytes, in the run's error
-    (here the plan is cut to 100 bytes by hand); QEMU's exit is explained the same way."""
+    """A workspace window smaller than a call's scratch stops the firmware with the bytes, in
+    the run's error, before anything is written outside the window (here the plan's windows
+    are cut to 100 bytes by hand); QEMU's exit is explained the same way."""
     from project_api.errors import MlfProjectError
     from project_api.run.qemu import EXIT_ABORT, describe_exit
 
@@ -278,14 +331,17 @@ def test_a_stop_of_the_adapter_is_said(tmp_path: Path) -> None:
                   "url_type": "git", "version_spec": "v4.1.0"}  # fmt: skip
     options = {"dependencies": [dependency], "cache_dir": str(tmp_path / "c")}
     project = Project.generate(archive, tmp_path / "p", board="host", options=options)
-    fragment = project.dir / "deps.cmake"
-    text = fragment.read_text()
-    fragment.write_text(
-        re.sub(r"MLF_CMSIS_NN_SCRATCH_BYTES=\d+", "MLF_CMSIS_NN_SCRATCH_BYTES=100", text)
-    )
+    # The first layer (run as a convolution: 160 B of im2col + its 2,560 B filter transposed)
+    # gets its window from the plan, 2,752 B; every window is cut to 100 B.
+    model_c = project.dir / "src" / "model_kws.c"
+    head, windows = model_c.read_text().split("mlf_graph_kws_windows[] = {", 1)
+    table, tail = windows.split("};", 1)
+    assert "{8000u, 2752u}" in table, table
+    cut = re.sub(r"\{(\d+)u, (\d+)u\}", lambda m: f"{{{m[1]}u, {min(int(m[2]), 100)}u}}", table)
+    model_c.write_text(head + "mlf_graph_kws_windows[] = {" + cut + "};" + tail)
     project.build()
     feed = dict(np.load(str(corpus_case(archive)["inputs_npz"])))
-    needs = "cmsis-nn: a kernel needs 0x00000aa0 bytes"
+    needs = "cmsis-nn: a kernel needs 0x00000aa0 bytes of scratch, more than the operator's"
     with pytest.raises(MlfProjectError, match=needs), project.session(timeout=60) as session:
         session.run(feed)
     assert live_children() == []

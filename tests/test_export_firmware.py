@@ -70,13 +70,18 @@ def test_an385_make_and_find_package(tmp_path: Path) -> None:
 @pytest.mark.parametrize("board_name", ["qemu-mps2-an386", "qemu-mps3-an547"])
 def test_cmsis_nn_for_the_cpu(tmp_path: Path, board_name: str) -> None:
     """CMSIS-NN built for the CPU (an386: DSP, an547: MVE) beside a graph model without it;
-    the an547 firmware's main is C++."""
+    the an547 firmware's main is C++. The adapter takes its scratch from the operators'
+    windows, inside the arena the header states: it has no static buffer."""
     board = load_board(board_name)
     deps = [cmsis_nn_dependency()]
     models = [
         _export(tmp_path, "kws_int8_cmsisnn", "kws_cmsis", board.name, deps),
         _export(tmp_path, "kws_int8_aot", "kws_aot", board.name),
     ]
+    adapter = (models[0].dir / "src" / "cmsis_nn" / "mlf_cmsis_nn_memory.c").read_text()
+    assert "TVMBackendAllocWorkspace" in adapter and "SCRATCH_BYTES" not in adapter
+    window = 4480 if "an547" in board_name else 2752  # the largest call's, in 64-byte blocks
+    assert f", {window}u}}" in (models[0].dir / "src" / "kws_cmsis.c").read_text()
     app = build_cmake(
         tmp_path / "user", models, board, mode="subdirectory", cxx="an547" in board_name
     )

@@ -16,9 +16,11 @@
  * The project renames the calls in the model's code (arm_X -> mlf_cmsis_nn_X, INTERFACE
  * definitions of the CMSIS-NN library) onto these functions, which are compiled into the library
  * with its flags and headers. Each sizes its scratch from the linked library's own
- * *_get_buffer_size answer (the caller's context when it is big enough, else the static scratch),
- * computes what the kernel expects beside its arguments, runs it, and stops the firmware on a
- * failure TVM's generated code would ignore. One public function per file.
+ * *_get_buffer_size answer (the caller's context when it is big enough, else that many bytes of
+ * the runtime's workspace, TVMBackendAllocWorkspace, given back before the call returns: the
+ * generator sizes each operator's workspace window for it), computes what the kernel expects
+ * beside its arguments, runs it, and stops the firmware on a failure TVM's generated code would
+ * ignore, or when the window is too small. One public function per file.
  *
  * Configuration (compile definitions the generator derives from the CMSIS-NN tree and the model):
  *   MLF_CMSIS_NN_FC_SUMS          0: no kernel sums; 1: row sums; 2: effective bias (v7.0.0+)
@@ -26,7 +28,6 @@
  *   MLF_CMSIS_NN_DW_AS_CONV       1: the adapter runs a depthwise convolution of one input channel
  *                                 as a convolution (its filter transposed into scratch);
  *   MLF_CMSIS_NN_DW_NATIVE_MVE    1: the library does that itself on MVE (v7.0.0+)
- *   MLF_CMSIS_NN_SCRATCH_BYTES    the static scratch (the generator's plan for the model's calls)
  *   MLF_CMSIS_NN_SUM_SLOTS        fully connected layers whose kernel sums are kept
  *   MLF_CMSIS_NN_SUM_WORDS        int32 words for them (0: computed into scratch at every call)
  */
@@ -49,9 +50,6 @@
 #endif
 #ifndef MLF_CMSIS_NN_DW_NATIVE_MVE
 #define MLF_CMSIS_NN_DW_NATIVE_MVE 0
-#endif
-#ifndef MLF_CMSIS_NN_SCRATCH_BYTES
-#define MLF_CMSIS_NN_SCRATCH_BYTES 8192
 #endif
 #ifndef MLF_CMSIS_NN_SUM_SLOTS
 #define MLF_CMSIS_NN_SUM_SLOTS 0
@@ -122,27 +120,39 @@ arm_cmsis_nn_status mlf_cmsis_nn_avgpool_s16(const cmsis_nn_context* ctx,
 
 /* --- shared by the calls (mlf_cmsis_nn_memory.c) --------------------------------------------- */
 
-/* The context to run a kernel with: the caller's when it holds `needed` bytes, else the static
- * scratch; stops the firmware when `needed` exceeds MLF_CMSIS_NN_SCRATCH_BYTES. */
-cmsis_nn_context mlf_cmsis_nn_context(const cmsis_nn_context* given, int32_t needed);
+/* The context to run a kernel with: the caller's when it holds `needed` bytes, else `needed`
+ * bytes of the workspace (mlf_cmsis_nn_scratch), which *held then points at (else NULL) for
+ * mlf_cmsis_nn_release / mlf_cmsis_nn_finish once the kernel has run. */
+cmsis_nn_context mlf_cmsis_nn_context(const cmsis_nn_context* given, int32_t needed, void** held);
 
-/* The static scratch itself, `needed` bytes of it (same stop). */
+/* `needed` bytes of the runtime's workspace (the calling operator's window), 64-byte aligned;
+ * stops the firmware, naming the bytes, when the workspace refuses them. */
 void* mlf_cmsis_nn_scratch(int32_t needed);
+
+/* Gives back what mlf_cmsis_nn_scratch took (NULL: nothing); blocks go back last in, first out. */
+void mlf_cmsis_nn_release(void* held);
 
 /* The kernel sums arm_fully_connected_s8 expects for this filter (MLF_CMSIS_NN_FC_SUMS): kept
  * from the first call in a free slot, else computed at every call into the caller's context
- * (when it holds `rows` words) or the static scratch. */
+ * (when it holds `rows` words) or the workspace (*held, for mlf_cmsis_nn_release). */
 const int32_t* mlf_cmsis_nn_kernel_sums(const cmsis_nn_context* given, const int8_t* filter,
                                         const int32_t* bias, int32_t input_offset, int32_t rows,
-                                        int32_t cols);
+                                        int32_t cols, void** held);
 
 /* A kernel's status: returns it when it succeeded, else stops the firmware naming the kernel
  * (TVM's generated code ignores every status, so a failure would be a silent wrong answer). */
 arm_cmsis_nn_status mlf_cmsis_nn_check(arm_cmsis_nn_status status, const char* kernel);
 
-/* From the firmware's platform (mlf_platform.h): the library is compiled without its headers. */
+/* The end of a call: gives back `held` (mlf_cmsis_nn_release), then mlf_cmsis_nn_check. */
+arm_cmsis_nn_status mlf_cmsis_nn_finish(arm_cmsis_nn_status status, void* held, const char* kernel);
+
+/* From the firmware's platform (mlf_platform.h) and runtime (tvm/runtime/c_backend_api.h): the
+ * library is compiled without their headers. */
 void mlf_platform_log(const char* msg);
 void mlf_platform_abort(int code);
+void* TVMBackendAllocWorkspace(int device_type, int device_id, uint64_t nbytes, int dtype_code_hint,
+                               int dtype_bits_hint);
+int TVMBackendFreeWorkspace(int device_type, int device_id, void* ptr);
 
 #ifdef __cplusplus
 }

@@ -11,17 +11,19 @@ arm_cmsis_nn_status mlf_cmsis_nn_convolve_wrapper_s16(
     const int16_t* input, const cmsis_nn_dims* filter_dims, const int8_t* filter,
     const cmsis_nn_dims* bias_dims, const int64_t* bias, const cmsis_nn_dims* output_dims,
     int16_t* output) {
+  void* held;
   const cmsis_nn_context run = mlf_cmsis_nn_context(
       ctx,
-      arm_convolve_wrapper_s16_get_buffer_size(conv_params, input_dims, filter_dims, output_dims));
+      arm_convolve_wrapper_s16_get_buffer_size(conv_params, input_dims, filter_dims, output_dims),
+      &held);
 #if MLF_CMSIS_NN_BIAS_DATA
   const cmsis_nn_bias_data bias_data = {bias, false};
   const cmsis_nn_bias_data* given = &bias_data;
 #else
   const int64_t* given = bias;
 #endif
-  return mlf_cmsis_nn_check(
+  return mlf_cmsis_nn_finish(
       arm_convolve_wrapper_s16(&run, conv_params, quant_params, input_dims, input, filter_dims,
                                filter, bias_dims, given, output_dims, output),
-      "arm_convolve_wrapper_s16");
+      held, "arm_convolve_wrapper_s16");
 }

@@ -10,11 +10,13 @@ arm_cmsis_nn_status mlf_cmsis_nn_convolve_wrapper_s8(
     const int8_t* input, const cmsis_nn_dims* filter_dims, const int8_t* filter,
     const cmsis_nn_dims* bias_dims, const int32_t* bias, const cmsis_nn_dims* output_dims,
     int8_t* output) {
+  void* held;
   const cmsis_nn_context run = mlf_cmsis_nn_context(
       ctx,
-      arm_convolve_wrapper_s8_get_buffer_size(conv_params, input_dims, filter_dims, output_dims));
-  return mlf_cmsis_nn_check(
+      arm_convolve_wrapper_s8_get_buffer_size(conv_params, input_dims, filter_dims, output_dims),
+      &held);
+  return mlf_cmsis_nn_finish(
       arm_convolve_wrapper_s8(&run, conv_params, quant_params, input_dims, input, filter_dims,
                               filter, bias_dims, bias, output_dims, output),
-      "arm_convolve_wrapper_s8");
+      held, "arm_convolve_wrapper_s8");
 }

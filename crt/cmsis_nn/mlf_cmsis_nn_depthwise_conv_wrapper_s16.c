@@ -10,11 +10,14 @@ arm_cmsis_nn_status mlf_cmsis_nn_depthwise_conv_wrapper_s16(
     const int16_t* input, const cmsis_nn_dims* filter_dims, const int8_t* filter,
     const cmsis_nn_dims* bias_dims, const int64_t* bias, const cmsis_nn_dims* output_dims,
     int16_t* output) {
+  void* held;
   const cmsis_nn_context run =
-      mlf_cmsis_nn_context(ctx, arm_depthwise_conv_wrapper_s16_get_buffer_size(
-                                    dw_conv_params, input_dims, filter_dims, output_dims));
-  return mlf_cmsis_nn_check(
+      mlf_cmsis_nn_context(ctx,
+                           arm_depthwise_conv_wrapper_s16_get_buffer_size(
+                               dw_conv_params, input_dims, filter_dims, output_dims),
+                           &held);
+  return mlf_cmsis_nn_finish(
       arm_depthwise_conv_wrapper_s16(&run, dw_conv_params, quant_params, input_dims, input,
                                      filter_dims, filter, bias_dims, bias, output_dims, output),
-      "arm_depthwise_conv_wrapper_s16");
+      held, "arm_depthwise_conv_wrapper_s16");
 }

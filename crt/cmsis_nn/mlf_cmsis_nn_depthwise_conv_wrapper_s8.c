@@ -8,7 +8,8 @@
  * generic loops); its convolution code has (im2col + DSP/MVE matrix products), with the same
  * integer arithmetic and so the same results. v7.0.0 does this itself on MVE; with
  * MLF_CMSIS_NN_DW_AS_CONV the adapter does it everywhere else, the filter transposed into the
- * scratch after the convolution's own buffer at every call (no RAM kept).
+ * scratch after the convolution's own buffer at every call (no RAM kept: the scratch is the
+ * operator's workspace while the call runs).
  */
 #include "mlf_cmsis_nn.h"
 
@@ -40,17 +41,17 @@ static arm_cmsis_nn_status as_conv(const cmsis_nn_context* ctx,
       &conv_params, input_dims, &conv_filter_dims, output_dims);
   const int32_t aligned = (conv_bytes + 15) & ~15;
   const int32_t needed = aligned + out_ch * taps;
-  int8_t* base = (ctx != NULL && ctx->buf != NULL && ctx->size >= needed)
-                     ? (int8_t*)ctx->buf
-                     : (int8_t*)mlf_cmsis_nn_scratch(needed);
-  int8_t* transposed = base + aligned;
+  void* held;
+  const cmsis_nn_context scratch = mlf_cmsis_nn_context(ctx, needed, &held);
+  int8_t* transposed = (int8_t*)scratch.buf + aligned;
   for (int32_t o = 0; o < out_ch; ++o) {
     for (int32_t t = 0; t < taps; ++t) transposed[o * taps + t] = filter[t * out_ch + o];
   }
-  const cmsis_nn_context run = {base, conv_bytes};
-  return arm_convolve_wrapper_s8(&run, &conv_params, quant_params, input_dims, input,
-                                 &conv_filter_dims, transposed, bias_dims, bias, output_dims,
-                                 output);
+  const cmsis_nn_context run = {scratch.buf, conv_bytes};
+  return mlf_cmsis_nn_finish(
+      arm_convolve_wrapper_s8(&run, &conv_params, quant_params, input_dims, input,
+                              &conv_filter_dims, transposed, bias_dims, bias, output_dims, output),
+      held, "arm_convolve_wrapper_s8 (depthwise, one input channel)");
 }
 #endif
 
@@ -62,16 +63,18 @@ arm_cmsis_nn_status mlf_cmsis_nn_depthwise_conv_wrapper_s8(
     int8_t* output) {
 #if MLF_CMSIS_NN_DW_AS_CONV
   if (use_conv(input_dims, output_dims)) {
-    return mlf_cmsis_nn_check(as_conv(ctx, dw_conv_params, quant_params, input_dims, input,
-                                      filter_dims, filter, bias_dims, bias, output_dims, output),
-                              "arm_convolve_wrapper_s8 (depthwise, one input channel)");
+    return as_conv(ctx, dw_conv_params, quant_params, input_dims, input, filter_dims, filter,
+                   bias_dims, bias, output_dims, output);
   }
 #endif
+  void* held;
   const cmsis_nn_context run =
-      mlf_cmsis_nn_context(ctx, arm_depthwise_conv_wrapper_s8_get_buffer_size(
-                                    dw_conv_params, input_dims, filter_dims, output_dims));
-  return mlf_cmsis_nn_check(
+      mlf_cmsis_nn_context(ctx,
+                           arm_depthwise_conv_wrapper_s8_get_buffer_size(dw_conv_params, input_dims,
+                                                                         filter_dims, output_dims),
+                           &held);
+  return mlf_cmsis_nn_finish(
       arm_depthwise_conv_wrapper_s8(&run, dw_conv_params, quant_params, input_dims, input,
                                     filter_dims, filter, bias_dims, bias, output_dims, output),
-      "arm_depthwise_conv_wrapper_s8");
+      held, "arm_depthwise_conv_wrapper_s8");
 }

@@ -24,18 +24,20 @@ arm_cmsis_nn_status mlf_cmsis_nn_fully_connected_s8(
     if (needed != rows * (int32_t)sizeof(int32_t)) {
       mlf_cmsis_nn_check(ARM_CMSIS_NN_ARG_ERROR, "arm_fully_connected_s8 (its buffer size)");
     }
-    const int32_t* sums =
-        mlf_cmsis_nn_kernel_sums(ctx, filter, bias, fc_params->input_offset, rows, filter_dims->n);
+    void* held;
+    const int32_t* sums = mlf_cmsis_nn_kernel_sums(ctx, filter, bias, fc_params->input_offset, rows,
+                                                   filter_dims->n, &held);
     const cmsis_nn_context with_sums = {(void*)(uintptr_t)sums, needed};
-    return mlf_cmsis_nn_check(
+    return mlf_cmsis_nn_finish(
         arm_fully_connected_s8(&with_sums, &params, quant_params, input_dims, input, filter_dims,
                                filter, bias_dims, bias, output_dims, output),
-        "arm_fully_connected_s8");
+        held, "arm_fully_connected_s8");
   }
 #endif
-  const cmsis_nn_context run = mlf_cmsis_nn_context(ctx, needed);
-  return mlf_cmsis_nn_check(
+  void* held;
+  const cmsis_nn_context run = mlf_cmsis_nn_context(ctx, needed, &held);
+  return mlf_cmsis_nn_finish(
       arm_fully_connected_s8(&run, &params, quant_params, input_dims, input, filter_dims, filter,
                              bias_dims, bias, output_dims, output),
-      "arm_fully_connected_s8");
+      held, "arm_fully_connected_s8");
 }

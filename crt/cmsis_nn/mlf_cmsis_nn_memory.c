@@ -1,21 +1,16 @@
 /*
- * mlf_cmsis_nn_memory.c — the memory TVM's CMSIS-NN calls did not bring: the static scratch and
- * the kept kernel sums (both sized by the generator, counted by its fit check and `footprint`),
- * and the stop on a failure.
+ * mlf_cmsis_nn_memory.c — the memory TVM's CMSIS-NN calls did not bring: a kernel's scratch for
+ * one call, taken from the runtime's workspace (TVMBackendAllocWorkspace: the calling operator's
+ * window, sized by the generator for it) and given back before the call returns; the kept
+ * kernel sums (static, sized by the generator, counted by its fit check and `footprint`); and
+ * the stop on a failure.
  *
- * Globals by necessity: TVM's calls carry no state of ours. Kernels run one at a time, so one
- * scratch serves them all. Kernel sums are kept per filter: a model's weights stay where they
- * were bound for the firmware's life (microTVM firmware, whose host may rewrite device memory,
- * is generated with MLF_CMSIS_NN_SUM_SLOTS=0 and recomputes them at every call).
+ * Globals by necessity: TVM's calls carry no state of ours. Kernel sums are kept per filter: a
+ * model's weights stay where they were bound for the firmware's life (microTVM firmware, whose
+ * host may rewrite device memory, is generated with MLF_CMSIS_NN_SUM_SLOTS=0 and recomputes
+ * them into the workspace at every call).
  */
 #include "mlf_cmsis_nn.h"
-
-#define MLF_WORDS(bytes) (((bytes) + 3) / 4)
-
-/* 16-byte aligned like TVM's workspace: MVE kernels load whole vectors from it. */
-static int32_t
-    scratch[MLF_WORDS(MLF_CMSIS_NN_SCRATCH_BYTES) > 0 ? MLF_WORDS(MLF_CMSIS_NN_SCRATCH_BYTES) : 1]
-    __attribute__((aligned(16)));
 
 typedef struct {
   const int8_t* filter;
@@ -40,23 +35,32 @@ static void put_hex(char* at, uint32_t value, int digits) {
 }
 
 void* mlf_cmsis_nn_scratch(int32_t needed) {
-  if (needed > (int32_t)sizeof scratch) {
+  /* kDLCPU, device 0; int8 as the dtype hint (the runtime ignores hints). The workspace's
+   * blocks are 64-byte aligned, as MVE's whole-vector loads want. */
+  void* block = TVMBackendAllocWorkspace(1, 0, (uint64_t)(needed > 0 ? needed : 0), 0, 8);
+  if (block == NULL) {
     char msg[] =
-        "mlf: cmsis-nn: a kernel needs 0x00000000 bytes of scratch, more than "
-        "MLF_CMSIS_NN_SCRATCH_BYTES";
+        "mlf: cmsis-nn: a kernel needs 0x00000000 bytes of scratch, more than the operator's "
+        "workspace window holds";
     put_hex(msg + 32, (uint32_t)needed, 8); /* after "...needs 0x" */
     mlf_platform_log(msg);
     mlf_platform_abort((int)needed);
   }
-  return scratch;
+  return block;
 }
 
-cmsis_nn_context mlf_cmsis_nn_context(const cmsis_nn_context* given, int32_t needed) {
+void mlf_cmsis_nn_release(void* held) {
+  if (held != NULL) (void)TVMBackendFreeWorkspace(1, 0, held);
+}
+
+cmsis_nn_context mlf_cmsis_nn_context(const cmsis_nn_context* given, int32_t needed, void** held) {
+  *held = NULL;
   if (needed <= 0 || (given != NULL && given->buf != NULL && given->size >= needed)) {
     cmsis_nn_context same = {given != NULL ? given->buf : NULL, given != NULL ? given->size : 0};
     return same;
   }
-  cmsis_nn_context ctx = {mlf_cmsis_nn_scratch(needed), needed};
+  *held = mlf_cmsis_nn_scratch(needed);
+  cmsis_nn_context ctx = {*held, needed};
   return ctx;
 }
 
@@ -80,7 +84,8 @@ static void compute_sums(int32_t* out, const int8_t* filter, const int32_t* bias
 
 const int32_t* mlf_cmsis_nn_kernel_sums(const cmsis_nn_context* given, const int8_t* filter,
                                         const int32_t* bias, int32_t input_offset, int32_t rows,
-                                        int32_t cols) {
+                                        int32_t cols, void** held) {
+  *held = NULL;
 #if MLF_CMSIS_NN_SUM_SLOTS > 0 && MLF_CMSIS_NN_SUM_WORDS > 0
   for (int32_t i = 0; i < slots_used; ++i) {
     const sum_slot* s = &slots[i];
@@ -102,7 +107,7 @@ const int32_t* mlf_cmsis_nn_kernel_sums(const cmsis_nn_context* given, const int
     return s->sums;
   }
 #endif
-  const cmsis_nn_context spare = mlf_cmsis_nn_context(given, rows * (int32_t)sizeof(int32_t));
+  const cmsis_nn_context spare = mlf_cmsis_nn_context(given, rows * (int32_t)sizeof(int32_t), held);
   compute_sums((int32_t*)spare.buf, filter, bias, input_offset, rows, cols);
   return (const int32_t*)spare.buf;
 }
@@ -119,4 +124,10 @@ arm_cmsis_nn_status mlf_cmsis_nn_check(arm_cmsis_nn_status status, const char* k
   mlf_platform_log(msg);
   mlf_platform_abort((int)status);
   return status;
+}
+
+arm_cmsis_nn_status mlf_cmsis_nn_finish(arm_cmsis_nn_status status, void* held,
+                                        const char* kernel) {
+  mlf_cmsis_nn_release(held);
+  return mlf_cmsis_nn_check(status, kernel);
 }

@@ -11,7 +11,9 @@ from ..generate.dependencies import archive_base_dir
 from ..generate.memory_plan import model_memory
 from ..read import Archive, Model, TensorSpec, open_archive
 from ..resolve import check_dependencies, collect_dependencies
-from ..resolve.cmsis_nn_calls import API_CMSIS5, API_V4, find_cmsis_nn_calls
+from ..resolve.cmsis_nn_adapter import workspace_needs
+from ..resolve.cmsis_nn_calls import API_CMSIS5, API_V4, CmsisNnCalls, find_cmsis_nn_calls
+from ..resolve.features import LEVELS
 from ..resolve.trust import TrustPolicy, Verdict, assess_all
 from .command import EXIT_OK, Command
 from .generate import add_trust_arguments, trust_options
@@ -81,9 +83,19 @@ def archive_summary(archive: Archive) -> Dict[str, Any]:
         calls = find_cmsis_nn_calls(model.sources)
         if calls.api is not None:
             summary["cmsis_nn"] = {"api": calls.api, "calls": len(calls.sites),
-                                   "kernels": calls.kernels}  # fmt: skip
+                                   "kernels": calls.kernels,
+                                   "adapter_scratch_bytes": _adapter_scratch(calls)}  # fmt: skip
         models.append(summary)
     return {"archive": str(archive.path), "version": archive.version, "models": models}
+
+
+def _adapter_scratch(calls: CmsisNnCalls) -> Dict[str, int]:
+    """The most one call takes from its operator's workspace window through the CMSIS-NN
+    adapter, per CPU level CMSIS-NN may be compiled at (the board decides which)."""
+    return {
+        name: max(workspace_needs(calls, level, keep_sums=True).values(), default=0)
+        for level, name in enumerate(LEVELS)
+    }
 
 
 def _memory(model: Model) -> Optional[Dict[str, Any]]:
@@ -137,6 +149,13 @@ def describe_model(model: Model) -> List[str]:
         written = {API_V4: "as TVM 0.12-0.18 wrote them for CMSIS-NN v4.1.0's API",
                    API_CMSIS5: "as TVM <= 0.11 wrote them for CMSIS 5's NN"}[calls.api]  # fmt: skip
         lines.append(f"  CMSIS-NN: {calls.describe()} {written}")
+        scratch = _adapter_scratch(calls)
+        if any(scratch.values()):
+            per_level = ", ".join(f"{_bytes(n)} ({level})" for level, n in scratch.items())
+            lines.append(
+                f"    the adapter's scratch, at most {per_level} a call, is added to the "
+                "windows of those operators for the board's CPU (not in the arena above)"
+            )
     return lines
 
 

@@ -87,7 +87,7 @@ def _planned(info: Mapping[str, Any]) -> Tuple[Dict[str, int], Dict[str, Optiona
         "rx buffer": int(ram_items.get(_link_buffer_item(info), 0)),
         "stack": int(info.get("stack_bytes") or 0),
         "model pools": fit_items_bytes(info, "ram", POOLS_RAM_ITEM),
-        "cmsis-nn adapter": sum(  # its scratch and kept kernel sums (generate/cmsis_nn.py)
+        "cmsis-nn adapter": sum(  # its kept kernel sums (its scratch is in the windows)
             int(v) for k, v in ram_items.items() if str(k).startswith("cmsis-nn ")
         ),
     }

@@ -1,7 +1,8 @@
 """CMSIS-NN for one firmware, once its tree is resolved: refused when the models' calls are
 TVM's and the tree is not one the adapter covers; else the CPU level it is compiled at, the
 files it compiles and the adapter (``crt/cmsis_nn/``) that keeps TVM's calls meaning what TVM
-meant, its memory added to the fit check."""
+meant, its kept kernel sums added to the fit check (its scratch is planned into the operators'
+workspace windows when the firmware is planned: :mod:`.cmsis_nn_workspace`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..board import Board
 from ..errors import DependencyError
-from ..resolve import ResolvedDependency, assumed_features, cmsis_nn_build, detect_cmsis_nn
+from ..resolve import ResolvedDependency
 from ..resolve.cmsis_nn_adapter import HEADER, AdapterPlan, plan_adapter, refuse_uncovered
 from ..resolve.cmsis_nn_calls import CmsisNnCalls, find_cmsis_nn_calls
 from ..resolve.cmsis_nn_release import TVM_TARGET_RELEASE, CmsisNnTree, read_tree
@@ -20,6 +21,7 @@ from ..resolve.cmsis_nn_sources import CmsisNnCompile, called_functions
 from ..resolve.features import CmsisNnBuild
 from ..resolve.recipes import cmsis_nn_root
 from ..resources import crt_dir
+from .cmsis_nn_workspace import firmware_cmsis_nn_build, keeps_kernel_sums
 from .plan import ModelPlan, Progress, pointer_bytes
 
 # Where a project keeps the adapter's C (beside the runtime's).
@@ -55,8 +57,8 @@ class CmsisNnSetup:
         sums = f", kernel sums {adapter.sums_bytes} B" if adapter.sum_slots else ""
         return (
             f"CMSIS-NN {self.tree.release}: TVM's calls keep their {TVM_TARGET_RELEASE} meaning "
-            f"through the adapter ({', '.join('arm_' + k for k in adapter.kernels)}; scratch "
-            f"{adapter.scratch_bytes} B{sums})"
+            f"through the adapter ({', '.join('arm_' + k for k in adapter.kernels)}; scratch up "
+            f"to {adapter.scratch_bytes} B a call, in its operator's workspace{sums})"
         )
 
 
@@ -88,13 +90,8 @@ def plan_cmsis_nn(
         return None
     tree = read_tree(cmsis_nn_root(Path(dep.path)))
     refuse_uncovered(calls, tree, dep.spec.describe())
-    assumed = [
-        (plan.name, assumed_features(plan.model.targets))
-        for plan in plans
-        if detect_cmsis_nn(plan.model.sources)
-    ]
     adapted = tree.covered and any(c.adapted for _, c in calls)
-    build = cmsis_nn_build(assumed, board.cpu, board.name, scratch_shim=adapted)
+    build = firmware_cmsis_nn_build([plan.model for plan in plans], board, adapted)
     if build.reason:
         say(build.reason)
     cpu = board.cpu
@@ -106,7 +103,7 @@ def plan_cmsis_nn(
         [c for _, c in calls],
         tree,
         build.level,
-        keep_sums=opts.get("device_protocol") != "microtvm",  # its host rewrites device memory
+        keep_sums=keeps_kernel_sums(opts),
         pointer_bytes=pointer_bytes(board),
     )
     assert adapter is not None

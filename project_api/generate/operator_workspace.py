@@ -5,13 +5,18 @@ arena, live only while that operator runs. Its size, per generated function:
 
 - from the code, when every size it allocates is a literal: the sum of its blocks, each
   rounded up to 64 bytes (the runtime's LIFO block rule), plus the largest window of a
-  generated function it calls (the callee allocates on top of what the caller holds) —
-  exact. The metadata's figure is not added: it also counts the small buffers TVM's C
-  keeps on the stack (mlp_default: 16–48 B per operator that never calls the allocator);
+  generated function it calls (the callee allocates on top of what the caller holds) or, if
+  larger, the CMSIS-NN adapter's scratch for the kernels it calls (the adapter allocates on
+  top of TVM's context buffer and frees before the kernel call returns: ``workspace.adapter``,
+  :mod:`.cmsis_nn_workspace`) — exact. The metadata's figure is not added: it also counts the
+  small buffers TVM's C keeps on the stack (mlp_default: 16–48 B per operator that never
+  calls the allocator);
 - else from ``metadata.json``'s ``operator_functions`` (TVM's count for that function), with
-  one 64-byte alignment block per 1 KiB, at least four, of slack;
+  one 64-byte alignment block per 1 KiB, at least four, of slack, plus the adapter's largest
+  scratch in it or a function it calls;
 - else (no per-function figure, sizes not literal) the model-wide estimate of
-  :func:`~.sizes.estimate_workspace`, as every operator got before.
+  :func:`~.sizes.estimate_workspace` (which holds the adapter's largest), as every operator
+  got before.
 
 The option ``workspace_size_bytes`` makes every window that size.
 """
@@ -61,9 +66,13 @@ def read_functions(sources: Iterable[Path]) -> Dict[str, FunctionCode]:
     return functions
 
 
-def code_window(functions: Mapping[str, FunctionCode], name: str) -> Optional[int]:
+def code_window(
+    functions: Mapping[str, FunctionCode], name: str, adapter: Optional[Mapping[str, int]] = None
+) -> Optional[int]:
     """The workspace ``name`` needs at its deepest: its own blocks plus the largest need of
-    a function it calls; None when some size on the way is not a literal."""
+    a function it calls or of the CMSIS-NN adapter during its calls (``adapter``: {function:
+    bytes}); None when some size on the way is not a literal."""
+    extra = adapter or {}
     memo: Dict[str, Optional[int]] = {}
 
     def need(fn: str, path: Set[str]) -> Optional[int]:
@@ -71,10 +80,10 @@ def code_window(functions: Mapping[str, FunctionCode], name: str) -> Optional[in
             return memo[fn]
         code = functions.get(fn)
         if code is None:
-            return 0
+            return extra.get(fn, 0)
         if code.own is None or fn in path:  # recursion: TVM's code has none; be safe
             return None
-        deepest = 0
+        deepest = extra.get(fn, 0)
         for callee in sorted(code.calls):
             below = need(callee, path | {fn})
             if below is None:
@@ -87,6 +96,24 @@ def code_window(functions: Mapping[str, FunctionCode], name: str) -> Optional[in
     return need(name, set())
 
 
+def adapter_reach(
+    functions: Mapping[str, FunctionCode], name: str, adapter: Mapping[str, int]
+) -> int:
+    """The adapter's largest scratch in ``name`` or any function it calls, directly or not."""
+    seen: Set[str] = set()
+    todo = [name]
+    largest = 0
+    while todo:
+        fn = todo.pop()
+        if fn in seen:
+            continue
+        seen.add(fn)
+        largest = max(largest, adapter.get(fn, 0))
+        code = functions.get(fn)
+        todo.extend(code.calls if code is not None else ())
+    return largest
+
+
 def with_slack(metadata_bytes: int) -> int:
     """A metadata figure made safe for the LIFO allocator: aligned, plus one 64-byte block
     per KiB (at least four) for the blocks' alignment."""
@@ -97,33 +124,43 @@ def with_slack(metadata_bytes: int) -> int:
 
 
 def function_windows(
-    model: Any, funcs: Sequence[str], fallback: int, override: Optional[int] = None
+    model: Any,
+    funcs: Sequence[str],
+    fallback: int,
+    override: Optional[int] = None,
+    adapter: Optional[Mapping[str, int]] = None,
 ) -> Dict[str, int]:
     """{function: window bytes} for the functions an executor calls (rules in the module
-    docstring). ``fallback``: the model-wide estimate, for a function nothing else sizes."""
+    docstring). ``fallback``: the model-wide estimate, for a function nothing else sizes;
+    ``adapter``: {function: bytes} the CMSIS-NN adapter takes during its calls."""
     if override is not None:
         return {name: int(override) for name in funcs}
+    extra = dict(adapter or {})
     functions = read_functions(getattr(model, "sources", []))
     reported = metadata_windows(getattr(model, "metadata", {}) or {})
     windows: Dict[str, int] = {}
     for name in funcs:
-        code = code_window(functions, name) if name in functions else None
+        code = code_window(functions, name, extra) if name in functions else None
         meta = reported.get(name)
         if code is not None:
             windows[name] = code
         elif meta is not None:
-            windows[name] = with_slack(meta)
+            windows[name] = with_slack(meta) + adapter_reach(functions, name, extra)
         else:
             windows[name] = fallback
     return windows
 
 
 def operator_windows(
-    model: Any, tables: GraphTables, fallback: int, override: Optional[int] = None
+    model: Any,
+    tables: GraphTables,
+    fallback: int,
+    override: Optional[int] = None,
+    adapter: Optional[Mapping[str, int]] = None,
 ) -> List[int]:
     """Each operator call of ``tables`` its function's window (:func:`function_windows`); a
     ``__copy`` none."""
-    by_function = function_windows(model, tables.funcs, fallback, override)
+    by_function = function_windows(model, tables.funcs, fallback, override, adapter)
     return [
         0 if op.func == MLF_FUNC_COPY else by_function.get(tables.funcs[op.func], 0)
         for op in tables.ops

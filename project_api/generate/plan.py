@@ -13,6 +13,7 @@ from ..errors import GenerateError, UnsupportedModelError
 from ..options import GRAPH_FORMATS, normalize_options
 from ..read import Archive, Model
 from ..resolve.detect import refuse_cmsis_nn_off_arm
+from .cmsis_nn_workspace import adapter_workspace
 from .executors import ExecutorKind, LibraryCode, LibraryRequest, executor_for
 from .memory_plan import MemoryPlan, plan_executor_model
 from .params_blob import aligned_params, laid_out_params
@@ -157,6 +158,8 @@ class ModelPlan:
                 "workspace_source": self.workspace.how,
                 "workspace_metadata_bytes": self.workspace.metadata_bytes,
                 "workspace_code_bytes": self.workspace.code_bytes,
+                # The most the CMSIS-NN adapter takes during one call (inside the above).
+                "workspace_cmsis_nn_bytes": self.workspace.adapter_bytes,
                 "state_bytes": self.state_bytes,
                 "params_blob_bytes": len(self.params_blob),
                 "params_bytes": self.model.params_bytes,
@@ -229,15 +232,17 @@ def pointer_bytes(board: Board) -> int:
     return 8 if board.is_host else 4
 
 
-def _workspace(kind: Any, model: Any, override: Optional[int]) -> Any:
-    """The model's workspace; an override below what its code allocates at once is refused
-    (its operators would fail at run time, in words that do not name the workspace)."""
-    estimate = kind.workspace(model, override)
+def _workspace(kind: Any, model: Any, override: Optional[int], adapter: Mapping[str, int]) -> Any:
+    """The model's workspace, with what the CMSIS-NN adapter takes during its calls
+    (``adapter``); an override below what its code allocates at once is refused (its
+    operators would fail at run time, in words that do not name the workspace)."""
+    estimate = kind.workspace(model, override, adapter)
     needed = estimate.code_bytes
     if override is not None and needed is not None and override < needed:
+        source = "its code" + (" and the CMSIS-NN adapter" if estimate.adapter else "")
         raise GenerateError(
             f"option workspace_size_bytes: {override:,} bytes is less than model "
-            f"{model.name!r} allocates at once ({needed:,} bytes, from its code)",
+            f"{model.name!r} allocates at once ({needed:,} bytes, from {source})",
             hint="leave the option out to use the estimate",
         )
     return estimate
@@ -259,6 +264,8 @@ def _plan_models(
     # Before the dependencies are judged: no CMSIS-NN dependency makes such a model build here.
     refuse_cmsis_nn_off_arm([(m.name, m.sources) for m in models], board)
     ptype.check(models, opts)
+    # What the CMSIS-NN adapter takes from each operator's workspace: in its window.
+    adapter = adapter_workspace(models, board, opts)
     plans: List[ModelPlan] = []
     ptr = pointer_bytes(board)
     graph_format = opts["graph_format"]
@@ -269,7 +276,9 @@ def _plan_models(
             the_model.require_graph()  # the explanation: no graph to run
         graph = kind.graph(the_model)
         tvm_tables = tables = compile_graph(graph)
-        workspace = _workspace(kind, the_model, opts["workspace_size_bytes"])
+        workspace = _workspace(
+            kind, the_model, opts["workspace_size_bytes"], adapter.get(the_model.name, {})
+        )
         memory = None
         tables_format = kind.graph_format(graph_format) == "tables"
         if tables_format and opts["memory_plan"] == "liveness":

@@ -24,6 +24,7 @@ _ALLOC_RE = re.compile(r"TVMBackendAllocWorkspace\s*\(([^;]{0,1000}?)\)\s*;", re
 _SIZE_ARG_RE = re.compile(r"^\s*(?:\(\s*u?int64_t\s*\)\s*)?(\d+)\s*[uUlL]*\s*$")
 # A function definition starts at column 0 and ends its first line with "{".
 _FUNCTION_START_RE = re.compile(r"^[A-Za-z_][^;\n]*\)\s*\{\s*$", re.MULTILINE)
+_DEFINED_RE = re.compile(r"([A-Za-z_]\w*)\s*\(")
 
 
 def align(value: int, alignment: int) -> int:
@@ -32,13 +33,21 @@ def align(value: int, alignment: int) -> int:
 
 @dataclass(frozen=True)
 class WorkspaceEstimate:
-    """The workspace a model's operators need, and how it was found."""
+    """The workspace a model's operators need, and how it was found. ``adapter``: what the
+    CMSIS-NN adapter takes on top of a function's own blocks during its calls ((function,
+    bytes) pairs, :mod:`.cmsis_nn_workspace`), included in ``bytes`` and ``code_bytes``."""
 
     bytes: int
     how: str  # "option", "code", "metadata", "none"
     metadata_bytes: int = 0
     code_bytes: Optional[int] = None
     max_allocations: int = 0
+    adapter: Tuple[Tuple[str, int], ...] = ()
+
+    @property
+    def adapter_bytes(self) -> int:
+        """The most the CMSIS-NN adapter takes during one call."""
+        return max((size for _, size in self.adapter), default=0)
 
 
 def split_functions(text: str) -> List[str]:
@@ -68,6 +77,21 @@ def function_allocations(sources: Iterable[Path]) -> Optional[List[Tuple[str, Li
             if sizes:
                 found.append((body.split("\n", 1)[0], sizes))
     return found
+
+
+def function_name(first_line: str) -> str:
+    """The function a definition's first line defines (the first identifier before a "(")."""
+    found = _DEFINED_RE.search(first_line)
+    return found.group(1) if found is not None else ""
+
+
+def with_adapter(
+    found: Sequence[Tuple[str, List[int]]], adapter: Mapping[str, int], skip: str = ""
+) -> int:
+    """The most one function holds with the CMSIS-NN adapter's bytes on top of its own blocks
+    (``found``: :func:`function_allocations`; ``skip``: a function left out)."""
+    own = {function_name(first): sum(sizes) for first, sizes in found}
+    return max((own.get(fn, 0) + extra for fn, extra in adapter.items() if fn != skip), default=0)
 
 
 def literal_blocks(body: str) -> Optional[List[int]]:
@@ -126,43 +150,48 @@ def metadata_windows(metadata: Mapping[str, Any]) -> Dict[str, int]:
     return found
 
 
-def estimate_workspace(model: Any, override: Optional[int] = None) -> WorkspaceEstimate:
+def estimate_workspace(
+    model: Any, override: Optional[int] = None, adapter: Optional[Mapping[str, int]] = None
+) -> WorkspaceEstimate:
     """The workspace pool for ``model`` (a :class:`project_api.read.Model`).
 
     ``override`` (option workspace_size_bytes) wins. Otherwise the larger of what the
-    generated code allocates (literal sizes, per function, 64-byte blocks) and the
-    metadata's figure plus 64 bytes of alignment slack per allocation. The metadata figure is
-    the largest per-operator workspace when recorded, else ``main``'s (which for graph
-    executor models also counts the tensors the arena already holds: generous, never short).
+    generated code allocates (literal sizes, per function, 64-byte blocks, with ``adapter``'s
+    bytes on top of its function's: the CMSIS-NN adapter's scratch) and the metadata's figure
+    plus 64 bytes of alignment slack per allocation. The metadata figure is the largest
+    per-operator workspace when recorded, else ``main``'s (which for graph executor models
+    also counts the tensors the arena already holds: generous, never short).
     """
+    adapter = dict(adapter or {})
+    pairs = tuple(sorted(adapter.items()))
     metadata_main = int(getattr(model, "workspace_bytes", 0) or 0)
-    found = code_workspace(getattr(model, "sources", []))
+    found = function_allocations(getattr(model, "sources", []))
+    code = None
+    allocations = 0
+    if found is not None:
+        code = max(max((sum(sizes) for _, sizes in found), default=0), with_adapter(found, adapter))
+        allocations = max((len(sizes) for _, sizes in found), default=0)
     if override is not None:
-        return WorkspaceEstimate(
-            int(override),
-            "option",
-            metadata_main,
-            None if found is None else found["bytes"],
-            0 if found is None else found["allocations"],
-        )
+        return WorkspaceEstimate(int(override), "option", metadata_main, code, allocations, pairs)
     per_op = metadata_operator_workspace(getattr(model, "metadata", {}) or {})
-    allocations = found["allocations"] if found is not None else 0
     metadata_figure = per_op if per_op is not None else metadata_main
-    if found is None:
-        # Unknown number of allocations: assume one slack block per 1 KiB, at least 4.
+    if code is None:
+        # Unknown number of allocations: assume one slack block per 1 KiB, at least 4; the
+        # adapter's blocks on top of any operator's.
         slack = WORKSPACE_ALIGN * max(4, metadata_figure // 1024)
         total = align(metadata_figure, WORKSPACE_ALIGN) + slack if metadata_figure else 0
-        return WorkspaceEstimate(total, "metadata", metadata_main, None, 0)
+        total += max(adapter.values(), default=0)
+        return WorkspaceEstimate(total, "metadata", metadata_main, None, 0, pairs)
     from_metadata = (
         align(metadata_figure, WORKSPACE_ALIGN) + WORKSPACE_ALIGN * allocations
         if metadata_figure and allocations
         else 0
     )
-    total = max(found["bytes"], from_metadata)
-    how = "code" if found["bytes"] >= from_metadata else "metadata"
+    total = max(code, from_metadata)
+    how = "code" if code >= from_metadata else "metadata"
     if total == 0:
         how = "none"
-    return WorkspaceEstimate(total, how, metadata_main, found["bytes"], allocations)
+    return WorkspaceEstimate(total, how, metadata_main, code, allocations, pairs)
 
 
 # --- the fit check ---------------------------------------------------------------------------

@@ -6,14 +6,17 @@ takes over, its compile definitions, and the memory it adds (counted by the fit 
 The C is ``crt/cmsis_nn/`` (its header lists the changes it bridges). Memory:
 
 - **scratch**: at run time every call asks the linked library (``*_get_buffer_size``) and uses
-  TVM's context when it is big enough, else the static scratch; a need beyond the scratch stops
-  the firmware with the bytes needed, never a silent wrong answer. The scratch is planned here
-  for each call TVM made, at the CPU level CMSIS-NN is built for, as the most any covered release
-  asks for (:func:`scratch_bound`): the same formulas, taken over the releases, because a tree's
-  own answers are only known on the target;
+  TVM's context when it is big enough, else takes that many bytes from the runtime's workspace
+  (``TVMBackendAllocWorkspace``, on top of what TVM's code of the operator holds) and gives them
+  back before it returns; a workspace too small stops the firmware with the bytes needed, never
+  a silent wrong answer. It is planned for each call TVM made, at the CPU level CMSIS-NN is built
+  for, as the most any covered release asks for (:func:`scratch_bound` over
+  :data:`ANY_COVERED_API`): the same formulas, taken over the releases, because a tree's own
+  answers are only known on the target. :func:`workspace_needs` gives it per generated function,
+  for the memory planner to add to that operator's workspace window (no static buffer);
 - **kernel sums** (fully connected s8 on MVE, v5.0.0+): one int32 per output row and a slot per
-  layer, computed at the first call. microTVM firmware (its host may rewrite device memory) keeps
-  none and computes them into the scratch at every call.
+  layer, computed at the first call, static (they outlive every run). microTVM firmware (its host
+  may rewrite device memory) keeps none and computes them into the workspace at every call.
 """
 
 from __future__ import annotations
@@ -28,6 +31,10 @@ from .cmsis_nn_release import TVM_TARGET_RELEASE, ApiFacts, CmsisNnTree, covered
 PORTABLE, DSP, MVE = 0, 1, 2  # features.LEVELS
 CH_IN_BLOCK_MVE = 124  # arm_nnsupportfunctions.h, every release
 SLOT_BYTES = {4: 24, 8: 40}  # sizeof(sum_slot) in mlf_cmsis_nn_memory.c by pointer size
+WORKSPACE_BLOCK = 64  # the runtime's workspace blocks (MLF_STORAGE_ALIGN)
+# Every covered release's API at once (the largest of each fact): what :func:`scratch_bound`
+# plans before the tree is known, so that the plan holds for whichever release is linked.
+ANY_COVERED_API = ApiFacts(fc_sums=2, bias_data=True, dw_native_mve=True)
 MEMORY_SOURCE = "mlf_cmsis_nn_memory.c"
 HEADER = "mlf_cmsis_nn.h"
 # The release to name, for messages: the fastest exact one (bench part cmsis_nn, KWS: fastest on
@@ -108,7 +115,7 @@ class AdapterPlan:
 
     kernels: Tuple[str, ...]  # the adapted kernels the models call
     defines: Tuple[str, ...]  # PRIVATE compile definitions of the library
-    scratch_bytes: int
+    scratch_bytes: int  # the most one call takes from the workspace (this tree's API)
     sum_slots: int
     sum_words: int
     pointer_bytes: int = 4
@@ -128,11 +135,9 @@ class AdapterPlan:
         return 4 * self.sum_words + slot * self.sum_slots
 
     def ram_items(self) -> Dict[str, int]:
-        """The fit check's items for the adapter's static memory."""
-        items = {"cmsis-nn scratch": _align(max(self.scratch_bytes, 4), 4)}
-        if self.sum_slots:
-            items["cmsis-nn kernel sums"] = self.sums_bytes
-        return items
+        """The fit check's items for the adapter's static memory: the kept kernel sums (its
+        scratch lies in the operators' workspace windows, counted there)."""
+        return {"cmsis-nn kernel sums": self.sums_bytes} if self.sum_slots else {}
 
     def describe(self) -> Dict[str, object]:
         return {
@@ -172,11 +177,23 @@ def plan_adapter(
         f"MLF_CMSIS_NN_BIAS_DATA={int(api.bias_data)}",
         f"MLF_CMSIS_NN_DW_AS_CONV={int(level in DW_AS_CONV_LEVELS)}",
         f"MLF_CMSIS_NN_DW_NATIVE_MVE={int(api.dw_native_mve)}",
-        f"MLF_CMSIS_NN_SCRATCH_BYTES={scratch}",
         f"MLF_CMSIS_NN_SUM_SLOTS={slots}",
         f"MLF_CMSIS_NN_SUM_WORDS={words}",
     ]
     return AdapterPlan(kernels, tuple(defines), scratch, slots, words, pointer_bytes)
+
+
+def workspace_needs(calls: CmsisNnCalls, level: int, keep_sums: bool) -> Dict[str, int]:
+    """{generated function: bytes} the adapter takes from the workspace during that function's
+    calls at CPU ``level``, in whole 64-byte blocks: for each call whose context TVM sized too
+    small, the most any covered release asks (:data:`ANY_COVERED_API`); per function the
+    largest of its calls (each gives its bytes back before it returns)."""
+    needs: Dict[str, int] = {}
+    for site in calls.adapted:
+        need = scratch_bound(site, level, ANY_COVERED_API, keep_sums)
+        if need and site.context_bytes < need:
+            needs[site.function] = max(needs.get(site.function, 0), _align(need, WORKSPACE_BLOCK))
+    return needs
 
 
 def refuse_uncovered(

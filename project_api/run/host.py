@@ -187,6 +187,9 @@ class HostRunner(Runner):
         """The firmware's stderr so far (kept after stop())."""
         if self._log_text is not None:
             return self._log_text
+        if self._log_copier is not None and self.exit_status is not None:
+            # Ended: its last words (why it stopped) may still be in the pipe, not yet copied.
+            self._log_copier.join(timeout=1.0)
         return self._read_log()
 
     def _read_log(self) -> str:

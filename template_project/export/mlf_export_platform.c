@@ -42,8 +42,9 @@ MLF_WEAK tvm_crt_error_t TVMPlatformTimerStop(double* elapsed_time_seconds) {
   return kTvmErrorFunctionCallNotImplemented;
 }
 
-/* What CMSIS-NN's scratch shim (when exported with it) reports through: nothing to log to,
- * and a kernel needing more scratch than it holds stops as TVM's abort does. */
+/* What the CMSIS-NN adapter (when exported with it) reports through: nothing to log to, and a
+ * call whose scratch its operator's workspace window cannot hold, or a kernel's failure, stops
+ * as TVM's abort does. */
 MLF_WEAK void mlf_platform_log(const char* msg);
 MLF_WEAK void mlf_platform_log(const char* msg) { (void)msg; }
 

@@ -20,12 +20,12 @@ the fit check, as are the workspace pools the adapter defines for it.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from ...read import Graph, Model
 from ...read.aot import AotEntry
 from ..registry import registry_c
-from ..sizes import WORKSPACE_ALIGN, WorkspaceEstimate, align, function_allocations
+from ..sizes import WORKSPACE_ALIGN, WorkspaceEstimate, align, function_allocations, with_adapter
 from .base import ExecutorKind, LibraryCode, LibraryRequest
 from .graph import system_library
 
@@ -55,8 +55,10 @@ class AotExecutor(ExecutorKind):
     def graph_format(self, requested: str) -> str:
         return "tables"  # one call: nothing for the device to parse
 
-    def workspace(self, model: Model, override: Optional[int]) -> WorkspaceEstimate:
-        return aot_workspace(model, override)
+    def workspace(
+        self, model: Model, override: Optional[int], adapter: Optional[Mapping[str, int]] = None
+    ) -> WorkspaceEstimate:
+        return aot_workspace(model, override, adapter)
 
     def library(self, request: LibraryRequest) -> LibraryCode:
         entry = aot_entry(request.model)
@@ -110,29 +112,41 @@ def entry_graph(model: Model, func: str) -> Graph:
     return Graph.from_dict(data, AOT_GRAPH_MEMBER)
 
 
-def aot_workspace(model: Model, override: Optional[int]) -> WorkspaceEstimate:
+def aot_workspace(
+    model: Model, override: Optional[int], adapter: Optional[Mapping[str, int]] = None
+) -> WorkspaceEstimate:
     """``__tvm_main__`` holds its own allocations while each operator it calls allocates on
-    top of them (LIFO): the need is main's blocks plus the largest operator's. The metadata's
-    ``main`` figure is TVM's count of the same; each allocation may add an alignment block."""
+    top of them (LIFO): the need is main's blocks plus the largest operator's, the CMSIS-NN
+    adapter's bytes (``adapter``) on top of its function's own. The metadata's ``main``
+    figure is TVM's count of the same; each allocation may add an alignment block. With USMP
+    TVM's code allocates nothing: the adapter's bytes are the whole workspace."""
     entry = aot_entry(model)
+    adapter = dict(adapter or {})
+    pairs = tuple(sorted(adapter.items()))
     reported = entry.workspace_bytes if not entry.usmp else 0
     found = function_allocations(model.sources)
     if found is None:
         if override is not None:
-            return WorkspaceEstimate(int(override), "option", reported)
+            return WorkspaceEstimate(int(override), "option", reported, adapter=pairs)
         slack = WORKSPACE_ALIGN * max(4, reported // 1024)
-        return WorkspaceEstimate(align(reported, WORKSPACE_ALIGN) + slack, "metadata", reported)
+        total = align(reported, WORKSPACE_ALIGN) + slack + max(adapter.values(), default=0)
+        return WorkspaceEstimate(total, "metadata", reported, adapter=pairs)
     main = [sizes for first, sizes in found if entry.main_function in first]
-    others = [sizes for first, sizes in found if entry.main_function not in first]
+    others = [(first, sizes) for first, sizes in found if entry.main_function not in first]
     main_sizes = main[0] if main else []
-    code = sum(main_sizes) + max((sum(s) for s in others), default=0)
-    calls = len(main_sizes) + max((len(s) for s in others), default=0)
+    deepest = max(
+        max((sum(s) for _, s in others), default=0),
+        with_adapter(others, adapter, skip=entry.main_function),
+        adapter.get(entry.main_function, 0),
+    )
+    code = sum(main_sizes) + deepest
+    calls = len(main_sizes) + max((len(s) for _, s in others), default=0)
     if override is not None:  # what the code allocates stays known (the plan checks it)
-        return WorkspaceEstimate(int(override), "option", reported, code, calls)
+        return WorkspaceEstimate(int(override), "option", reported, code, calls, pairs)
     from_metadata = align(reported, WORKSPACE_ALIGN) + WORKSPACE_ALIGN * calls if calls else 0
     total = max(code, from_metadata)
     how = "none" if total == 0 else "code" if code >= from_metadata else "metadata"
-    return WorkspaceEstimate(total, how, reported, code, calls)
+    return WorkspaceEstimate(total, how, reported, code, calls, pairs)
 
 
 _ADAPTER_HEAD = [

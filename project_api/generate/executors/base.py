@@ -47,8 +47,11 @@ class ExecutorKind:
         """How the graph reaches the device (``tables`` or ``json``) given the option."""
         return requested
 
-    def workspace(self, model: Model, override: Optional[int]) -> WorkspaceEstimate:
-        """The ``TVMBackendAllocWorkspace`` pool the model's C needs."""
+    def workspace(
+        self, model: Model, override: Optional[int], adapter: Optional[Mapping[str, int]] = None
+    ) -> WorkspaceEstimate:
+        """The ``TVMBackendAllocWorkspace`` pool the model's C needs, with ``adapter``'s bytes
+        ({function: bytes} the CMSIS-NN adapter takes during that function's calls)."""
         raise NotImplementedError
 
     def library(self, request: LibraryRequest) -> LibraryCode:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Mapping, Optional
 
 from ...read import Graph, Model
 from ..operator_workspace import operator_windows
@@ -18,8 +18,10 @@ class GraphExecutor(ExecutorKind):
     def graph(self, model: Model) -> Graph:
         return model.require_graph()
 
-    def workspace(self, model: Model, override: Optional[int]) -> WorkspaceEstimate:
-        return estimate_workspace(model, override)
+    def workspace(
+        self, model: Model, override: Optional[int], adapter: Optional[Mapping[str, int]] = None
+    ) -> WorkspaceEstimate:
+        return estimate_workspace(model, override, adapter)
 
     def library(self, request: LibraryRequest) -> LibraryCode:
         return system_library(request)
@@ -31,8 +33,9 @@ class GraphExecutor(ExecutorKind):
         workspace: WorkspaceEstimate,
         override: Optional[int],
     ) -> List[int]:
-        """Each call's window: what its function asks (:mod:`..operator_workspace`)."""
-        return operator_windows(model, tables, workspace.bytes, override)
+        """Each call's window: what its function asks (:mod:`..operator_workspace`), with the
+        CMSIS-NN adapter's scratch for the kernels it calls."""
+        return operator_windows(model, tables, workspace.bytes, override, dict(workspace.adapter))
 
 
 def system_library(request: LibraryRequest) -> LibraryCode:

@@ -5,7 +5,7 @@ runtime's graph is empty and the functions are TVM's system library."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Mapping, Optional
 
 from ...read import Graph, Model
 from ..sizes import WorkspaceEstimate, estimate_workspace
@@ -30,8 +30,10 @@ class OperatorExecutor(ExecutorKind):
     def graph(self, model: Model) -> Graph:
         return Graph.from_dict(_EMPTY, "(operator-style archive: no graph)")
 
-    def workspace(self, model: Model, override: Optional[int]) -> WorkspaceEstimate:
-        return estimate_workspace(model, override)
+    def workspace(
+        self, model: Model, override: Optional[int], adapter: Optional[Mapping[str, int]] = None
+    ) -> WorkspaceEstimate:
+        return estimate_workspace(model, override, adapter)
 
     def library(self, request: LibraryRequest) -> LibraryCode:
         return LibraryCode("", f"{request.entry_point}()", ())

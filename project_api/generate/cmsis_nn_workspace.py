@@ -1,0 +1,41 @@
+"""What the CMSIS-NN adapter (``crt/cmsis_nn/``) takes from the operators' workspace, known when
+a firmware is planned, before its CMSIS-NN tree is resolved: the CPU level CMSIS-NN is compiled
+at for the firmware's models on the board, and per model {generated function: bytes} for the
+memory planner, which adds them to those operators' workspace windows
+(:func:`..resolve.cmsis_nn_adapter.workspace_needs`: the most any covered release asks)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Sequence
+
+from ..board import Board
+from ..read import Model
+from ..resolve import assumed_features, cmsis_nn_build, detect_cmsis_nn
+from ..resolve.cmsis_nn_adapter import workspace_needs
+from ..resolve.cmsis_nn_calls import find_cmsis_nn_calls
+from ..resolve.features import CmsisNnBuild
+
+
+def keeps_kernel_sums(opts: Mapping[str, Any]) -> bool:
+    """Whether the adapter keeps kernel sums between calls: not in microTVM firmware, whose
+    host may rewrite device memory (then they are computed into the workspace at every call)."""
+    return opts.get("device_protocol") != "microtvm"
+
+
+def firmware_cmsis_nn_build(models: Sequence[Model], board: Board, adapted: bool) -> CmsisNnBuild:
+    """How CMSIS-NN is compiled for ``models`` on ``board`` (``adapted``: through the adapter)."""
+    assumed = [(m.name, assumed_features(m.targets)) for m in models if detect_cmsis_nn(m.sources)]
+    return cmsis_nn_build(assumed, board.cpu, board.name, scratch_shim=adapted)
+
+
+def adapter_workspace(
+    models: Sequence[Model], board: Board, opts: Mapping[str, Any]
+) -> Dict[str, Dict[str, int]]:
+    """{model name: {function: workspace bytes the adapter takes during its calls}} for the
+    models of one firmware on ``board``; empty when no model makes a call the adapter serves."""
+    calls = {model.name: find_cmsis_nn_calls(model.sources) for model in models}
+    if not any(found.adapted for found in calls.values()):
+        return {}
+    level = firmware_cmsis_nn_build(models, board, adapted=True).level
+    keep = keeps_kernel_sums(opts)
+    return {name: workspace_needs(found, level, keep) for name, found in calls.items()}

@@ -152,12 +152,12 @@ def run(ctx: Context, result: PartResult) -> None:
                 f"(max {row['max_diff']}) and the run ended well"
             )
     result.rows = rows
-    best = {
+    found = {
         f"{board} {stem.split('/')[-1]}": _best(rows, board, stem)
         for board in BOARDS
         for stem in CASES
     }
-    best = {k: v for k, v in best.items() if v is not None}
+    best = {k: v for k, v in found.items() if v is not None}
 
     def met(board: str) -> Optional[bool]:
         figures = [v["instructions"] for k, v in best.items() if k.startswith(board)]

@@ -22,7 +22,7 @@ import subprocess
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from bench.common import REPO_ROOT, Context, Part, PartResult, Skip, Target, corpus_archives
 
@@ -72,11 +72,14 @@ def _seeds(build: Path, work: Path) -> Path:
     for archive in corpus_archives():
         with tarfile.open(archive) as tar:
             for member in tar.getmembers():
-                kind = "graph" if member.name.endswith((".graph", "graph.json")) else None
-                kind = "params" if member.name.endswith(".params") else kind
-                data = tar.extractfile(member) if kind and member.isfile() else None
-                if kind and data is not None:
-                    (root / kind / f"{archive.stem}_{Path(member.name).name}").write_bytes(
+                found: Optional[str] = None
+                if member.name.endswith((".graph", "graph.json")):
+                    found = "graph"
+                elif member.name.endswith(".params"):
+                    found = "params"
+                data = tar.extractfile(member) if found and member.isfile() else None
+                if found and data is not None:
+                    (root / found / f"{archive.stem}_{Path(member.name).name}").write_bytes(
                         data.read()
                     )
     (root / "mlperftiny" / "session").write_bytes(b"name%\nprofile%\ndb load 4%\ndb 0a0b0c0d%\n")

@@ -24,6 +24,11 @@ class Cpu:
     mve: bool = False
 
     @property
+    def mve_float(self) -> bool:
+        """MVE with its floating-point part in use (what CMSIS-NN's f16 sources need)."""
+        return False
+
+    @property
     def core(self) -> str:
         """The core's name, as a sentence would say it (``cortex-m4``)."""
         raise NotImplementedError

@@ -35,6 +35,10 @@ class ArmCpu(Cpu):
         return self.fpu is not None and self.float_abi != "soft"
 
     @property
+    def mve_float(self) -> bool:
+        return self.mve and self.float_abi == "hard"
+
+    @property
     def label(self) -> str:
         return f"{self.mcpu}+{self.fpu}" if self.has_fpu else self.mcpu
 

@@ -94,8 +94,7 @@ def plan_cmsis_nn(
     build = firmware_cmsis_nn_build([plan.model for plan in plans], board, adapted)
     if build.reason:
         say(build.reason)
-    cpu = board.cpu
-    fp16 = bool(cpu is not None and getattr(cpu, "mve", False) and cpu.float_abi == "hard")
+    fp16 = board.cpu is not None and board.cpu.mve_float
     texts = _sources_text([p for plan in plans for p in plan.model.sources])
     if not adapted:
         return CmsisNnSetup(build, CmsisNnCompile(called_functions(texts), fp16), tree, None)

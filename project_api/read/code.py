@@ -29,8 +29,11 @@ if TYPE_CHECKING:
 SRC_DIR = "codegen/host/src"
 
 # A parameter list (one level of nested parentheses allowed), then the body's opening brace.
+# No leading \b: a match can only start where a name starts anyway (a shorter tail of a name
+# is followed by the same text, which failed), and without it the engine skips to the next
+# letter quickly: 60 MiB of comment took 4 s with it, 0.5 s without.
 _PARAMETERS = r"\((?:[^;{}()]|\([^;{}()]*\))*\)"
-_DEFINITION_RE = re.compile(rf"\b([A-Za-z_]\w*)\s*{_PARAMETERS}\s*\{{")
+_DEFINITION_RE = re.compile(rf"([A-Za-z_]\w*)\s*{_PARAMETERS}\s*\{{")
 _DIRECTIVE_RE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|endif|include)\b(.*)$")
 
 

@@ -80,6 +80,19 @@ def test_definitions_as_tvm_writes_them() -> None:
     assert defined_functions([REGISTRY_C.decode()]) == set()  # the registry defines nothing
 
 
+def test_definitions_around_long_stretches_without_braces() -> None:
+    """Only the text within reach before each brace is searched (a 60 MiB comment once took
+    the reader 4 s): definitions on either side of such a stretch, and a text made of braces,
+    are still read, the same as by a whole-text search."""
+    definition = "int32_t f{0}(int32_t* a, void (*cb)(int)) {{ return 0; }}\n"
+    text = definition.format(1) + "/*" + " " * (3 << 20) + "*/\n" + definition.format(2)
+    text += "int32_t far(int32_t a,\n" + "\n" * (2 << 20) + "  int32_t b) {}\n"
+    # a parameter list longer than the reach (1 MiB; TVM's are a few hundred bytes) is not seen
+    assert {"f1", "f2"} <= defined_functions([text]) and "far" not in defined_functions([text])
+    braces = "{" * (4 << 20) + definition.format(3) + "{" * (4 << 20)
+    assert "f3" in defined_functions([braces])
+
+
 @pytest.mark.parametrize(
     "name, junk",
     [("._default_lib0.c", True), ("__MACOSX/x.c", True), (".DS_Store", True), ("lib0.c", False)],

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Set
+from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Set, Tuple
 
 from ..errors import AotError, GraphError
 from .ctext import sanitize, strip_comments
@@ -34,6 +34,9 @@ SRC_DIR = "codegen/host/src"
 # letter quickly: 60 MiB of comment took 4 s with it, 0.5 s without.
 _PARAMETERS = r"\((?:[^;{}()]|\([^;{}()]*\))*\)"
 _DEFINITION_RE = re.compile(rf"([A-Za-z_]\w*)\s*{_PARAMETERS}\s*\{{")
+# A definition ends at a "{"; only the text up to this far before one (from its line's start)
+# is searched, so a long stretch without any brace (a comment, data) costs a find, not a scan.
+_DEFINITION_REACH = 1 << 20
 _DIRECTIVE_RE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|endif|include)\b(.*)$")
 
 
@@ -51,8 +54,30 @@ def defined_functions(texts: Iterable[str]) -> Set[str]:
     """Every name that some text appears to define (a superset: ``if (x) {`` yields ``if``)."""
     found: Set[str] = set()
     for text in texts:
-        found.update(_DEFINITION_RE.findall(text))
+        for start, end in _spans_before_braces(text):
+            found.update(_DEFINITION_RE.findall(text, start, end))
     return found
+
+
+def _spans_before_braces(text: str) -> List[Tuple[int, int]]:
+    """Disjoint (start, end) spans of ``text`` holding every stretch that ends at a ``{`` and
+    reaches back at most :data:`_DEFINITION_REACH` characters (to the start of that line).
+    Braces closer together than that share a span, found a reach at a time (a text of braces
+    takes len / reach steps, not one per brace)."""
+    spans: List[Tuple[int, int]] = []
+    brace = text.find("{")
+    while brace >= 0:
+        start = text.rfind("\n", 0, max(0, brace - _DEFINITION_REACH)) + 1
+        if spans and start <= spans[-1][1]:
+            start = spans.pop()[0]
+        while True:  # the last brace within reach of this one joins its span
+            further = text.rfind("{", brace + 1, brace + 1 + _DEFINITION_REACH)
+            if further < 0:
+                break
+            brace = further
+        spans.append((start, brace + 1))
+        brace = text.find("{", brace + 1)
+    return spans
 
 
 def _listing(model: Model) -> str:

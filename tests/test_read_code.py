@@ -4,6 +4,7 @@ from the real corpus where it is there), each refused at read time with one line
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from project_api.errors import AotError, GraphError, MetadataError, ValidationEr
 from project_api.generate import generate_project
 from project_api.read import open_archive
 from project_api.read.code import defined_functions, is_junk
+from project_api.read.ctext import search_at_word_start
 
 SRC = "codegen/host/src"
 GRAPH = "executor-config/graph/default.graph"
@@ -91,6 +93,15 @@ def test_definitions_around_long_stretches_without_braces() -> None:
     assert {"f1", "f2"} <= defined_functions([text]) and "far" not in defined_functions([text])
     braces = "{" * (4 << 20) + definition.format(3) + "{" * (4 << 20)
     assert "f3" in defined_functions([braces])
+
+
+def test_a_name_is_matched_only_where_a_word_starts() -> None:
+    pattern = re.compile(r"m_run\s*\(([^()]*)\)\s*;")
+    text = "int32_t xm_run(int a);\nint32_t _m_run(int b);\nint32_t m_run(struct m_inputs* i);\n"
+    match = search_at_word_start(pattern, text)
+    assert match is not None and match.group(1) == "struct m_inputs* i"
+    assert search_at_word_start(pattern, "xm_run(int a);") is None
+    assert search_at_word_start(pattern, "m_run(void);") is not None  # at the very start
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import AotError
 from .code import SRC_DIR
-from .ctext import sanitize, strip_comments
+from .ctext import sanitize, search_at_word_start, strip_comments
 from .graph import MAX_TENSOR_BYTES as MAX_SIZE_BYTES
 from .model import TensorSpec
 from .relay import apply_relay
@@ -256,7 +256,7 @@ def _c_interface(
 
 def _run_form(member: str, text: str, prefix: str) -> Tuple[str, ...]:
     """The structs ``tvmgen_<mod>_run`` takes, in order: one of ``_RUN_FORMS``."""
-    match = re.search(rf"\b{prefix}_run\s*\(([^()]*)\)\s*;", text)
+    match = search_at_word_start(re.compile(rf"{prefix}_run\s*\(([^()]*)\)\s*;"), text)
     if match is None:
         raise AotError(member, f"{prefix}_run", "no declaration of the entry point")
     types = [re.sub(r"\s+", "", part).split("*")[0] for part in match.group(1).split(",")]

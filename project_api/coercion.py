@@ -20,6 +20,9 @@ from .jsontext import parse_json
 TYPES = ("bool", "int", "float", "str", "definitions", "dependencies", "json")
 
 _TRUE = {"true", "1", "yes", "on", "y"}
+# What an environment switch (``MLF_PROJECT_SANDBOX``, ``MLF_PROJECT_RUNTIME_CACHE``) says to
+# turn its feature off with; anything else keeps it on.
+OFF_WORDS = frozenset({"0", "off", "no", "false", "none"})
 _FALSE = {"false", "0", "no", "off", "n", ""}
 _DEFINE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 

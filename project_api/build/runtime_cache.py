@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Dict, Optional
 
+from ..coercion import OFF_WORDS
 from ..resolve.cache import default_cache_dir
 from ..resolve.recipes import runs_own_cmake
 
@@ -32,13 +33,12 @@ CACHE_ENTRY = "MLF_RUNTIME_CACHE"
 KEEP = 64
 _HIT = re.compile(r"mlf-runtime-cache: hit (.+)$", re.MULTILINE)
 _MISS = re.compile(r"mlf-runtime-cache: miss (.+) staged (.+)$", re.MULTILINE)
-_OFF = {"0", "off", "no", "false", "none"}
 
 
 def cache_dir() -> Optional[Path]:
     """Where runtime libraries are cached; None when ``$MLF_PROJECT_RUNTIME_CACHE`` is off."""
     configured = os.environ.get(ENV, "").strip()
-    if configured.lower() in _OFF:
+    if configured.lower() in OFF_WORDS:
         return None
     if configured:
         return Path(configured).expanduser().resolve()

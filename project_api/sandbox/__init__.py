@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from ..coercion import OFF_WORDS
 from ..errors import SandboxError
 from . import landlock, seccomp
 from .confine import Confinement, Prepared
@@ -35,7 +36,6 @@ __all__ = [
 
 ENV = "MLF_PROJECT_SANDBOX"
 OPT_OUT = "--no-sandbox, MLF_PROJECT_SANDBOX=off, or option sandbox=false"
-_OFF = {"0", "off", "no", "false", "none"}
 # Landlock ABI from which TCP bind/connect are denied by the kernel too (seccomp denies
 # network sockets on every ABI).
 NET_ABI = 4
@@ -89,13 +89,13 @@ def enabled(option: Optional[bool] = None) -> bool:
     ``$MLF_PROJECT_SANDBOX`` (``off`` opts out), else yes."""
     if option is not None:
         return bool(option)
-    return os.environ.get(ENV, "").strip().lower() not in _OFF
+    return os.environ.get(ENV, "").strip().lower() not in OFF_WORDS
 
 
 _warned = False
 
 
-def warn_unconfined(say: Optional[Callable[[str], None]] = None) -> None:
+def warn_unconfined() -> None:
     """The one warning line of a process that runs the model's code unconfined."""
     global _warned
     if _warned:
@@ -105,7 +105,7 @@ def warn_unconfined(say: Optional[Callable[[str], None]] = None) -> None:
         "mlf-project: warning: sandbox off: the model's C is built and run with your rights "
         "(it can read and write your files)"
     )
-    (say or (lambda text: print(text, file=sys.stderr)))(line)
+    print(line, file=sys.stderr)
 
 
 def prepare(make: Callable[[], Confinement], option: Optional[bool] = None) -> Optional[Prepared]:

@@ -14,7 +14,7 @@ import ctypes
 import os
 import resource
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Tuple
 
 from . import landlock, seccomp
 
@@ -75,12 +75,11 @@ class Prepared:
         if err is not None:
             raise ConfinementFailed(err, f"seccomp filter: {os.strerror(err)}")
 
-    def then(self, before: Optional[Callable[[], None]]) -> Callable[[], None]:
+    def then(self, before: Callable[[], None]) -> Callable[[], None]:
         """A ``preexec_fn`` running ``before`` (e.g. the parent-death signal), then this."""
 
         def preexec() -> None:  # pragma: no cover - runs in the child
-            if before is not None:
-                before()
+            before()
             self.apply()
 
         return preexec
@@ -89,12 +88,6 @@ class Prepared:
         if self.ruleset_fd >= 0:
             os.close(self.ruleset_fd)
             self.ruleset_fd = -1
-
-    def __enter__(self) -> Prepared:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _fail(step: str) -> None:  # pragma: no cover - runs in the child

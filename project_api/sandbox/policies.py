@@ -26,7 +26,7 @@ import resource
 import shutil
 import struct
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence
+from typing import Iterable, List, Optional
 
 from . import landlock, seccomp
 from .confine import Confinement
@@ -100,7 +100,7 @@ def host_firmware(executable: Path, pty: Optional[str] = None) -> Confinement:
     return confinement
 
 
-def qemu(binary: str, firmware: Path, data_dirs: Sequence[str] = ()) -> Confinement:
+def qemu(binary: str, firmware: Path) -> Confinement:
     """QEMU running ``firmware``; its console and any output file are descriptors it
     inherits, so it opens nothing for writing."""
     confinement = Confinement("QEMU")
@@ -109,7 +109,7 @@ def qemu(binary: str, firmware: Path, data_dirs: Sequence[str] = ()) -> Confinem
     rules.allow([real], landlock.READ_FILE | landlock.EXECUTE)
     _allow_loader(rules, real)
     rules.allow([os.path.realpath(firmware)], landlock.READ_FILE)
-    rules.allow(_existing(_qemu_data_dirs(real, data_dirs)), landlock.READ)
+    rules.allow(_existing(_qemu_data_dirs(real)), landlock.READ)
     rules.allow(["/dev/urandom", "/dev/random"], landlock.READ_FILE)
     flt = _denying_child(seccomp.Filter(seccomp.allow()))
     flt.add(["socket"], seccomp.fail(errno.EACCES))
@@ -217,10 +217,9 @@ def elf_interpreter(path: str) -> Optional[str]:
     return None
 
 
-def _qemu_data_dirs(binary: str, extra: Sequence[str]) -> List[str]:
+def _qemu_data_dirs(binary: str) -> List[str]:
     prefix = os.path.dirname(os.path.dirname(binary))
-    return [os.path.join(prefix, "share", "qemu"), os.path.join(prefix, "share", "seabios"),
-            *extra]  # fmt: skip
+    return [os.path.join(prefix, "share", "qemu"), os.path.join(prefix, "share", "seabios")]
 
 
 def _existing(paths: Iterable[str]) -> List[str]:

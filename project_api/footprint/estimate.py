@@ -65,24 +65,22 @@ def estimate_code(
     argv0 += [f"-D{d}" for d in (definitions or [])]
     readable = sorted({p.parent for p in sources} | set(include_dirs))
     with tempfile.TemporaryDirectory(prefix="mlf-footprint-") as scratch:
-        confinement = policies.build([compiler], readable, [Path(scratch)])
+        # One prepared confinement serves every compile: each child applies it and closes its
+        # own copy of the ruleset, the parent closes its copy once all have run.
+        confine = prepare(lambda: policies.build([compiler], readable, [Path(scratch)]),
+                          sandbox_option)  # fmt: skip
 
         def compile_one(item: Tuple[int, Path]) -> Optional[int]:
             index, source = item
             obj = Path(scratch) / f"{index}.o"
-            confine = prepare(lambda: confinement, sandbox_option)
-            try:
-                done = subprocess.run(
-                    [*argv0, "-c", str(source), "-o", str(obj)],
-                    capture_output=True,
-                    check=False,
-                    timeout=600,
-                    env={**os.environ, "TMPDIR": scratch},
-                    preexec_fn=confine.apply if confine is not None else None,
-                )
-            finally:
-                if confine is not None:
-                    confine.close()
+            done = subprocess.run(
+                [*argv0, "-c", str(source), "-o", str(obj)],
+                capture_output=True,
+                check=False,
+                timeout=600,
+                env={**os.environ, "TMPDIR": scratch},
+                preexec_fn=confine.apply if confine is not None else None,
+            )
             if done.returncode != 0:
                 return None
             return sum(
@@ -92,8 +90,12 @@ def estimate_code(
             )
 
         workers = max(1, min(8, os.cpu_count() or 1))
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            sizes = list(pool.map(compile_one, enumerate(sources)))
+        try:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                sizes = list(pool.map(compile_one, enumerate(sources)))
+        finally:
+            if confine is not None:
+                confine.close()
     failed = sum(1 for s in sizes if s is None)
     total = sum(s for s in sizes if s is not None)
     if failed == len(sizes):

@@ -375,23 +375,15 @@ class Project:
 def _collect(proc: Any, console: Optional[int], timeout: float) -> Tuple[bytes, str]:
     """What a standalone firmware printed on ``console`` (a pipe we read, which we close;
     None: it wrote elsewhere) and on stderr, once it has ended within ``timeout``."""
+    import io
     import subprocess
-    import threading
 
-    chunks: List[bytes] = []
+    from .run.base import copy_in_background
 
-    def drain() -> None:
-        assert console is not None
-        try:
-            for chunk in iter(lambda: os.read(console, 65536), b""):
-                chunks.append(chunk)
-        finally:
-            os.close(console)
-
+    printed = io.BytesIO()
     reader = None
     if console is not None:
-        reader = threading.Thread(target=drain, name="mlf-standalone", daemon=True)
-        reader.start()
+        reader = copy_in_background(console, printed, "mlf-standalone")
     try:
         _, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -400,7 +392,7 @@ def _collect(proc: Any, console: Optional[int], timeout: float) -> Tuple[bytes, 
     finally:
         if reader is not None:
             reader.join(timeout=2.0)
-    return b"".join(chunks), (err or b"").decode("utf-8", "replace")
+    return printed.getvalue(), (err or b"").decode("utf-8", "replace")
 
 
 class StandaloneResult:

@@ -28,11 +28,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
-from .sizes import WORKSPACE_ALIGN, align, literal_blocks, metadata_windows, split_functions
+from .sizes import (
+    WORKSPACE_ALIGN,
+    align,
+    function_name,
+    literal_blocks,
+    metadata_windows,
+    split_functions,
+)
 from .tables import MLF_FUNC_COPY, GraphTables
 
-# The function a definition's first line defines: the last identifier before its "(".
-_DEFINED_RE = re.compile(r"([A-Za-z_]\w*)\s*\(")
 _CALL_RE = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 
 
@@ -55,9 +60,9 @@ def read_functions(sources: Iterable[Path]) -> Dict[str, FunctionCode]:
             continue
         for body in split_functions(text):
             first = body.split("\n", 1)[0]
-            found = _DEFINED_RE.search(first)
-            if found is not None and "{" in first:
-                bodies.setdefault(found.group(1), body)
+            name = function_name(first)
+            if name and "{" in first:
+                bodies.setdefault(name, body)
     functions: Dict[str, FunctionCode] = {}
     for name, body in bodies.items():
         head_end = body.find("{")

@@ -215,3 +215,22 @@ def read_all(stream: Optional[IO[bytes]]) -> str:
         return stream.read().decode("utf-8", "replace")
     except (OSError, ValueError):
         return ""
+
+
+def copy_in_background(source: int, target: IO[bytes], name: str) -> threading.Thread:
+    """A thread copying the pipe ``source`` (which it closes) into ``target`` as it arrives,
+    until end of file."""
+
+    def copy() -> None:
+        try:
+            for chunk in iter(lambda: os.read(source, 65536), b""):
+                target.write(chunk)
+                target.flush()
+        except (OSError, ValueError):
+            pass
+        finally:
+            os.close(source)
+
+    thread = threading.Thread(target=copy, name=name, daemon=True)
+    thread.start()
+    return thread

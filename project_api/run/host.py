@@ -26,7 +26,7 @@ from typing import IO, Any, Optional, Sequence, Union
 from ..errors import FlashError, TransportClosedError
 from ..sandbox import policies, prepare
 from ..transport.link import open_serial
-from .base import Runner, reap, spawn
+from .base import Runner, copy_in_background, reap, spawn
 
 # How long stop() lets a firmware end by itself after its link closed, before TERM.
 EXIT_GRACE_SECONDS = 0.2
@@ -102,7 +102,7 @@ class HostRunner(Runner):
                 raise
             finally:
                 os.close(errors_write)
-            self._log_copier = _copy_in_background(errors_read, self._log_file)
+            self._log_copier = copy_in_background(errors_read, self._log_file, "mlf-host-stderr")
         except BaseException:
             os.close(slave)
             raise
@@ -202,22 +202,3 @@ class HostRunner(Runner):
             return self.log_path.read_text("utf-8", "replace")
         except OSError:
             return ""
-
-
-def _copy_in_background(source: int, target: IO[bytes]) -> threading.Thread:
-    """A thread copying the pipe ``source`` (which it closes) into ``target`` as it arrives,
-    until end of file."""
-
-    def copy() -> None:
-        try:
-            for chunk in iter(lambda: os.read(source, 65536), b""):
-                target.write(chunk)
-                target.flush()
-        except (OSError, ValueError):
-            pass
-        finally:
-            os.close(source)
-
-    thread = threading.Thread(target=copy, name="mlf-host-stderr", daemon=True)
-    thread.start()
-    return thread

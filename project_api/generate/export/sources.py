@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Set
 
@@ -62,21 +61,6 @@ _MODEL_WARNINGS = (
     "missing-field-initializers",
     "pedantic",
 )
-
-
-@dataclass
-class ModelFiles:
-    """What one model adds to ``src/``, relative to the export's root."""
-
-    api: str  # src/<name>.c
-    header: str  # src/<name>.h
-    sources: List[str] = field(default_factory=list)  # the model's code and params
-
-
-@dataclass
-class SourceTree:
-    runtime: List[str]
-    models: Dict[str, ModelFiles]
 
 
 def write_runtime(src: Path, board: Board) -> List[str]:

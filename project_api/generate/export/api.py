@@ -87,6 +87,7 @@ def api_context(plan: ModelPlan, name: str, board: Board) -> Dict[str, Any]:
     ]
     library = plan.library
     tables, symbol = tables_c(plan)
+    layout = arena_layout(plan, board)
     global_state = _concurrency(plan)
     cpu = "the host" if board.is_host else f"{board.cpu.label if board.cpu else board.arch}"
     return {
@@ -102,7 +103,8 @@ def api_context(plan: ModelPlan, name: str, board: Board) -> Dict[str, Any]:
         "arena_align": STORAGE_ALIGN,
         "pointer_bits": 8 * pointer_bytes(board),
         "ctx_words": CTX_WORDS,
-        **arena_layout(plan, board),
+        **layout,
+        "arena_layout": layout,
         # The executor lends the bound workspace each operator's window (liveness plan).
         "binds_workspace": plan.workspace.bytes > 0,
         "static_ram_bytes": sum(plan.kind.ram_items(model).values()),

@@ -11,7 +11,7 @@ import re
 import shutil
 import tarfile
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..board import Board
 from ..errors import GenerateError
@@ -378,7 +378,7 @@ def _check_own_definitions(own: List[str], generated: set) -> None:
 
 
 def _model_context(plan: ModelPlan) -> Dict[str, Any]:
-    symbol = f"mlf_graph_{plan.c_name}"
+    symbol = graph_symbol(plan)
     library = plan.library
     return {
         "executor": plan.kind.name,
@@ -392,18 +392,7 @@ def _model_context(plan: ModelPlan) -> Dict[str, Any]:
         "has_system_library": defines_system_library(plan.model.sources),
         "renames": [f"{old}={new}" for old, new in plan.renames.items()],
         "graph_format": plan.graph_format,
-        "tables_c": _tables_body(
-            render_c(
-                plan.device_tables,
-                symbol,
-                {sid: f"mlf_params_{plan.c_name} + {at}" for sid, at in plan.params_layout.items()},
-                library.func_ptrs,
-                plan.memory.tables() if plan.memory is not None else None,
-            ),
-            symbol,
-        )
-        if plan.graph_format == "tables"
-        else "",
+        "tables_c": tables_c(plan)[0] if plan.graph_format == "tables" else "",
         "tables_symbol": symbol,
         "parse_bytes": plan.parse_bytes,
         "arena_bytes": plan.arena_bytes,
@@ -432,6 +421,24 @@ def _model_context(plan: ModelPlan) -> Dict[str, Any]:
         "objects": plan.objects,
         "include_dirs": plan.include_dirs,
     }
+
+
+def graph_symbol(plan: ModelPlan) -> str:
+    """The C name of the model's graph (tables format)."""
+    return f"mlf_graph_{plan.c_name}"
+
+
+def tables_c(plan: ModelPlan) -> Tuple[str, str]:
+    """The model's graph tables as C for a file that includes them, and the graph's symbol."""
+    symbol = graph_symbol(plan)
+    text = render_c(
+        plan.device_tables,
+        symbol,
+        {sid: f"mlf_params_{plan.c_name} + {at}" for sid, at in plan.params_layout.items()},
+        plan.library.func_ptrs,
+        plan.memory.tables() if plan.memory is not None else None,
+    )
+    return _tables_body(text, symbol), symbol
 
 
 def _tables_body(text: str, symbol: str) -> str:

@@ -36,7 +36,7 @@ from ..dependencies import declare_dependencies
 from ..plan import PathLike, Progress, _plan_models, generator_version
 from ..project import _swap_in
 from ..render import _environment
-from .api import arena_layout, tensor_summary, write_api
+from .api import tensor_summary, write_api
 from .cmsis import write_dependencies
 from .manifests import package_context, write_manifests
 from .sources import symbol_renames, write_model_code, write_params, write_runtime
@@ -152,7 +152,7 @@ def _write_export(
     for plan, c_name in zip(plans, names):
         sources = write_model_code(src, plan, c_name) + write_params(src, plan, c_name)
         api = write_api(src, plan, c_name, board)
-        layout = arena_layout(plan, board)
+        layout = api["arena_layout"]
         models.append(
             {
                 "name": c_name,

@@ -16,10 +16,10 @@ from ...board import Board
 from ...read.model import TensorSpec
 from ...read.quant import Quantization, tensor_quantization
 from ..plan import ModelPlan, generator_version, pointer_bytes
-from ..render import _environment, _tables_body
+from ..render import _environment, tables_c
 from ..sizes import align
 from ..table_sizes import state_bytes
-from ..tables import STORAGE_ALIGN, c_string, render_c, state_bytes_expression
+from ..tables import STORAGE_ALIGN, c_string, state_bytes_expression
 
 # Machine words in <name>_ctx: the executor's record and the workspace's (19 + 4 words with
 # 4-byte pointers, 17 + 4 with 8-byte ones), with room to spare; <name>.c refuses to
@@ -86,14 +86,8 @@ def api_context(plan: ModelPlan, name: str, board: Board) -> Dict[str, Any]:
         for i, spec in enumerate(model.outputs)
     ]
     library = plan.library
-    symbol = f"mlf_graph_{plan.c_name}"
-    tables = render_c(
-        plan.device_tables,
-        symbol,
-        {sid: f"mlf_params_{plan.c_name} + {at}" for sid, at in plan.params_layout.items()},
-        library.func_ptrs,
-        plan.memory.tables() if plan.memory is not None else None,
-    )
+    tables, symbol = tables_c(plan)
+    layout = arena_layout(plan, board)
     global_state = _concurrency(plan)
     cpu = "the host" if board.is_host else f"{board.cpu.label if board.cpu else board.arch}"
     return {
@@ -109,7 +103,8 @@ def api_context(plan: ModelPlan, name: str, board: Board) -> Dict[str, Any]:
         "arena_align": STORAGE_ALIGN,
         "pointer_bits": 8 * pointer_bytes(board),
         "ctx_words": CTX_WORDS,
-        **arena_layout(plan, board),
+        **layout,
+        "arena_layout": layout,
         # The executor lends the bound workspace each operator's window (liveness plan).
         "binds_workspace": plan.workspace.bytes > 0,
         "static_ram_bytes": sum(plan.kind.ram_items(model).values()),
@@ -120,7 +115,7 @@ def api_context(plan: ModelPlan, name: str, board: Board) -> Dict[str, Any]:
         "functions_linked": bool(library.func_ptrs),
         "library": library.library,
         "registry_c": _local_includes(library.c_text, name),
-        "tables_c": _tables_body(tables, symbol),
+        "tables_c": tables,
         "tables_symbol": symbol,
         "state_expression": state_bytes_expression(plan.device_tables),
         "has_params": bool(plan.params_blob),

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Set
 
@@ -25,6 +24,7 @@ from ...read.code import is_junk
 from ...resources import crt_dir, template_dir
 from ..plan import ModelPlan
 from ..registry import defined_functions
+from ..render import _JSON_ONLY, _NOT_COMPILED
 
 RUNTIME_DIR = "mlf_runtime"
 CONFIG_HEADER = "mlf_export_config.h"
@@ -32,7 +32,7 @@ PLATFORM_SOURCE = "mlf_export_platform.c"
 # Runtime files an exported library never needs: TVM's graph-executor API (it allocates),
 # the platform hooks over a board (printf, console: the export has weak defaults instead)
 # and the JSON parser (the export binds const tables).
-_RUNTIME_LEFT_OUT = {"mlf_tvm_compat.c", "mlf_tvm_platform.c", "mlf_graph_json.c", "mlf_json.c"}
+_RUNTIME_LEFT_OUT = _NOT_COMPILED | {"mlf_tvm_platform.c"} | _JSON_ONLY
 _HEADERS_LEFT_OUT = {"mlf_platform.h"}
 # Warnings TVM's generated C gives under -Wall -Wextra; it is compiled as it is, so a user's
 # -Werror must not stop it. (GCC and clang read the same pragma.)
@@ -62,21 +62,6 @@ _MODEL_WARNINGS = (
     "missing-field-initializers",
     "pedantic",
 )
-
-
-@dataclass
-class ModelFiles:
-    """What one model adds to ``src/``, relative to the export's root."""
-
-    api: str  # src/<name>.c
-    header: str  # src/<name>.h
-    sources: List[str] = field(default_factory=list)  # the model's code and params
-
-
-@dataclass
-class SourceTree:
-    runtime: List[str]
-    models: Dict[str, ModelFiles]
 
 
 def write_runtime(src: Path, board: Board) -> List[str]:

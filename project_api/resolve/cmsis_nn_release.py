@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .cmsis_nn_sources import _strip
+
 Version = Tuple[int, ...]
 
 # The headers whose revisions identify a release, in this order.
@@ -158,10 +160,6 @@ class CmsisNnTree:
         return self.release if self.covered else f"{self.release}, {self.why_not}"
 
 
-def _strip_comments(text: str) -> str:
-    return re.sub(r"//[^\n]*", " ", re.sub(r"/\*.*?\*/", " ", text, flags=re.S))
-
-
 def _signature(text: str, name: str) -> Optional[Tuple[str, ...]]:
     """The parameter types of ``name``'s declaration in (comment-free) ``text``."""
     match = re.search(r"\b" + name + r"\s*\(([^;{)]*)\)\s*;", text)
@@ -223,7 +221,7 @@ def read_api_facts(include: Path) -> ApiFacts:
 
     def read(name: str) -> str:
         try:
-            return _strip_comments((include / name).read_text(encoding="utf-8", errors="replace"))
+            return _strip((include / name).read_text(encoding="utf-8", errors="replace"))
         except OSError:
             return ""
 

@@ -15,7 +15,7 @@ from ..board import Board
 from ..errors import DependencyError
 from ..resolve import ResolvedDependency
 from ..resolve.cmsis_nn_adapter import HEADER, AdapterPlan, plan_adapter, refuse_uncovered
-from ..resolve.cmsis_nn_calls import CmsisNnCalls, find_cmsis_nn_calls
+from ..resolve.cmsis_nn_calls import CmsisNnCalls
 from ..resolve.cmsis_nn_release import TVM_TARGET_RELEASE, CmsisNnTree, read_tree
 from ..resolve.cmsis_nn_sources import CmsisNnCompile, called_functions
 from ..resolve.features import CmsisNnBuild
@@ -83,7 +83,7 @@ def plan_cmsis_nn(
     """How CMSIS-NN is compiled for ``plans`` on ``board`` (None without a CMSIS-NN built from
     its sources), the adapter's C files named under ``adapter_dir``; nothing is written.
     Raises a one-line DependencyError when TVM's calls meet a tree the adapter does not cover."""
-    calls = [(plan.name, find_cmsis_nn_calls(plan.model.sources)) for plan in plans]
+    calls = [(plan.name, plan.cmsis_nn_calls) for plan in plans]
     _refuse_own_builds(resolved, calls)
     dep = next((d for d in resolved if d.recipe.kind == "cmsis-nn" and not d.skipped), None)
     if dep is None or dep.path is None:

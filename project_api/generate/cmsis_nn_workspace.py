@@ -12,7 +12,7 @@ from ..board import Board
 from ..read import Model
 from ..resolve import assumed_features, cmsis_nn_build, detect_cmsis_nn
 from ..resolve.cmsis_nn_adapter import workspace_needs
-from ..resolve.cmsis_nn_calls import find_cmsis_nn_calls
+from ..resolve.cmsis_nn_calls import CmsisNnCalls
 from ..resolve.features import CmsisNnBuild
 
 
@@ -29,11 +29,14 @@ def firmware_cmsis_nn_build(models: Sequence[Model], board: Board, adapted: bool
 
 
 def adapter_workspace(
-    models: Sequence[Model], board: Board, opts: Mapping[str, Any]
+    models: Sequence[Model],
+    calls: Mapping[str, CmsisNnCalls],
+    board: Board,
+    opts: Mapping[str, Any],
 ) -> Dict[str, Dict[str, int]]:
     """{model name: {function: workspace bytes the adapter takes during its calls}} for the
-    models of one firmware on ``board``; empty when no model makes a call the adapter serves."""
-    calls = {model.name: find_cmsis_nn_calls(model.sources) for model in models}
+    models of one firmware on ``board``, ``calls`` their CMSIS-NN calls by model name; empty
+    when no model makes a call the adapter serves."""
     if not any(found.adapted for found in calls.values()):
         return {}
     level = firmware_cmsis_nn_build(models, board, adapted=True).level

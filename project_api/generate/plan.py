@@ -12,6 +12,7 @@ from ..board import Board, list_boards
 from ..errors import GenerateError, UnsupportedModelError
 from ..options import GRAPH_FORMATS, normalize_options
 from ..read import Archive, Model
+from ..resolve.cmsis_nn_calls import CmsisNnCalls, find_cmsis_nn_calls
 from ..resolve.detect import refuse_cmsis_nn_off_arm
 from .cmsis_nn_workspace import adapter_workspace
 from .executors import ExecutorKind, LibraryCode, LibraryRequest, executor_for
@@ -70,6 +71,7 @@ class ModelPlan:
     state_bytes: int
     graph_format: str
     tvm_tables: GraphTables  # TVM's storage ids: the JSON the device parses, TVM's own host
+    cmsis_nn_calls: CmsisNnCalls  # the CMSIS-NN calls TVM wrote into its C (found once)
     memory: Optional[MemoryPlan] = None  # the liveness plan (const tables), else None
     shares_arena: bool = False  # its arena is the firmware's one arena (shared_arena_bytes)
     graph_json: bytes = b""
@@ -265,12 +267,13 @@ def _plan_models(
     refuse_cmsis_nn_off_arm([(m.name, m.sources) for m in models], board)
     ptype.check(models, opts)
     # What the CMSIS-NN adapter takes from each operator's workspace: in its window.
-    adapter = adapter_workspace(models, board, opts)
+    calls = [find_cmsis_nn_calls(m.sources) for m in models]
+    adapter = adapter_workspace(models, {m.name: c for m, c in zip(models, calls)}, board, opts)
     plans: List[ModelPlan] = []
     ptr = pointer_bytes(board)
     graph_format = opts["graph_format"]
     assert graph_format in GRAPH_FORMATS
-    for the_model, c_name in zip(models, c_names([m.name for m in models])):
+    for the_model, c_name, found in zip(models, c_names([m.name for m in models]), calls):
         kind = executor_for(the_model)
         if kind.name == "operator" and not ptype.serves_operators:
             the_model.require_graph()  # the explanation: no graph to run
@@ -305,6 +308,7 @@ def _plan_models(
             graph_format=kind.graph_format(graph_format),
             tvm_tables=tvm_tables,
             memory=memory,
+            cmsis_nn_calls=found,
             params_layout=layout,
         )
         if plan.graph_format == "json":

@@ -65,7 +65,6 @@ _CONTEXT = re.compile(r"cmsis_nn_context\s+context\s*=\s*\{\s*(\w+)\s*," + _INT 
 _TILE = re.compile(
     r"cmsis_nn_tile\s+(stride|padding|dilation)\s*=\s*\{" + _INT + "," + _INT + r"\}"
 )
-_ACTIVATION = re.compile(r"cmsis_nn_activation\s+activation\s*=\s*\{" + _INT + "," + _INT + r"\}")
 _DIMS = re.compile(
     r"cmsis_nn_dims\s+(input|filter|bias|output)_dims\s*=\s*\{"
     + _INT + "," + _INT + "," + _INT + "," + _INT + r"\}"

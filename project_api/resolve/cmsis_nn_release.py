@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .cmsis_nn_sources import _strip
+
 Version = Tuple[int, ...]
 
 # The headers whose revisions identify a release, in this order.
@@ -158,10 +160,6 @@ class CmsisNnTree:
         return self.release if self.covered else f"{self.release}, {self.why_not}"
 
 
-def _strip_comments(text: str) -> str:
-    return re.sub(r"//[^\n]*", " ", re.sub(r"/\*.*?\*/", " ", text, flags=re.S))
-
-
 def _signature(text: str, name: str) -> Optional[Tuple[str, ...]]:
     """The parameter types of ``name``'s declaration in (comment-free) ``text``."""
     match = re.search(r"\b" + name + r"\s*\(([^;{)]*)\)\s*;", text)
@@ -183,12 +181,18 @@ def include_dir(root: Path) -> Optional[Path]:
     return None
 
 
-def _revision(path: Path) -> Optional[Version]:
+def _read_header(path: Path) -> Optional[str]:
     try:
-        head = path.read_text(encoding="utf-8", errors="replace")[:4000]
+        return path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    match = _REVISION.search(head)
+
+
+def _revision(text: Optional[str]) -> Optional[Version]:
+    """The $Revision of a header's ``text`` (None: unreadable, or no such line)."""
+    if text is None:
+        return None
+    match = _REVISION.search(text[:4000])
     return tuple(int(part) for part in match.group(1).split(".")) if match else None
 
 
@@ -220,14 +224,12 @@ def _name_release(revisions: Sequence[Version]) -> Tuple[str, bool, Optional[str
 
 def read_api_facts(include: Path) -> ApiFacts:
     """The :class:`ApiFacts` of the headers in ``include``."""
+    return _api_facts([_read_header(include / name) for name in HEADERS])
 
-    def read(name: str) -> str:
-        try:
-            return _strip_comments((include / name).read_text(encoding="utf-8", errors="replace"))
-        except OSError:
-            return ""
 
-    functions, types, support = read(HEADERS[0]), read(HEADERS[1]), read(HEADERS[2])
+def _api_facts(texts: Sequence[Optional[str]]) -> ApiFacts:
+    """The :class:`ApiFacts` of the :data:`HEADERS`' ``texts`` as read (None: unreadable)."""
+    functions, types, support = (_strip(text or "") for text in texts[:3])
     vector_sum = _signature(functions, "arm_vector_sum_s8")
     fc_sums = 0
     if vector_sum is not None:
@@ -251,8 +253,9 @@ def read_tree(root: Path) -> CmsisNnTree:
     include = include_dir(root)
     if include is None:
         return CmsisNnTree(root, "not a CMSIS-NN tree", False, why_not="no arm_nnfunctions.h")
-    revisions = [_revision(include / header) for header in HEADERS]
-    api = read_api_facts(include)
+    texts = [_read_header(include / header) for header in HEADERS]
+    revisions = [_revision(text) for text in texts]
+    api = _api_facts(texts)
     cmsis5 = include.parent.name == "NN" and include.parent.parent.name == "CMSIS"
     if any(r is None for r in revisions):
         missing = ", ".join(h for h, r in zip(HEADERS, revisions) if r is None)

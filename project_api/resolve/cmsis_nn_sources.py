@@ -98,22 +98,30 @@ def needed_sources(
     for name, text in header_text.items():
         for macro in _MACRO_LINE.finditer(text):
             expands.setdefault(macro.group(1), set()).update(_IDENT.findall(macro.group(2)))
-        known.update(expands)
         known.update(m.group(1) for m in _DEFINITION.finditer(text))
         inline_calls[name] = frozenset(
             ident for body in _function_bodies(text) for ident in _IDENT.findall(body)
         )
+    known.update(expands)
+    # What each header includes (of the tree's headers), read once.
+    includes = {
+        name: [n for n in _INCLUDE.findall(text) if n in headers]
+        for name, text in header_text.items()
+    }
+    reach_calls: Dict[str, FrozenSet[str]] = {}  # a header: its and its includes' inline calls
 
-    def included(text: str) -> Set[str]:
-        """The headers ``text`` includes, and theirs."""
-        found: Set[str] = set()
-        todo = [n for n in _INCLUDE.findall(text) if n in headers]
-        while todo:
-            name = todo.pop()
-            if name not in found:
-                found.add(name)
-                todo.extend(n for n in _INCLUDE.findall(header_text[name]) if n in headers)
-        return found
+    def calls_through(name: str) -> FrozenSet[str]:
+        """The inline calls of header ``name`` and of the headers it includes, and theirs."""
+        if name not in reach_calls:
+            found: Set[str] = set()
+            todo = [name]
+            while todo:
+                header = todo.pop()
+                if header not in found:
+                    found.add(header)
+                    todo.extend(includes[header])
+            reach_calls[name] = frozenset().union(*(inline_calls[h] for h in found))
+        return reach_calls[name]
 
     defined: Dict[str, str] = {}
     uses: Dict[str, Set[str]] = {}
@@ -122,8 +130,9 @@ def needed_sources(
         for match in _DEFINITION.finditer(text):
             defined.setdefault(match.group(1), source)
         uses[source] = set(_IDENT.findall(text))
-        for header in included(text):
-            uses[source] |= inline_calls[header]
+        for header in _INCLUDE.findall(text):
+            if header in headers:
+                uses[source] |= calls_through(header)
     wanted = set(roots)
     if not wanted <= known | set(defined):
         return None

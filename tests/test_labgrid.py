@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import tty
 import uuid
@@ -154,22 +153,21 @@ def board(coordinator: str, built: Tuple[Project, Path, dict], tmp_path: Path) -
         lab_board.close()
 
 
-def run_on(
+def _run_argv(
     board: Board, built: Tuple[Project, Path, dict], tmp_path: Path, *extra: str
-) -> Tuple[int, str, str]:
+) -> List[str]:
     project, inputs, _ = built
     argv = ["run", str(project.dir), "--input", str(inputs), "--output", str(tmp_path / "o.npz")]
     argv += ["--labgrid", board.place, "--labgrid-coordinator", board.coordinator, *extra]
+    return [sys.executable, "-c", "import sys; from project_api.cli import main; sys.exit(main())",
+            *argv]  # fmt: skip
+
+
+def run_on(
+    board: Board, built: Tuple[Project, Path, dict], tmp_path: Path, *extra: str
+) -> Tuple[int, str, str]:
     done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from project_api.cli import main; sys.exit(main())",
-            *argv,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+        _run_argv(board, built, tmp_path, *extra), capture_output=True, text=True, timeout=120
     )
     return done.returncode, done.stdout, done.stderr
 
@@ -189,19 +187,31 @@ def test_place_held_by_another_user(board: Board, built, tmp_path: Path) -> None
     assert status == 2
     assert f"cannot acquire labgrid place {board.place!r}" in err and "alice" in err
     assert "--labgrid-wait" in err
-    released: List[bool] = []
-
-    def release_later() -> None:
-        time.sleep(3)
+    # Released once the run says it waits (not after a fixed delay: under load the run may
+    # reach the place later than any delay).
+    waiting = f"waiting for labgrid place {board.place} (acquired by"
+    proc = subprocess.Popen(
+        _run_argv(board, built, tmp_path, "--labgrid-wait"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        lines: List[str] = []
+        for line in proc.stderr:
+            lines.append(line)
+            if waiting in line:
+                break
+        assert any(waiting in line for line in lines), "".join(lines)
         client(board.coordinator, "-p", board.place, "release", user="alice")
-        released.append(True)
-
-    thread = threading.Thread(target=release_later)
-    thread.start()
-    status, _, err = run_on(board, built, tmp_path, "--labgrid-wait")
-    thread.join()
+        err = "".join(lines) + proc.stderr.read()
+        status = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     assert status == 0, err
-    assert f"waiting for labgrid place {board.place} (acquired by" in err and released
 
 
 def test_coordinator_unreachable(built, capsys: pytest.CaptureFixture) -> None:

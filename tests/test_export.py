@@ -1,20 +1,25 @@
 """`mlf-project export` (issue 35): bad arenas refused with their codes and nothing written
-outside (ASan on the host), the command's one-line refusals (exit 2), names, the folder's
-contents, and the Project API's project type ``library``."""
+outside (ASan on the host), the header's arena size checked by runs (it works bit-exact, and
+no 64-byte block of it is to spare), the command's one-line refusals (exit 2), names, the
+folder's contents, and the Project API's project type ``library``."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Tuple
 
+import numpy as np
 import pytest
 from conftest import corpus_archive
 
 from project_api.generate import generate_project
 from project_api.generate.export import export_library
+from project_api.modelgen.catalog import cnn_int8
 
 _ASAN_MAIN = r"""
 #define _POSIX_C_SOURCE 200112L
@@ -102,6 +107,103 @@ def test_bad_arenas_under_asan(tmp_path: Path) -> None:
     assert run.returncode == 0 and "all good" in run.stdout, run.stdout + run.stderr[-3000:]
 
 
+# argv: the arena's bytes, the byte it is filled with. stdin: the inputs, stdout: the outputs;
+# stderr: "init <status> run <status>", then one character per arena byte, 1 where it changed.
+_ARENA_MAIN = r"""
+#define _POSIX_C_SOURCE 200112L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cnn.h"
+
+int main(int argc, char** argv) {
+  if (argc != 3) return 9;
+  size_t n = (size_t)strtoul(argv[1], NULL, 10);
+  int fill = atoi(argv[2]);
+  void* block = NULL;
+  /* Exactly n bytes on the heap: ASan stops at any access past them. */
+  if (posix_memalign(&block, CNN_ARENA_ALIGN, n) != 0) return 9;
+  uint8_t* arena = (uint8_t*)block;
+  memset(arena, fill, n);
+  cnn_ctx ctx;
+  int init = cnn_init(&ctx, arena, n), run = -1;
+  if (init == CNN_OK) {
+    for (int i = 0; i < CNN_NUM_INPUTS; ++i) {
+      size_t bytes = cnn_inputs[i].bytes;
+      if (fread(cnn_input(&ctx, i), 1, bytes, stdin) != bytes) return 9;
+    }
+    run = cnn_run(&ctx);
+    for (int i = 0; i < CNN_NUM_OUTPUTS; ++i) {
+      fwrite(cnn_output(&ctx, i), 1, cnn_outputs[i].bytes, stdout);
+    }
+  }
+  fprintf(stderr, "init %d run %d\n", init, run);
+  for (size_t i = 0; i < n; ++i) fputc(arena[i] != (uint8_t)fill ? '1' : '0', stderr);
+  free(block);
+  return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a host C compiler")
+def test_the_arena_macro_is_the_smallest_that_runs(tmp_path: Path) -> None:
+    """The factory's int8 CNN exported, in a host program of the test's own under ASan: in a
+    heap block of exactly CNN_ARENA_BYTES init and a run touch nothing outside, and the outputs
+    equal the model's reference bit for bit; every 64-byte block of that arena is written by
+    init or the run (filled with two patterns: a byte written with one pattern's value changes
+    the other), so no block of it is to spare; 1 and 64 bytes fewer are refused, the arena
+    untouched."""
+    model = cnn_int8()
+    out = tmp_path / "cnn"
+    export_library(model.write(tmp_path / "cnn.tar"), out, name="cnn", formats="make")
+    header = (out / "src" / "cnn.h").read_text()
+    macro = re.search(r"#define CNN_ARENA_BYTES (\d+)u", header)
+    assert macro is not None
+    arena = int(macro[1])
+    (tmp_path / "main.c").write_text(_ARENA_MAIN)
+    exe = tmp_path / "arena"
+    flags = ["-g", "-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+    built = subprocess.run(
+        ["cc", *flags, "-Wall", "-Wextra", "-Werror", f"-I{out / 'src'}", "-o", str(exe),
+         str(tmp_path / "main.c"), *map(str, sorted((out / "src").rglob("*.c"))), "-lm"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr[-3000:]
+    inputs = model.sample_inputs()
+    feed = b"".join(np.ascontiguousarray(inputs[s.name]).tobytes() for s in model.inputs)
+    want = model.reference(inputs)
+
+    def run(size: int, fill: int) -> Tuple[str, bytes, str]:
+        done = subprocess.run(
+            [str(exe), str(size), str(fill)], input=feed, capture_output=True, timeout=60
+        )
+        status, _, written = done.stderr.decode().partition("\n")
+        assert done.returncode == 0 and len(written) == size, done.stderr.decode()[-3000:]
+        return status, done.stdout, written
+
+    changed = []
+    for fill in (0xA5, 0x5A):
+        status, outputs, written = run(arena, fill)
+        assert status == "init 0 run 0", status
+        at = 0
+        for i, spec in enumerate(model.outputs):
+            got = np.frombuffer(outputs[at : at + spec.nbytes], dtype=spec.dtype)
+            assert np.array_equal(got.reshape(spec.shape), want[f"output{i}"]), i
+            at += spec.nbytes
+        changed.append(written)
+    idle = [
+        block
+        for block in range(0, arena, 64)
+        if "1" not in changed[0][block : block + 64] + changed[1][block : block + 64]
+    ]
+    assert idle == [], f"64-byte blocks of the {arena} B arena never written: {idle}"
+    for short in (arena - 1, arena - 64):
+        status, outputs, written = run(short, 0xA5)
+        assert status == "init 3 run -1" and outputs == b"", (short, status)  # ERR_ARENA_SIZE
+        assert "1" not in written
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "project_api", "export", *args],
@@ -160,7 +262,6 @@ def test_formats_and_contents(tmp_path: Path) -> None:
                      "const char* kws_status_str(int status)"):  # fmt: skip
         assert function in header
     model = info["models"][0]
-    assert f"#define KWS_ARENA_BYTES {model['arena']['arena_bytes']}u" in header
     assert model["runs_must_not_overlap"] and "MLF_EXPORT_LOCK" in header
     text = " ".join(p.read_text() for p in (root / "src").rglob("*.c"))
     for banned in ("malloc(", "printf(", "mlf_platform_write"):

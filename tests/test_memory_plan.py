@@ -1,9 +1,11 @@
 """The liveness plan (project_api/generate/memory_plan.py) on hand-made graphs: no two
 tensors or workspace windows that are live during the same operator call share a byte, and
-the plan meets the liveness lower bound."""
+the plan meets the liveness lower bound. graph_format=json has no plan: a host firmware shows
+that the device lays out TVM's own storage ids."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -11,17 +13,21 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pytest
 
+from project_api.driver import Project
+from project_api.errors import DeviceError
 from project_api.generate.memory_plan import (
     Block,
     lower_bound,
     overlaps,
     place,
-    plan_memory,
     plan_model,
     tensor_storage_ids,
 )
-from project_api.generate.tables import MLF_FUNC_COPY, GraphTables, compile_graph
+from project_api.generate.tables import MLF_FUNC_COPY, GraphTables
+from project_api.modelgen import GeneratedModel
+from project_api.modelgen.catalog import chain_add
 from project_api.read import Graph
+from project_api.run.base import live_children
 
 # An op: (function, [input entries as (node, output)], number of outputs, output shapes).
 Op = Tuple[str, List[Tuple[int, int]], List[Tuple[int, ...]]]
@@ -234,13 +240,76 @@ def test_greedy_first_fit_fills_gaps() -> None:
     assert offsets[0] == offsets[1] == 0 and offsets[2] == 256
 
 
-def test_json_graphs_keep_tvm_storage() -> None:
-    """graph_format=json: the device parses TVM's own storage ids (no plan)."""
-    s = (1, 16)
-    g = graph({"x": s}, [("f", [(0, 0)], [s]), ("f", [(1, 0)], [s])], [(2, 0)], [0, 1, 1])
-    assert len(compile_graph(g).storage_bytes) == 2
-    empty = plan_memory(compile_graph(g), [], [0, 0])
-    assert empty.arena_bytes >= 2 * 64
+def _json_run(project: Project, model: GeneratedModel) -> None:
+    """Builds ``project`` and runs it once: outputs bit-exact to the model's reference."""
+    project.build()
+    inputs = model.sample_inputs()
+    with project.session(timeout=30) as session:
+        got = session.run(inputs)
+    want = model.reference(inputs)
+    assert got.keys() == want.keys()
+    for name, array in want.items():
+        assert np.array_equal(got[name], array), name
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert text.count(old) == 1, old
+    path.write_text(text.replace(old, new))
+
+
+def _arena(src: Path, old: int, new: int) -> None:
+    """The firmware's arena (its one, shared ``mlf_arena``) and the model's size of it."""
+    _edit(
+        src / "mlf_models.h", f"#define MLF_ARENA_BYTES {old}u", f"#define MLF_ARENA_BYTES {new}u"
+    )
+    _edit(src / "model_chain_add_3.c", f"#define ARENA_BYTES {old}u", f"#define ARENA_BYTES {new}u")
+
+
+def test_json_graphs_keep_tvm_storage(tmp_path: Path) -> None:
+    """graph_format=json: the device parses TVM's own storage ids (no plan). The factory's
+    chain of three adds: its TVM storage plan puts x and the three sums in ids 0, 1, 2, 1: three
+    1,024-byte pools where one per entry takes four. The firmware gets the archive's graph.json
+    as it is and no plan; it runs bit-exact in TVM's layout (3,072 B) and is refused one byte
+    less: what it needs is what it parsed. The control: the same firmware with the sharing
+    undone in its graph.json (ids 0, 1, 2, 3; state for four pools) is refused in that arena,
+    and runs in 4,096 B."""
+    model = chain_add(3)
+    assert model.lowered.storage_ids == [0, 1, 2, 1] and model.storage_bytes == [1024] * 3
+    archive = model.write(tmp_path / "chain.tar")
+    project = Project.generate(archive, tmp_path / "p", options={"graph_format": "json"})
+    (info,) = project.models
+    assert info["graph_format"] == "json" and info["memory_plan"] is None
+    assert info["sizes"]["arena_bytes"] == 3 * 1024
+    src = project.dir / "src"
+    graph_json = src / "graph_chain_add_3.json"
+    member = "executor-config/graph/chain_add_3.graph"
+    assert graph_json.read_bytes() == model.members()[member]  # TVM's graph, as it is
+    model_c = src / "model_chain_add_3.c"
+    assert "mlf_graph_parse_json(" in model_c.read_text()
+    _json_run(project, model)
+
+    # One byte less: the runtime refuses, its need being the layout it parsed.
+    _arena(src, 3072, 3071)
+    with pytest.raises(DeviceError, match="arena too small"):
+        _json_run(project, model)
+
+    # The control: TVM's sharing undone in the firmware's graph.json (state for four pools).
+    graph = json.loads(graph_json.read_text())
+    assert graph["attrs"]["storage_id"][1] == [0, 1, 2, 1]
+    graph["attrs"]["storage_id"][1] = [0, 1, 2, 3]
+    graph_json.write_text(json.dumps(graph))
+    _edit(
+        model_c,
+        "STATE_BYTES (MLF_EXECUTOR_STATE_BYTES(1u, 3u,",
+        "STATE_BYTES (MLF_EXECUTOR_STATE_BYTES(1u, 4u,",
+    )
+    _arena(src, 3071, 3072)
+    with pytest.raises(DeviceError, match="arena too small"):
+        _json_run(project, model)
+    _arena(src, 3072, 4096)
+    _json_run(project, model)
+    assert live_children() == []
 
 
 @pytest.mark.parametrize("sizes", [[0], [64, 0, 64], [4096]])

@@ -12,9 +12,10 @@ a FitError. The runtime library comes from :mod:`.runtime_cache` when an earlier
 built the same one.
 
 CMake and everything it starts run confined (:func:`project_api.sandbox.policies.build`):
-they read the toolchains, the project and the runtime cache, and write only the build
-directory (``TMPDIR`` is ``<build dir>/tmp``), so a model's ``#include "/abs/path"`` or
-``.incbin`` cannot pull a file of the user's into the firmware or the log.
+they read what the tools say they use (never ``/`` or your home directory), the project and
+the runtime cache, and write only the build directory (``TMPDIR`` is ``<build dir>/tmp``),
+so a model's ``#include "/abs/path"`` or ``.incbin`` cannot pull a file of the user's into
+the firmware or the log.
 """
 
 from __future__ import annotations
@@ -349,8 +350,8 @@ def build(
     """Configures (when needed) and builds; returns the firmware path and the log.
     ``cache_entries`` are ``-D`` settings for the first configure (e.g. ``MLF_LTO=OFF``).
     The whole output goes to ``<build_dir>/build.log``, which a BuildError's hint names.
-    ``compilers`` (program names or paths) join cmake and ninja in the confined build's
-    toolchain prefixes; ``sandbox_option`` False builds unconfined (see
+    ``compilers`` (program names or paths, chosen by the user or the board: they are asked
+    unconfined what they read) join cmake and ninja in the confined build's read scope; ``sandbox_option`` False builds unconfined (see
     :func:`project_api.sandbox.enabled`)."""
     project_dir = Path(project_dir).resolve()
     build_dir = Path(build_dir)
@@ -359,11 +360,11 @@ def build(
     tool = find_cmake(cmake)
     build_dir = _resolved(build_dir)
     tools = [tool.path, find_ninja() or "make", *compilers, *_compilers_from_environment()]
-    confinement = build_confinement(tools, project_dir, build_dir)
+    # Made only when the build is confined: the tools are asked what they read then.
     runner = _Runner(
         progress,
         verbose,
-        lambda: prepare(lambda: confinement, sandbox_option),
+        lambda: prepare(lambda: build_confinement(tools, project_dir, build_dir), sandbox_option),
         build_dir / "tmp",
     )
     try:
@@ -463,9 +464,10 @@ def _build(
 def build_confinement(
     tools: Sequence[str], project_dir: Path, build_dir: Path
 ) -> Confinement:
-    """What a confined build of ``project_dir`` may touch (:func:`policies.build`): the
-    toolchains of ``tools``, the project and the runtime cache to read, ``build_dir`` to
-    write."""
+    """What a confined build of ``project_dir`` may touch (:func:`policies.build`): what
+    ``tools`` say they read and run (``project_api.sandbox.toolchain``), the project and the
+    runtime cache to read, ``build_dir`` to write. SandboxError when a tool needs a place
+    that may not be granted (``/``, your home directory)."""
     read = [project_dir]
     cache = runtime_cache.cache_dir()
     if cache is not None:

@@ -135,6 +135,8 @@ def _attributed(project: Any, linked: LinkedSizes, progress: Optional[Progress])
         cmake=project.options.get("cmake"),
         board_name=project.board.name,
         cache_entries={"MLF_LTO": "OFF", runtime_cache.CACHE_ENTRY: ""},
+        compilers=[project.board.architecture.compiler],
+        sandbox_option=getattr(project, "sandbox_option", None),
     )
     return linked.attributed_by(linked_sizes(plain.firmware.parent, plain.firmware))
 

@@ -28,7 +28,7 @@ import struct
 from pathlib import Path
 from typing import Iterable, List, Optional
 
-from . import landlock, seccomp
+from . import landlock, seccomp, toolchain
 from .confine import Confinement
 
 # Where a dynamically linked program's libraries live, and the loader's cache.
@@ -125,11 +125,15 @@ def build(
     read_dirs: Iterable[Path],
     write_dirs: Iterable[Path],
 ) -> Confinement:
-    """CMake, its generator and compilers: ``tools`` (programs by path or name) give the
-    toolchain prefixes, ``read_dirs`` what the build reads, ``write_dirs`` where it writes."""
+    """CMake, its generator and compilers: ``tools`` (programs by path or name, chosen by the
+    user or the board: they are asked unconfined) give what the build may read and execute
+    (:func:`toolchain.scope`), ``read_dirs`` what the build reads, ``write_dirs`` where it
+    writes."""
     confinement = Confinement("the build")
     rules = confinement.ruleset
-    rules.allow(_existing(toolchain_prefixes(tools)), landlock.READ_EXECUTE)
+    tool_scope = toolchain.scope(tools)
+    rules.allow([*tool_scope.programs, *tool_scope.files], landlock.READ_EXECUTE)
+    rules.allow(tool_scope.data, landlock.READ)
     rules.allow(_existing(LIBRARY_DIRS), landlock.READ_EXECUTE)
     rules.allow(_existing(LOADER_FILES), landlock.READ_FILE)
     # Looked up when the ruleset is made for each process (a build directory is made, or

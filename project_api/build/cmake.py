@@ -14,7 +14,8 @@ built the same one.
 CMake and everything it starts run confined (:func:`project_api.sandbox.policies.build`):
 they read the toolchains, the project and the runtime cache, and write only the build
 directory (``TMPDIR`` is ``<build dir>/tmp``), so a model's ``#include "/abs/path"`` or
-``.incbin`` cannot pull a file of the user's into the firmware or the log.
+``.incbin`` cannot pull a file of the user's into the firmware or the log; they get only the
+environment variables of :func:`project_api.sandbox.policies.build_environment`.
 """
 
 from __future__ import annotations
@@ -192,13 +193,16 @@ class _Runner:
 
     def run(self, argv: Sequence[str], cwd: Path, timeout: float, stage: str) -> int:
         self.log.append(f"$ {' '.join(argv)}\n")
-        env = dict(os.environ)
+        if self.tmpdir is not None:
+            self.tmpdir.mkdir(parents=True, exist_ok=True)
+        prepared = self.confine() if self.confine is not None else None
+        # Confined, the build gets only the variables of policies.build_environment (no
+        # SSH_AUTH_SOCK, D-Bus or Docker address, token...); opted out, all of ours.
+        env = policies.build_environment() if prepared is not None else dict(os.environ)
         env.setdefault("CLICOLOR", "0")
         env["NINJA_STATUS"] = "[%f/%t] "
         if self.tmpdir is not None:
-            self.tmpdir.mkdir(parents=True, exist_ok=True)
             env["TMPDIR"] = str(self.tmpdir)
-        prepared = self.confine() if self.confine is not None else None
         try:
             proc = subprocess.Popen(
                 list(argv),

@@ -37,10 +37,12 @@ class Confinement:
     rlimits: Dict[int, Tuple[int, int]] = field(default_factory=dict)
 
     def prepare(self, abi: int, arch: str) -> Prepared:
-        """Opens the ruleset and assembles the filter (in the parent)."""
+        """Opens the ruleset and assembles the filter (in the parent) for a kernel of Landlock
+        ``abi``: the filter's stand-ins for the rights that ABI lacks are kept, the others
+        left out."""
         fd = landlock.build(self.ruleset, abi)
         try:
-            compiled = seccomp.Compiled(self.filter, arch)
+            compiled = seccomp.Compiled(self.filter.for_abi(abi), arch)
         except BaseException:
             os.close(fd)
             raise

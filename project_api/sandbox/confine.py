@@ -2,10 +2,11 @@
 
 :class:`Confinement` says what one kind of child may touch (a Landlock ruleset, a seccomp
 filter, resource limits); :meth:`Confinement.prepare` turns it into a :class:`Prepared`
-whose :meth:`~Prepared.apply` is what the child runs after fork: ``PR_SET_NO_NEW_PRIVS``,
-then Landlock, then the limits, then seccomp — last, so that the calls the others make are
-not filtered. Everything that allocates or can fail for an ordinary reason (opening the
-paths, assembling the filter) happens in the parent; the child only makes system calls.
+whose :meth:`~Prepared.apply` is what the child runs after fork: a session of its own,
+``PR_SET_NO_NEW_PRIVS``, then Landlock, then the limits, then seccomp — last, so that the
+calls the others make are not filtered. Everything that allocates or can fail for an
+ordinary reason (opening the paths, assembling the filter) happens in the parent; the child
+only makes system calls.
 """
 
 from __future__ import annotations
@@ -65,6 +66,11 @@ class Prepared:
         self.rlimits = rlimits
 
     def apply(self) -> None:  # pragma: no cover - runs in the child between fork and exec
+        # The child leads a session of its own (most callers start it so already): its
+        # process group, which the filters let it signal (kill 0), holds only it and what
+        # it starts.
+        if os.getsid(0) != os.getpid():
+            os.setsid()
         if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0):
             _fail("PR_SET_NO_NEW_PRIVS")
         err = landlock.restrict_self(self.ruleset_fd)

@@ -9,12 +9,18 @@ against the same work unconfined.
   target is at most 5 % more.
 - **Instructions**: one KWS inference on qemu-mps2-an385 under ``-icount``, confined and
   unconfined: the counts must be identical.
+- **Argument checks**: what a system call costs under the host firmware's filter (a small C
+  program, confined as a firmware, times ``getpid``, ``getrlimit`` (``prlimit64`` with pid 0,
+  a rule with conditions) and ``ioctl(FIONREAD)`` (the request allow-list, near the end of
+  the program)), and the length of each policy's program.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
+import subprocess
 from pathlib import Path
 from typing import Any, Dict, List
 
@@ -136,6 +142,99 @@ def _instructions(ctx: Context, archive: Path) -> Dict[str, Any]:
     }
 
 
+_CALLS_C = r"""
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+int main(int argc, char** argv) {
+  long n = argc > 1 ? atol(argv[1]) : 100000;
+  struct rlimit limit;
+  int pending;
+  double began = now();
+  for (long i = 0; i < n; ++i) syscall(SYS_getpid);
+  double pid_ns = (now() - began) / n;
+  began = now();
+  for (long i = 0; i < n; ++i) getrlimit(RLIMIT_NOFILE, &limit);
+  double limit_ns = (now() - began) / n;
+  began = now();
+  for (long i = 0; i < n; ++i) ioctl(0, FIONREAD, &pending);
+  double ioctl_ns = (now() - began) / n;
+  printf("getpid %.1f\ngetrlimit %.1f\nioctl %.1f\n", pid_ns, limit_ns, ioctl_ns);
+  return 0;
+}
+"""
+
+
+def _call_costs(ctx: Context, count: int) -> List[Dict[str, Any]]:
+    """Nanoseconds per call, confined as a host firmware and not (median of ``count`` runs
+    of 200,000 calls each), and each policy's program length."""
+    from project_api import sandbox
+    from project_api.sandbox import policies, seccomp
+
+    directory = ctx.scratch("sandbox-calls")
+    source = directory / "calls.c"
+    source.write_text(_CALLS_C)
+    binary = directory / "calls"
+    subprocess.run(["cc", "-O2", "-o", str(binary), str(source)], check=True)
+    runs: Dict[bool, List[Dict[str, float]]] = {True: [], False: []}
+    for _ in range(count):
+        for confined in (True, False):
+            prepared = sandbox.prepare(lambda: policies.host_firmware(binary), confined)
+            reader, writer = os.pipe()
+            try:
+                done = subprocess.run(
+                    [str(binary), "200000"],
+                    stdin=reader,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    env={},
+                    start_new_session=True,
+                    preexec_fn=prepared.apply if prepared is not None else None,
+                )
+            finally:
+                os.close(reader)
+                os.close(writer)
+                if prepared is not None:
+                    prepared.close()
+            runs[confined].append(
+                {k: float(v) for k, v in (line.split() for line in done.stdout.splitlines())}
+            )
+    rows = []
+    for call in ("getpid", "getrlimit", "ioctl"):
+        on = statistics.median(r[call] for r in runs[True])
+        off = statistics.median(r[call] for r in runs[False])
+        rows.append({"figure": f"one {call} call", "board": "host", "runs": count,
+                     "confined": round(on, 1), "unconfined": round(off, 1),
+                     "delta": round(on - off, 1), "unit": "ns"})  # fmt: skip
+    arch = seccomp.machine() or "x86_64"
+    here = Path(shutil.which("qemu-system-arm") or "/usr/bin/true")
+    for name, confinement in (
+        ("host firmware", policies.host_firmware(binary)),
+        ("QEMU", policies.qemu(str(here), here)),
+        ("build", policies.build([], [], [])),
+    ):
+        lengths = [
+            len(seccomp.assemble(confinement.filter.for_abi(abi), arch)[0]) for abi in (7, 2)
+        ]
+        rows.append({"figure": f"{name} filter (instructions, ABI 7 / 2)", "board": arch,
+                     "runs": 1, "confined": lengths[0], "unconfined": lengths[1],
+                     "delta": None, "unit": "BPF instructions"})  # fmt: skip
+    return rows
+
+
 def run(ctx: Context, result: PartResult) -> None:
     from project_api import sandbox
 
@@ -155,6 +254,14 @@ def run(ctx: Context, result: PartResult) -> None:
     rows += _builds(ctx, archive, 1 if ctx.smoke else 3)
     if arm:
         rows.append(_instructions(ctx, archive))
+    if have("cc"):
+        calls = _call_costs(ctx, 1 if ctx.smoke else 5)
+        rows += calls
+        result.summary["ioctl_call_delta_ns"] = next(
+            r["delta"] for r in calls if r["figure"] == "one ioctl call"
+        )
+    else:
+        result.skipped.append("argument checks: needs cc")
     result.rows.extend(rows)
     start_deltas = [r["delta"] for r in rows if r["figure"] == "firmware start"]
     wall = next(r for r in rows if r["figure"] == "generate + build (wall)")

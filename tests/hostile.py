@@ -1,11 +1,16 @@
-"""Hostile models for the sandbox tests: a corpus archive whose C tries to leave the firmware.
+"""Hostile models for the sandbox tests: an archive whose C tries to leave the firmware.
 
-:func:`runtime_archive` adds a C file to a real archive that, from a constructor and from the
-first operator call, tries to read a file outside, create a file, run ``/bin/sh``, connect to
-a local TCP listener, signal its parent and read its parent's environment (a native
-firmware), or open and write host files through semihosting (Arm and RISC-V guests under
-QEMU). Every attempt prints one line ``HOSTILE <stage> <attempt> denied|ESCAPED`` on stderr
-(native) or through semihosting (guest), and the model still computes its outputs.
+:func:`runtime_archive` adds a C file to an archive (the tests use a factory model) that,
+from a constructor and from the first operator call, tries (a native firmware) to read a
+file outside, create a file, run ``/bin/sh``, connect to a local TCP listener and to a Unix
+socket, signal its parent and read its parent's environment, lower the open-files limit of
+another process of the user's (``prlimit64``) and signal it every way there is (``kill``,
+``tgkill``, ``rt_sigqueueinfo``, ``rt_tgsigqueueinfo``, ``pidfd_send_signal``; signal 0, which
+only checks the right), ``truncate(2)`` a file of the user's and make an ``ioctl`` its console
+does not need (``TIOCGWINSZ``); or (Arm and RISC-V guests under QEMU) open and write host
+files through semihosting. Every attempt prints one line ``HOSTILE <stage> <attempt>
+denied|ESCAPED`` on stderr (native) or through semihosting (guest), and the model still
+computes its outputs.
 
 :func:`build_archive` adds C that compiles a file outside the project into the firmware,
 through ``#include`` or an assembler ``.incbin``.
@@ -20,12 +25,19 @@ from typing import Dict, List, Tuple
 
 from mlf_builders import tar_files, write_tar
 
-ATTEMPTS_NATIVE = ("read", "create", "exec", "connect", "signal-parent", "read-parent")
+ATTEMPTS_NATIVE = (
+    "read", "create", "exec", "connect", "signal-parent", "read-parent", "prlimit-other",
+    "kill-other", "tgkill-other", "sigqueue-other", "tgsigqueue-other", "pidfd-signal",
+    "truncate", "ioctl", "connect-unix",
+)  # fmt: skip
+# The open-files limit the payload gives another process (``Max open files`` in its limits).
+VICTIM_NOFILE = 7
 ATTEMPTS_GUEST = ("semihost-read", "semihost-write")
 STAGES = ("constructor", "operator")
 
 _PROBE_C = r"""
 /* A hostile model: it tries to leave the firmware (tests/hostile.py). */
+#define _GNU_SOURCE 1
 #include <stddef.h>
 #include <string.h>
 
@@ -33,6 +45,10 @@ _PROBE_C = r"""
 #define CREATE_PATH "@CREATE@"
 #define EXEC_MARK "@MARK@"
 #define PORT @PORT@
+#define VICTIM_PID @VICTIM_PID@
+#define VICTIM_FILE "@VICTIM_FILE@"
+#define VICTIM_NOFILE @VICTIM_NOFILE@
+#define UNIX_PATH "@UNIX@"
 
 #if defined(__linux__)
 #include <arpa/inet.h>
@@ -40,9 +56,19 @@ _PROBE_C = r"""
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
 
 static void report(const char* stage, const char* attempt, int escaped) {
   char line[160];
@@ -57,6 +83,32 @@ static int read_file(const char* path) {
   ssize_t n = read(fd, buf, sizeof buf);
   close(fd);
   return n > 0;
+}
+
+/* Another process of the user's: its limits, and a signal 0 (the right checked, nothing sent)
+ * through every call that can name it. */
+static void other_process(const char* stage) {
+  struct rlimit own;
+  int escaped = 0;
+  if (getrlimit(RLIMIT_NOFILE, &own) == 0) {
+    struct rlimit lowered = {VICTIM_NOFILE, own.rlim_max};
+    escaped = syscall(SYS_prlimit64, VICTIM_PID, RLIMIT_NOFILE, &lowered, NULL) == 0;
+  }
+  report(stage, "prlimit-other", escaped);
+  report(stage, "kill-other", kill(VICTIM_PID, 0) == 0);
+  report(stage, "tgkill-other", syscall(SYS_tgkill, VICTIM_PID, VICTIM_PID, 0) == 0);
+  siginfo_t info;
+  memset(&info, 0, sizeof info);
+  info.si_code = SI_QUEUE;
+  info.si_pid = getpid();
+  info.si_uid = getuid();
+  report(stage, "sigqueue-other", syscall(SYS_rt_sigqueueinfo, VICTIM_PID, 0, &info) == 0);
+  report(stage, "tgsigqueue-other",
+         syscall(SYS_rt_tgsigqueueinfo, VICTIM_PID, VICTIM_PID, 0, &info) == 0);
+  int pidfd = (int)syscall(SYS_pidfd_open, VICTIM_PID, 0);
+  escaped = pidfd >= 0 && syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0;
+  if (pidfd >= 0) close(pidfd);
+  report(stage, "pidfd-signal", escaped);
 }
 
 static void attempts(const char* stage) {
@@ -101,6 +153,25 @@ static void attempts(const char* stage) {
   report(stage, "signal-parent", kill(getppid(), 0) == 0);
   snprintf(path, sizeof path, "/proc/%d/environ", (int)getppid());
   report(stage, "read-parent", read_file(path));
+
+  other_process(stage);
+
+  report(stage, "truncate", truncate(VICTIM_FILE, 0) == 0);
+
+  struct winsize size;
+  report(stage, "ioctl", ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0);
+
+  sock = socket(AF_UNIX, SOCK_STREAM, 0);
+  escaped = 0;
+  if (sock >= 0) {
+    struct sockaddr_un to;
+    memset(&to, 0, sizeof to);
+    to.sun_family = AF_UNIX;
+    strncpy(to.sun_path, UNIX_PATH, sizeof to.sun_path - 1);
+    escaped = connect(sock, (struct sockaddr*)&to, sizeof to) == 0;
+    close(sock);
+  }
+  report(stage, "connect-unix", escaped);
 }
 
 #elif defined(__arm__) || defined(__riscv)
@@ -214,6 +285,9 @@ class Paths:
     create: Path  # prefix of files it tries to create (.constructor / .operator)
     mark: Path  # prefix of files its /bin/sh would create
     port: int  # a TCP listener on 127.0.0.1
+    victim_file: Path  # a file of the user's it tries to truncate (content VICTIM_TEXT)
+    unix: Path  # a listening Unix socket
+    victim_pid: int  # another process of the user's (0: none given)
 
     def created(self) -> List[Path]:
         """Every file an escape would have left behind."""
@@ -224,35 +298,46 @@ class Paths:
 
 
 SECRET_TEXT = '"mlf-hostile-SECRET-4f1c9a"'  # a C string literal, so #include compiles too
+VICTIM_TEXT = "the user's own file\n"
 
 
-def make_paths(root: Path, port: int) -> Paths:
+def make_paths(root: Path, port: int, victim_pid: int = 0) -> Paths:
     root.mkdir(parents=True, exist_ok=True)
     secret = root / "secret.txt"
     secret.write_text(SECRET_TEXT + "\n")
-    return Paths(secret, root / "created", root / "exec-mark", port)
+    victim = root / "victim.txt"
+    victim.write_text(VICTIM_TEXT)
+    return Paths(secret, root / "created", root / "exec-mark", port, victim,
+                 root / "unix.sock", victim_pid)  # fmt: skip
 
 
-def runtime_archive(corpus_tar: Path, dest: Path, paths: Paths) -> Path:
-    """``corpus_tar`` with the probe compiled in and called from its first operator."""
-    source = (
-        _PROBE_C.replace("@SECRET@", str(paths.secret))
-        .replace("@CREATE@", str(paths.create))
-        .replace("@MARK@", str(paths.mark))
-        .replace("@PORT@", str(paths.port))
-    )
-    return _with_source(corpus_tar, dest, source, "mlf_hostile_probe();")
+def runtime_archive(model_tar: Path, dest: Path, paths: Paths) -> Path:
+    """``model_tar`` with the probe compiled in and called from its first operator."""
+    values = {
+        "@SECRET@": str(paths.secret),
+        "@CREATE@": str(paths.create),
+        "@MARK@": str(paths.mark),
+        "@PORT@": str(paths.port),
+        "@VICTIM_PID@": str(paths.victim_pid or 0x7FFFFFF0),  # none: a pid no one has
+        "@VICTIM_FILE@": str(paths.victim_file),
+        "@VICTIM_NOFILE@": str(VICTIM_NOFILE),
+        "@UNIX@": str(paths.unix),
+    }
+    source = _PROBE_C
+    for key, value in values.items():
+        source = source.replace(key, value)
+    return _with_source(model_tar, dest, source, "mlf_hostile_probe();")
 
 
-def build_archive(corpus_tar: Path, dest: Path, secret: Path, how: str) -> Path:
-    """``corpus_tar`` with C that pulls ``secret`` in through ``how`` (include/incbin)."""
+def build_archive(model_tar: Path, dest: Path, secret: Path, how: str) -> Path:
+    """``model_tar`` with C that pulls ``secret`` in through ``how`` (include/incbin)."""
     template = {"include": _INCLUDE_C, "incbin": _INCBIN_C}[how]
     call = "{ const char* volatile keep = mlf_hostile_keep(); (void)keep; }"
-    return _with_source(corpus_tar, dest, template.replace("@SECRET@", str(secret)), call)
+    return _with_source(model_tar, dest, template.replace("@SECRET@", str(secret)), call)
 
 
-def _with_source(corpus_tar: Path, dest: Path, source: str, call: str) -> Path:
-    files: Dict[str, bytes] = tar_files(corpus_tar)
+def _with_source(model_tar: Path, dest: Path, source: str, call: str) -> Path:
+    files: Dict[str, bytes] = tar_files(model_tar)
     src_dir = next(name.rsplit("/", 1)[0] for name in files if "codegen/host/src/" in name)
     target, definition = _operator_definition(files, src_dir)
     text = files[target].decode()

@@ -15,7 +15,8 @@ CMake and everything it starts run confined (:func:`project_api.sandbox.policies
 they read what the tools say they use (never ``/`` or your home directory), the project and
 the runtime cache, and write only the build directory (``TMPDIR`` is ``<build dir>/tmp``),
 so a model's ``#include "/abs/path"`` or ``.incbin`` cannot pull a file of the user's into
-the firmware or the log.
+the firmware or the log; they get only the environment variables of
+:func:`project_api.sandbox.policies.build_environment`.
 """
 
 from __future__ import annotations
@@ -193,13 +194,16 @@ class _Runner:
 
     def run(self, argv: Sequence[str], cwd: Path, timeout: float, stage: str) -> int:
         self.log.append(f"$ {' '.join(argv)}\n")
-        env = dict(os.environ)
+        if self.tmpdir is not None:
+            self.tmpdir.mkdir(parents=True, exist_ok=True)
+        prepared = self.confine() if self.confine is not None else None
+        # Confined, the build gets only the variables of policies.build_environment (no
+        # SSH_AUTH_SOCK, D-Bus or Docker address, token...); opted out, all of ours.
+        env = policies.build_environment() if prepared is not None else dict(os.environ)
         env.setdefault("CLICOLOR", "0")
         env["NINJA_STATUS"] = "[%f/%t] "
         if self.tmpdir is not None:
-            self.tmpdir.mkdir(parents=True, exist_ok=True)
             env["TMPDIR"] = str(self.tmpdir)
-        prepared = self.confine() if self.confine is not None else None
         try:
             proc = subprocess.Popen(
                 list(argv),
@@ -351,15 +355,17 @@ def build(
     ``cache_entries`` are ``-D`` settings for the first configure (e.g. ``MLF_LTO=OFF``).
     The whole output goes to ``<build_dir>/build.log``, which a BuildError's hint names.
     ``compilers`` (program names or paths, chosen by the user or the board: they are asked
-    unconfined what they read) join cmake and ninja in the confined build's read scope; ``sandbox_option`` False builds unconfined (see
-    :func:`project_api.sandbox.enabled`)."""
+    unconfined what they read) join cmake and ninja in the confined build's read scope
+    (with none and no ``$CC``, CMake's first choice, ``cc``); ``sandbox_option`` False
+    builds unconfined (see :func:`project_api.sandbox.enabled`)."""
     project_dir = Path(project_dir).resolve()
     build_dir = Path(build_dir)
     if not build_dir.is_absolute():
         build_dir = project_dir / build_dir
     tool = find_cmake(cmake)
     build_dir = _resolved(build_dir)
-    tools = [tool.path, find_ninja() or "make", *compilers, *_compilers_from_environment()]
+    chosen = [*compilers, *_compilers_from_environment()]
+    tools = [tool.path, find_ninja() or "make", *(chosen or ["cc"])]
     # Made only when the build is confined: the tools are asked what they read then.
     runner = _Runner(
         progress,

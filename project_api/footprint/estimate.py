@@ -1,7 +1,7 @@
 """Planned code sizes: the model's and the runtime's C compiled to objects with the board's
 compiler and flags (no linking: an upper bound). The compiler runs confined as a build does
 (:func:`project_api.sandbox.policies.build`): it reads the project, writes a scratch
-directory."""
+directory, and gets the environment of a confined build."""
 
 from __future__ import annotations
 
@@ -69,6 +69,10 @@ def estimate_code(
         # own copy of the ruleset, the parent closes its copy once all have run.
         confine = prepare(lambda: policies.build([compiler], readable, [Path(scratch)]),
                           sandbox_option)  # fmt: skip
+        if confine is not None:
+            env = policies.build_environment(Path(scratch))
+        else:
+            env = {**os.environ, "TMPDIR": scratch}
 
         def compile_one(item: Tuple[int, Path]) -> Optional[int]:
             index, source = item
@@ -78,8 +82,9 @@ def estimate_code(
                 capture_output=True,
                 check=False,
                 timeout=600,
-                env={**os.environ, "TMPDIR": scratch},
+                env=env,
                 preexec_fn=confine.apply if confine is not None else None,
+                start_new_session=True,  # its process group (kill 0) is its own, not ours
             )
             if done.returncode != 0:
                 return None

@@ -8,7 +8,9 @@ of the model runs unconfined, not even its constructors: ``PR_SET_NO_NEW_PRIVS``
 Confinement is on by default and needs Landlock and seccomp on Linux x86_64 or aarch64.
 Where this machine lacks them, :func:`prepare` refuses in one line naming the opt-out:
 ``--no-sandbox``, ``MLF_PROJECT_SANDBOX=off`` or the Project API option ``sandbox=false``.
-Opting out runs unconfined and says so in one warning line.
+Opting out runs unconfined and says so in one warning line. Where the kernel's Landlock is
+older than the rights the policies use, the first confined child of a process says in one
+line what seccomp denies in their place (:func:`.policies.stand_ins`).
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ from typing import Callable, Optional
 
 from ..coercion import OFF_WORDS
 from ..errors import SandboxError
-from . import landlock, seccomp
-from .confine import Confinement, Prepared
+from . import landlock, policies, seccomp
+from .confine import OPT_OUT, Confinement, Prepared
 
 __all__ = [
     "ENV",
+    "OPT_OUT",
     "Confinement",
     "Prepared",
     "Support",
@@ -35,11 +38,10 @@ __all__ = [
 ]
 
 ENV = "MLF_PROJECT_SANDBOX"
-OPT_OUT = "--no-sandbox, MLF_PROJECT_SANDBOX=off, or option sandbox=false"
 # Landlock ABI from which TCP bind/connect are denied by the kernel too (seccomp denies
 # network sockets on every ABI).
-NET_ABI = 4
-SCOPE_ABI = 6
+NET_ABI = landlock.NET_ABI
+SCOPE_ABI = landlock.SCOPE_ABI
 
 
 @dataclass(frozen=True)
@@ -64,10 +66,12 @@ class Support:
         if self.landlock_abi >= SCOPE_ABI:
             extras.append("signal and abstract-socket scopes")
         detail = f" ({', '.join(extras)})" if extras else ""
-        return (
+        line = (
             f"sandbox: Landlock ABI {self.landlock_abi}{detail} + seccomp ({self.arch}) "
             "around builds, host firmware and QEMU"
         )
+        lacking = policies.stand_ins(self.landlock_abi)
+        return f"{line}; {lacking}" if lacking else line
 
 
 @functools.lru_cache(maxsize=1)
@@ -93,6 +97,7 @@ def enabled(option: Optional[bool] = None) -> bool:
 
 
 _warned = False
+_noted = False
 
 
 def warn_unconfined() -> None:
@@ -123,9 +128,22 @@ def prepare(make: Callable[[], Confinement], option: Optional[bool] = None) -> O
     confinement = make()
     assert found.arch is not None
     try:
-        return confinement.prepare(found.landlock_abi, found.arch)
+        prepared = confinement.prepare(found.landlock_abi, found.arch)
     except OSError as err:
         raise SandboxError(
             f"cannot confine {confinement.what}: {err}",
             hint=f"to run it unconfined anyway: {OPT_OUT}",
         ) from err
+    _note_older_kernel(found.landlock_abi)
+    return prepared
+
+
+def _note_older_kernel(abi: int) -> None:
+    """The one line of a process whose first confined child runs on a kernel whose Landlock
+    lacks rights the policies use: which, and what seccomp denies in their place."""
+    global _noted
+    lacking = policies.stand_ins(abi)
+    if _noted or not lacking:
+        return
+    _noted = True
+    print(f"mlf-project: sandbox: Landlock ABI {abi} {lacking}", file=sys.stderr)

@@ -2,10 +2,11 @@
 
 :class:`Confinement` says what one kind of child may touch (a Landlock ruleset, a seccomp
 filter, resource limits); :meth:`Confinement.prepare` turns it into a :class:`Prepared`
-whose :meth:`~Prepared.apply` is what the child runs after fork: ``PR_SET_NO_NEW_PRIVS``,
-then Landlock, then the limits, then seccomp — last, so that the calls the others make are
-not filtered. Everything that allocates or can fail for an ordinary reason (opening the
-paths, assembling the filter) happens in the parent; the child only makes system calls.
+whose :meth:`~Prepared.apply` is what the child runs after fork: a session of its own,
+``PR_SET_NO_NEW_PRIVS``, then Landlock, then the limits, then seccomp — last, so that the
+calls the others make are not filtered. Everything that allocates or can fail for an
+ordinary reason (opening the paths, assembling the filter) happens in the parent; the child
+only makes system calls.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Callable, Dict, List, Tuple
 
 from . import landlock, seccomp
 
+# How a user opts out of confinement, named by every refusal.
+OPT_OUT = "--no-sandbox, MLF_PROJECT_SANDBOX=off, or option sandbox=false"
 _PR_SET_NO_NEW_PRIVS = 38
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -37,10 +40,12 @@ class Confinement:
     rlimits: Dict[int, Tuple[int, int]] = field(default_factory=dict)
 
     def prepare(self, abi: int, arch: str) -> Prepared:
-        """Opens the ruleset and assembles the filter (in the parent)."""
+        """Opens the ruleset and assembles the filter (in the parent) for a kernel of Landlock
+        ``abi``: the filter's stand-ins for the rights that ABI lacks are kept, the others
+        left out."""
         fd = landlock.build(self.ruleset, abi)
         try:
-            compiled = seccomp.Compiled(self.filter, arch)
+            compiled = seccomp.Compiled(self.filter.for_abi(abi), arch)
         except BaseException:
             os.close(fd)
             raise
@@ -63,6 +68,11 @@ class Prepared:
         self.rlimits = rlimits
 
     def apply(self) -> None:  # pragma: no cover - runs in the child between fork and exec
+        # The child leads a session of its own (most callers start it so already): its
+        # process group, which the filters let it signal (kill 0), holds only it and what
+        # it starts.
+        if os.getsid(0) != os.getpid():
+            os.setsid()
         if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0):
             _fail("PR_SET_NO_NEW_PRIVS")
         err = landlock.restrict_self(self.ruleset_fd)

@@ -39,6 +39,11 @@ MAKE_SYM = 1 << 12
 REFER = 1 << 13  # ABI 2
 TRUNCATE = 1 << 14  # ABI 3
 IOCTL_DEV = 1 << 15  # ABI 5
+# The ABI that brought each kind of right the rulesets handle.
+TRUNCATE_ABI = 3
+NET_ABI = 4
+IOCTL_DEV_ABI = 5
+SCOPE_ABI = 6
 _FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
 # Rights that make sense on a file (a rule on a file may grant only these).
 FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
@@ -140,10 +145,10 @@ def build(ruleset: Ruleset, abi: int) -> int:
     fs = handled_fs(abi)
     attr = _RulesetAttr(fs, 0, 0)
     size = ctypes.sizeof(ctypes.c_uint64)
-    if abi >= 4:
+    if abi >= NET_ABI:
         attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP
         size = 2 * ctypes.sizeof(ctypes.c_uint64)
-    if abi >= 6:
+    if abi >= SCOPE_ABI:
         attr.scoped = _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL
         size = ctypes.sizeof(_RulesetAttr)
     fd = _syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), 0)

@@ -7,15 +7,22 @@ the least that child needs to do its job and nothing of the user's files:
 
 - **host firmware**: read and execute its own binary (and, when dynamically linked, its
   loader and the C library's directories), read and write its own pty; an allow-list of
-  system calls (no socket, no fork/clone, no ptrace, signals only to itself); no TCP; no
-  file may grow (``RLIMIT_FSIZE`` 0), no core, bounded memory and CPU time;
+  system calls (no socket, no fork/clone, no ptrace, no truncate), ``ioctl`` only with the
+  requests its console makes, signals and ``prlimit64`` only to itself; no TCP; no file may
+  grow (``RLIMIT_FSIZE`` 0), no core, bounded memory and CPU time;
 - **QEMU**: read and execute the emulator and its libraries, read its data and the
-  firmware; write nothing (its console is a descriptor it inherits); no network socket, no
-  new process, no signal or ptrace outside itself — so semihosting's file calls fail inside
-  the guest while its console output and exit status still work;
-- **build** (CMake, Ninja and every compiler they start): read and execute the toolchains'
-  prefixes, read the generated project and the shared runtime cache, write only the build
-  directory (``TMPDIR`` points there); no network socket.
+  firmware; write nothing (its console is a descriptor it inherits); no socket, no new
+  process, no signal, ``prlimit64`` or ptrace outside itself — so semihosting's file calls
+  fail inside the guest while its console output and exit status still work;
+- **build** (CMake, Ninja and every compiler they start): read and execute what its tools
+  say they use (:mod:`.toolchain`), read the generated project and the shared runtime cache,
+  write only the build directory (``TMPDIR`` points there); no socket of any family,
+  ``prlimit64`` on itself only, and an environment of :func:`build_environment` only.
+
+Where the kernel's Landlock ABI lacks a right, the filters deny in its place what seccomp
+can see (:data:`STAND_INS`, :func:`stand_ins`): ``truncate(2)`` below ABI 3; sockets (denied
+on every ABI) below 4; device ``ioctl``s (the firmware's allow-list, on every ABI) below 5;
+signals and SIGIO to other processes below 6.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import resource
 import shutil
 import struct
 from pathlib import Path
-from typing import Iterable, List, Optional
+from typing import Dict, Iterable, List, Mapping, Optional
 
 from . import landlock, seccomp, toolchain
 from .confine import Confinement
@@ -43,19 +50,32 @@ FIRMWARE_CPU_SECONDS = 3600
 _FIRMWARE_SYSCALLS = [
     "read", "write", "readv", "writev", "pread64", "close", "fstat", "newfstatat", "statx",
     "lseek", "mmap", "mprotect", "munmap", "mremap", "madvise", "brk", "rt_sigaction",
-    "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "ioctl", "ppoll", "poll", "pselect6",
+    "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "ppoll", "poll", "pselect6",
     "select", "nanosleep", "clock_nanosleep", "clock_gettime", "clock_getres", "gettimeofday",
     "time", "getpid", "gettid", "getppid", "getuid", "geteuid", "getgid", "getegid", "exit",
-    "exit_group", "futex", "set_tid_address", "set_robust_list", "rseq", "prlimit64",
-    "getrandom", "uname", "arch_prctl", "openat", "open", "faccessat", "faccessat2", "access",
-    "readlinkat", "readlink", "fcntl", "dup", "dup3", "dup2", "sched_yield", "sched_getaffinity",
-    "restart_syscall", "getcwd",
+    "exit_group", "futex", "set_tid_address", "set_robust_list", "rseq", "getrandom", "uname",
+    "arch_prctl", "openat", "open", "faccessat", "faccessat2", "access", "readlinkat",
+    "readlink", "dup", "dup3", "dup2", "sched_yield", "sched_getaffinity", "restart_syscall",
+    "getcwd",
     # Python's child closes the descriptors it does not pass on after this filter is in.
     "close_range",
     # The exec that starts the firmware itself: Landlock lets it execute its own binary only.
     "execve",
 ]  # fmt: skip
-_SIGNALS = ["kill", "tkill", "tgkill"]
+# The ioctl requests of the host firmware's console (crt/platform/host, measured with strace
+# on a run): ptsname's TIOCGPTN, FIONREAD while it waits at exit for the host to read its
+# last bytes, and TCGETS (isatty: the C library asks it when it buffers a character device).
+# The same numbers on x86_64 and aarch64 (asm-generic/ioctls.h).
+CONSOLE_IOCTLS = {"TCGETS": 0x5401, "FIONREAD": 0x541B, "TIOCGPTN": 0x80045430}
+# Ways to have SIGIO/SIGURG sent to another process (or group) when a descriptor is ready.
+_F_SETOWN = 8
+_F_SETOWN_EX = 15
+_FIOSETOWN = 0x8901
+_SIOCSPGRP = 0x8902
+# Calls that signal a process named by its pid (0 or -pgid: a group) or thread group id.
+_SIGNALS_BY_PID = ["kill"]
+_SIGNALS_BY_TGID = ["tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"]
+_SIGNALS = [*_SIGNALS_BY_PID, *_SIGNALS_BY_TGID, "pidfd_send_signal"]
 
 # Calls no confined child has any use for: privileges, the kernel, other processes' memory,
 # mounts and namespaces, and interfaces that go around the rest of the filter.
@@ -74,7 +94,54 @@ _NEVER = [
 # and with no_new_privs and Landlock in force changing identity opens nothing.)
 
 _AF_UNIX = 1
+_SOCK_TYPE_NOT_STREAM = 0xE  # bits of a socket type other than SOCK_STREAM's (1)
 _CLONE_THREAD = 0x00010000
+
+# What a kernel whose Landlock lacks a right gets in its place (the rules tagged with that
+# ABI below): (ABI, the right, what seccomp denies instead).
+STAND_INS = (
+    (landlock.TRUNCATE_ABI, "truncate", "truncate(2)"),
+    (landlock.NET_ABI, "TCP", "every socket"),
+    (landlock.IOCTL_DEV_ABI, "device ioctls", "ioctls the firmware's console does not make"),
+    (landlock.SCOPE_ABI, "scopes", "signals and SIGIO to other processes, abstract sockets"),
+)
+
+# The only variables a confined build gets from ours (the rest, e.g. SSH_AUTH_SOCK,
+# DBUS_SESSION_BUS_ADDRESS, DOCKER_HOST or tokens, never reaches it): the program path, the
+# locale, reproducible dates, the compilers and their flags, and CMake's parallelism.
+BUILD_ENVIRONMENT = (
+    "PATH", "LANG", "LANGUAGE", "SOURCE_DATE_EPOCH", "CC", "CXX", "ASM", "CFLAGS", "CXXFLAGS",
+    "ASMFLAGS", "CPPFLAGS", "LDFLAGS", "CMAKE_BUILD_PARALLEL_LEVEL",
+)  # fmt: skip
+BUILD_ENVIRONMENT_PREFIXES = ("LC_",)
+
+
+def build_environment(
+    tmpdir: Optional[Path] = None, source: Optional[Mapping[str, str]] = None
+) -> Dict[str, str]:
+    """The environment of a confined build: the variables of :data:`BUILD_ENVIRONMENT` (and
+    ``LC_*``) found in ``source`` (default: ours), and ``TMPDIR`` set to ``tmpdir``."""
+    source = os.environ if source is None else source
+    env = {
+        name: value
+        for name, value in source.items()
+        if name in BUILD_ENVIRONMENT or name.startswith(BUILD_ENVIRONMENT_PREFIXES)
+    }
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)
+    return env
+
+
+def stand_ins(abi: int) -> str:
+    """What a kernel of Landlock ``abi`` lacks and what seccomp denies in its place, in one
+    phrase (``lacks ...``); empty when it lacks nothing the policies use."""
+    lacking = [(since, right, instead) for since, right, instead in STAND_INS if abi < since]
+    if not lacking:
+        return ""
+    rights = ", ".join(f"{right} ({'ABI ' if not i else ''}{since})"
+                       for i, (since, right, _) in enumerate(lacking))  # fmt: skip
+    instead = "; ".join(denied for _, _, denied in lacking)
+    return f"lacks {rights}; seccomp denies instead: {instead}. Nothing is left unenforced"
 
 
 def host_firmware(executable: Path, pty: Optional[str] = None) -> Confinement:
@@ -89,7 +156,10 @@ def host_firmware(executable: Path, pty: Optional[str] = None) -> Confinement:
         rules.allow([pty], landlock.READ_FILE | landlock.WRITE_FILE | landlock.IOCTL_DEV)
     flt = seccomp.Filter(seccomp.fail(errno.EPERM))
     flt.add(_FIRMWARE_SYSCALLS, seccomp.allow())
-    flt.add(_SIGNALS, seccomp.allow(), when=("eq", seccomp.SELF_PID))
+    flt.add(["ioctl"], seccomp.allow(), when=seccomp.any_of(1, "eq", list(CONSOLE_IOCTLS.values())))
+    _no_sigio(flt)
+    flt.add(["fcntl"], seccomp.allow())
+    _own_process_only(flt)
     confinement.filter = flt
     confinement.rlimits = {
         resource.RLIMIT_AS: (FIRMWARE_ADDRESS_SPACE, FIRMWARE_ADDRESS_SPACE),
@@ -113,8 +183,16 @@ def qemu(binary: str, firmware: Path) -> Confinement:
     rules.allow(["/dev/urandom", "/dev/random"], landlock.READ_FILE)
     flt = _denying_child(seccomp.Filter(seccomp.allow()))
     flt.add(["socket"], seccomp.fail(errno.EACCES))
-    flt.add(["socketpair"], seccomp.fail(errno.EACCES), when=("ne", _AF_UNIX))
-    flt.add(_SIGNALS, seccomp.fail(errno.EPERM), when=("ne", seccomp.SELF_PID))
+    # A connected pair of stream sockets reaches no one; a datagram one could sendto() any
+    # Unix socket of the user's.
+    not_a_stream_pair = [
+        seccomp.arg(0, "ne", _AF_UNIX),
+        seccomp.arg(1, "set", _SOCK_TYPE_NOT_STREAM),
+    ]
+    flt.add(["socketpair"], seccomp.fail(errno.EACCES), when=not_a_stream_pair)
+    _own_process_only(flt)
+    _no_sigio(flt)
+    flt.add(["truncate"], seccomp.fail(errno.EACCES), until_abi=landlock.TRUNCATE_ABI)
     confinement.filter = flt
     confinement.rlimits = {resource.RLIMIT_CORE: (0, 0)}
     return confinement
@@ -144,24 +222,46 @@ def build(
     rules.allow(["/dev/urandom"], landlock.READ_FILE)
     flt = seccomp.Filter(seccomp.allow())
     flt.add(_NEVER, seccomp.fail(errno.EPERM))
-    flt.add(["socket", "socketpair"], seccomp.fail(errno.EACCES), when=("ne", _AF_UNIX))
+    # Neither CMake, Ninja, Make (its jobserver is a pipe or a fifo) nor GCC makes a socket.
+    flt.add(["socket", "socketpair"], seccomp.fail(errno.EACCES))
+    # The build is many processes: a pid rule cannot tell its own from the user's, so with
+    # Landlock's signal scope (ABI 6) they signal each other freely and no one else, and
+    # below it seccomp lets each signal only itself, its process group and the build's
+    # first process (no normal, failing or timed-out build signals another: bench/README.md).
+    _own_process_only(flt, signals_until=landlock.SCOPE_ABI)
+    _no_sigio(flt, until_abi=landlock.SCOPE_ABI)
+    flt.add(["truncate"], seccomp.fail(errno.EACCES), until_abi=landlock.TRUNCATE_ABI)
     confinement.filter = flt
     confinement.rlimits = {resource.RLIMIT_CORE: (0, 0)}
     return confinement
 
 
-def toolchain_prefixes(tools: Iterable[str]) -> List[str]:
-    """The installation prefix of each program (``/usr`` for ``/usr/bin/gcc``; the PyPI
-    cmake's ``.../cmake/data``), following links to the real file."""
-    prefixes = []
-    for tool in tools:
-        found = shutil.which(tool) if os.sep not in tool else tool
-        if not found:
-            continue
-        for path in {os.path.abspath(found), os.path.realpath(found)}:
-            bin_dir = os.path.dirname(path)
-            prefixes.append(os.path.dirname(bin_dir) if os.path.basename(bin_dir) else bin_dir)
-    return sorted(set(prefixes))
+def _own_process_only(flt: seccomp.Filter, signals_until: Optional[int] = None) -> None:
+    """``prlimit64`` and signals for the calling process only (signals: on kernels whose
+    Landlock ABI is below ``signals_until``, when given). prlimit64's pid 0 is the caller;
+    kill's 0 is the caller's process group and -pid its own group, which holds only the
+    confined child and what it starts (a new session). tkill's tid can be told to be ours
+    only where it is our pid (the main thread); tgkill's and rt_tgsigqueueinfo's tgid, and
+    rt_sigqueueinfo's pid, must be ours. pidfd_send_signal names its target by a descriptor,
+    which a filter cannot see through: denied."""
+    deny = seccomp.fail(errno.EPERM)
+    flt.add(["prlimit64"], seccomp.allow(), when=seccomp.any_of(0, "eq", [0, seccomp.SELF_PID]))
+    flt.add(["prlimit64"], deny)
+    own_group = seccomp.any_of(0, "eq", [0, seccomp.SELF_PID, seccomp.SELF_GROUP])
+    flt.add(_SIGNALS_BY_PID, seccomp.allow(), when=own_group, until_abi=signals_until)
+    flt.add(_SIGNALS_BY_TGID, seccomp.allow(), when=seccomp.arg(0, "eq", seccomp.SELF_PID),
+            until_abi=signals_until)  # fmt: skip
+    flt.add(_SIGNALS, deny, until_abi=signals_until)
+
+
+def _no_sigio(flt: seccomp.Filter, until_abi: Optional[int] = None) -> None:
+    """No descriptor may name an owner to signal when it is ready (``F_SETOWN``,
+    ``FIOSETOWN``): with ``F_SETSIG`` that would be any signal to any process of the user's."""
+    deny = seccomp.fail(errno.EPERM)
+    flt.add(["fcntl"], deny, when=seccomp.any_of(1, "eq", [_F_SETOWN, _F_SETOWN_EX]),
+            until_abi=until_abi)  # fmt: skip
+    flt.add(["ioctl"], deny, when=seccomp.any_of(1, "eq", [_FIOSETOWN, _SIOCSPGRP]),
+            until_abi=until_abi)  # fmt: skip
 
 
 def _denying_child(flt: seccomp.Filter) -> seccomp.Filter:
@@ -170,7 +270,7 @@ def _denying_child(flt: seccomp.Filter) -> seccomp.Filter:
     the C library falls back to ``clone``, whose flags the filter sees."""
     flt.add(_NEVER, seccomp.fail(errno.EPERM))
     flt.add(["fork", "vfork", "execveat"], seccomp.fail(errno.EPERM))
-    flt.add(["clone"], seccomp.fail(errno.EPERM), when=("clear", _CLONE_THREAD))
+    flt.add(["clone"], seccomp.fail(errno.EPERM), when=seccomp.arg(0, "clear", _CLONE_THREAD))
     flt.add(["clone3"], seccomp.fail(errno.ENOSYS))
     return flt
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from ..errors import SandboxError
-from . import OPT_OUT
+from .confine import OPT_OUT
 
 QUERY_TIMEOUT = 10.0  # seconds, per query of one tool
 # The variables a query keeps (LC_ALL is C); they change where a compiler finds its parts.

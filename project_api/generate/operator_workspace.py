@@ -21,9 +21,9 @@ link for every block below the topmost), in whole 64-byte blocks:
   :func:`~.sizes.estimate_workspace` (which holds the adapter's largest), as every operator
   got before.
 
-The option ``workspace_size_bytes`` makes every window that size. Every window is checked by
-a run on the host (tests/test_workspace_marks.py): the runtime measures what each operator
-call holds (``mlf_workspace_watch``).
+The option ``workspace_size_bytes`` makes every window that size. Runs on the host check the
+windows: the runtime measures what each operator call holds (``mlf_workspace_watch``), and the
+tests compare it with the plan (tests/workspace_marks.py).
 """
 
 from __future__ import annotations

@@ -440,49 +440,6 @@ def test_workspace_from_code(tmp_path: Path) -> None:
     assert code_workspace([source]) is None
 
 
-def test_windows_follow_the_runtime_lifo_rule(tmp_path: Path) -> None:
-    """Each block from the next 64-byte boundary, a 4-byte link for each block below the
-    topmost (crt/include/mlf_runtime.h); sizes that are not literals: TVM's figure with a
-    padding block and a link per allocation call, never less than the calls can take."""
-    from types import SimpleNamespace
-
-    from project_api.generate.operator_workspace import function_windows
-    from project_api.generate.sizes import figure_bytes, lifo_bytes
-
-    alloc = "  void* {v} = TVMBackendAllocWorkspace(1, dev_id, {n}, 0, 8);\n"
-    head = "TVM_DLL int32_t {f}(void* args, int32_t* t, int32_t n) {{\n"
-    source = tmp_path / "lib1.c"
-    source.write_text(
-        head.format(f="dw")  # KWS's depthwise convolution: two nested blocks
-        + alloc.format(v="a", n="(uint64_t)24192")
-        + alloc.format(v="b", n="(uint64_t)32000")
-        + "  return 0;\n}\n"
-        + head.format(f="pad")
-        + alloc.format(v="a", n="(uint64_t)1392")  # one block: no link, fits 1408
-        + "  return 0;\n}\n"
-        + head.format(f="caller")
-        + alloc.format(v="a", n="(uint64_t)100")
-        + "  pad(args, t, n);\n  return 0;\n}\n"
-        + head.format(f="twenty")
-        + "".join(alloc.format(v=f"b{i}", n="size") for i in range(20))
-        + "  return 0;\n}\n"
-    )
-    figures = [{"function_name": "twenty", "workspace": [{"workspace_size_bytes": 320}]}]
-    model = SimpleNamespace(
-        sources=[source], metadata={"memory": {"functions": {"operator_functions": figures}}}
-    )
-    windows = function_windows(model, ["dw", "pad", "caller", "twenty", "object_only"], 999)
-    assert windows["dw"] == 56256 == 24192 + 32000 + 4 + 60  # 56,192 before the link
-    assert windows["pad"] == 1408
-    assert windows["caller"] == 1536 == 128 + 4 + 1392 + 12  # pad's block on top of its own
-    # Twenty 16-byte blocks need 1,308 B; TVM's figure says 320, the rule before gave 576.
-    assert lifo_bytes([16] * 20) == 1308 <= windows["twenty"] == 1600
-    assert windows["object_only"] == 999  # nothing tells: the model-wide estimate
-    assert function_windows(model, ["dw"], 999, adapter={"dw": 2752})["dw"] == 59008
-    # Without the C, one block per 16 bytes of the figure: still enough for twenty.
-    assert figure_bytes(320, None) >= lifo_bytes([16] * 20)
-
-
 def test_workspace_option_overrides(archives: Dict[str, Path]) -> None:
     with open_archive(archives["cnn_int8"]) as archive:
         model = archive.models[0]

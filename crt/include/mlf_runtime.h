@@ -414,7 +414,7 @@ size_t mlf_workspace_high_water(const mlf_workspace* ws);
  * i < count (in the order of mlf_graph.ops): the most the call held of ws, in bytes from
  * where it began (padding and links included, so with windows the least window it runs in;
  * a refused request counts what it asked for; 0 for a call that takes nothing). marks NULL
- * stops it. */
+ * stops it; mlf_workspace_init() clears it (watch after init). */
 void mlf_workspace_watch(mlf_workspace* ws, uint32_t* marks, uint32_t count);
 
 #ifdef __cplusplus

@@ -9,6 +9,7 @@ fixture; ``mlf-project run --project-dir`` then finds the project up to date and
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -20,6 +21,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import pytest
 from conftest import CMSIS_NN_SKIP, cmsis_nn_given, corpus_archives, corpus_case
+from workspace_marks import run_json_problems
 
 from project_api.cli import main
 from project_api.driver import Project
@@ -98,11 +100,10 @@ def test_factory_model_runs_on_host(
     status, out, err = run_cli(capsys, *argv)
     assert status == 0, err
     assert "generating" not in err  # the shared build was found up to date
-    import json
-
     document = json.loads(out)
     assert document["board"] == "host" and document["seconds"] > 0
     assert document["instructions"] is None
+    assert run_json_problems(document) == []  # every call's workspace within its window
     outputs = dict(np.load(tmp_path / "out.npz"))
     assert compare_outputs(outputs, model.reference(inputs)) == []
     assert sorted(document["outputs"]) == sorted(outputs)
@@ -158,8 +159,9 @@ def test_corpus_archive_runs_on_host(
         raise project
     assert project is not None
     argv = ["run", project.dir, "--input", case["inputs_npz"], "--output", tmp_path / "o.npz"]
-    status, out, err = run_cli(capsys, *argv)
+    status, out, err = run_cli(capsys, *argv, "--json")
     assert status == 0, err
+    assert run_json_problems(json.loads(out)) == []  # every call's workspace within its window
     outputs = dict(np.load(tmp_path / "o.npz"))
     reference = dict(np.load(str(case["outputs_npz"])))
     assert compare_outputs(outputs, reference, rtol=1e-5) == []

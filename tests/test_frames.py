@@ -190,7 +190,7 @@ def test_a_fake_header_completed_by_real_bytes_is_rescanned_at_once() -> None:
         (0x81, 1024),
         (0x82, MAX_PAYLOAD),
         (0x83, 0),
-        (0x84, 28),
+        (0x84, MAX_PAYLOAD),  # 28 bytes, then the host firmware's per-call workspace
         (0x85, MAX_PAYLOAD),
         (0x86, 0),
         (0x07, 4),

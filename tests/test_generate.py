@@ -333,7 +333,7 @@ def test_fit_refusal_for_flash(tmp_path: Path) -> None:
 
 def test_real_corpus_model_refused_on_small_board(mlf_corpus: Path, tmp_path: Path) -> None:
     # The liveness plan's arena: tensors and every operator's workspace window in one.
-    with pytest.raises(FitError, match=r"arena 88704, executor state \d+.*has 65536"):
+    with pytest.raises(FitError, match=r"arena 88768, executor state \d+.*has 65536"):
         generate(mlf_corpus / "kws_int8.tar", tmp_path / "p", board="qemu-lm3s6965evb")
 
 
@@ -344,7 +344,9 @@ def test_kws_fits_96_kib_with_the_liveness_plan(mlf_corpus: Path, tmp_path: Path
     fit = info["fit"]["ram"]
     assert fit["needed"] <= fit["available"] == 96 * 1024
     (model,) = info["models"]
-    assert model["sizes"]["arena_bytes"] == model["memory_plan"]["planned_bytes"] == 88704
+    # 88,704 B before the workspace kept a link for each block below the last (issue 41): the
+    # depthwise convolutions' two-block windows grew by one 64-byte block.
+    assert model["sizes"]["arena_bytes"] == model["memory_plan"]["planned_bytes"] == 88768
     assert model["sizes"]["tvm_plan_bytes"] == 49728 + 56320
 
 

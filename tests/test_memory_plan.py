@@ -1,7 +1,8 @@
 """The liveness plan (project_api/generate/memory_plan.py) on hand-made graphs: no two
 tensors or workspace windows that are live during the same operator call share a byte, and
-the plan meets the liveness lower bound. graph_format=json has no plan: a host firmware shows
-that the device lays out TVM's own storage ids."""
+the plan meets the liveness lower bound, and the size of each window
+(project_api/generate/operator_workspace.py) by the runtime's LIFO rule. graph_format=json
+has no plan: a host firmware shows that the device lays out TVM's own storage ids."""
 
 from __future__ import annotations
 
@@ -339,3 +340,46 @@ def test_corpus_graphs_are_planned_soundly_near_the_bound(mlf_corpus: Path) -> N
                 ]
                 assert memory.arena_bytes <= max(1.03 * memory.lower_bound, lower_bound(grid))
                 assert memory.arena_bytes <= plan.tvm_plan_bytes
+
+
+def test_windows_follow_the_runtime_lifo_rule(tmp_path: Path) -> None:
+    """Each block from the next 64-byte boundary, a 4-byte link for each block below the
+    topmost (crt/include/mlf_runtime.h); sizes that are not literals: TVM's figure with a
+    padding block and a link per allocation call, never less than the calls can take."""
+    from types import SimpleNamespace
+
+    from project_api.generate.operator_workspace import function_windows
+    from project_api.generate.sizes import figure_bytes, lifo_bytes
+
+    alloc = "  void* {v} = TVMBackendAllocWorkspace(1, dev_id, {n}, 0, 8);\n"
+    head = "TVM_DLL int32_t {f}(void* args, int32_t* t, int32_t n) {{\n"
+    source = tmp_path / "lib1.c"
+    source.write_text(
+        head.format(f="dw")  # KWS's depthwise convolution: two nested blocks
+        + alloc.format(v="a", n="(uint64_t)24192")
+        + alloc.format(v="b", n="(uint64_t)32000")
+        + "  return 0;\n}\n"
+        + head.format(f="pad")
+        + alloc.format(v="a", n="(uint64_t)1392")  # one block: no link, fits 1408
+        + "  return 0;\n}\n"
+        + head.format(f="caller")
+        + alloc.format(v="a", n="(uint64_t)100")
+        + "  pad(args, t, n);\n  return 0;\n}\n"
+        + head.format(f="twenty")
+        + "".join(alloc.format(v=f"b{i}", n="size") for i in range(20))
+        + "  return 0;\n}\n"
+    )
+    figures = [{"function_name": "twenty", "workspace": [{"workspace_size_bytes": 320}]}]
+    model = SimpleNamespace(
+        sources=[source], metadata={"memory": {"functions": {"operator_functions": figures}}}
+    )
+    windows = function_windows(model, ["dw", "pad", "caller", "twenty", "object_only"], 999)
+    assert windows["dw"] == 56256 == 24192 + 32000 + 4 + 60  # 56,192 before the link
+    assert windows["pad"] == 1408
+    assert windows["caller"] == 1536 == 128 + 4 + 1392 + 12  # pad's block on top of its own
+    # Twenty 16-byte blocks need 1,308 B; TVM's figure says 320, the rule before gave 576.
+    assert lifo_bytes([16] * 20) == 1308 <= windows["twenty"] == 1600
+    assert windows["object_only"] == 999  # nothing tells: the model-wide estimate
+    assert function_windows(model, ["dw"], 999, adapter={"dw": 2752})["dw"] == 59008
+    # Without the C, one block per 16 bytes of the figure: still enough for twenty.
+    assert figure_bytes(320, None) >= lifo_bytes([16] * 20)

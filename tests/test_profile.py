@@ -124,7 +124,8 @@ def test_profile_on_host(cnn_archive: Path, tmp_path: Path, capsys: pytest.Captu
     assert calls[0]["workspace_bytes"] > 0  # the first convolution takes workspace
     # ... from its window of the arena, which holds it: each call within its own window.
     assert all(0 <= c["workspace_bytes"] <= c["window_bytes"] for c in calls)
-    assert calls[0]["window_bytes"] == calls[0]["workspace_bytes"]  # sized from its code
+    # Sized from its code: the least whole 64-byte blocks that hold what it takes.
+    assert calls[0]["window_bytes"] - 64 < calls[0]["workspace_bytes"] <= calls[0]["window_bytes"]
     assert 0 < document["calls_total"] <= document["whole"]
     assert html.read_text().count("<svg") == 3  # the bars, RAM and flash
 

@@ -439,6 +439,17 @@ def test_every_request_kind_round_trips_through_messages() -> None:
     assert msg.exit_request(-1) == b"\xff\xff\xff\xff"
     with pytest.raises(ProtocolError, match="too short"):
         msg.RunReply.decode(b"\x00" * 10)
+    # RUN: 24 bytes (before the stack field), 28, or 28 + each call's workspace (host).
+    head = struct.pack("<IQQII", 0, 5, 1000, 1400, 0xFFFFFFFF)
+    assert msg.RunReply.decode(head[:24]).workspace_marks is None
+    assert msg.RunReply.decode(head).workspace_marks is None
+    run = msg.RunReply.decode(head + struct.pack("<III", 2, 1392, 0))
+    assert run.workspace_marks == (1392, 0) and run.stack_bytes_used is None
+    assert msg.RunReply.decode(head + struct.pack("<I", 0)).workspace_marks == ()
+    with pytest.raises(ProtocolError, match="too short"):
+        msg.RunReply.decode(head + struct.pack("<II", 2, 1392))
+    with pytest.raises(ProtocolError, match="too many"):
+        msg.RunReply.decode(head + struct.pack("<III", 1, 1392, 0))
     with pytest.raises(ProtocolError, match="magic"):
         msg.HelloReply.decode(b"XXXX" + bytes(30))
     names: List[str] = [

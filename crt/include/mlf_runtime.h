@@ -366,24 +366,56 @@ mlf_status mlf_module_lookup(const TVMModule* lib, const char* name, size_t name
 
 /* ---- workspace: TVMBackendAllocWorkspace / TVMBackendFreeWorkspace ------------------- */
 
+/* What a live block costs the workspace beyond its own bytes, besides the padding that puts
+ * it on the next MLF_STORAGE_ALIGN boundary (at most MLF_STORAGE_ALIGN - 1 bytes): every
+ * block below the topmost keeps a link (the offset of its start) at the end of the
+ * workspace, so that a free can be checked against the last live block. n nested blocks of
+ * sizes s1..sn need align64(s1) + .. + align64(s(n-1)) + sn + (n - 1) * LINK bytes. The
+ * generator sizes every window and workspace by this rule (project_api/generate/sizes.py;
+ * tests/test_crt.py reads both constants from this header). */
+#define MLF_WORKSPACE_LINK_BYTES 4u
+
 typedef struct {
-  uint8_t* base; /* 64-byte aligned start */
-  size_t size;
-  size_t top;
-  size_t high_water;
-  uint32_t refused; /* requests refused since init or since run pointed it at a window */
+  uint8_t* base;     /* 64-byte aligned start */
+  size_t size;       /* blocks grow up from base, the links of those below the top down
+                        from base + size (a multiple of 4) */
+  size_t top;        /* end of the last live block */
+  size_t high_water; /* the most held at once (blocks, padding, links) since init */
+  uint32_t refused;  /* requests refused since init or since run pointed it at a window */
+  uint32_t depth;    /* live blocks */
+  size_t last;       /* start of the last live block (depth > 0) */
+  /* Measuring (mlf_workspace_watch): the most held since the current operator call began
+   * (a refused request counts what it would have held), and where each call's figure goes. */
+  size_t peak;
+  uint32_t* marks;
+  uint32_t num_marks;
 } mlf_workspace;
 
 /* A LIFO stack over mem; every block 64-byte aligned; NULL (never abort) when exhausted.
- * mem may be NULL with size 0: an empty workspace, as a zero-initialised mlf_workspace is
- * too — all a model whose operators' windows lie in its arena (mlf_graph.windows) needs. */
+ * TVMBackendFreeWorkspace() takes back the last live block only: any other pointer (an
+ * earlier block, one inside a block, NULL, one outside the workspace) is refused (-1) and
+ * the stack is left as it was. mem may be NULL with size 0: an empty workspace, as a
+ * zero-initialised mlf_workspace is too — all a model whose operators' windows lie in its
+ * arena (mlf_graph.windows) needs. */
 mlf_status mlf_workspace_init(mlf_workspace* ws, void* mem, size_t size);
 
 /* Makes ws the workspace TVMBackendAllocWorkspace() draws from (NULL unbinds). */
 void mlf_workspace_bind(mlf_workspace* ws);
 
-/* Bytes needed for the largest simultaneous allocations seen so far, padding included. */
+/* Drops every live block (after a run that failed between its allocations and frees). */
+void mlf_workspace_reset(mlf_workspace* ws);
+
+/* Bytes needed for the largest simultaneous allocations seen so far, padding and links
+ * included. */
 size_t mlf_workspace_high_water(const mlf_workspace* ws);
+
+/* Per operator call, for measuring (a runtime built with MLF_WORKSPACE_MARKS=1; others leave
+ * marks untouched): while ws is bound, mlf_executor_run() writes marks[i] for operator call
+ * i < count (in the order of mlf_graph.ops): the most the call held of ws, in bytes from
+ * where it began (padding and links included, so with windows the least window it runs in;
+ * a refused request counts what it asked for; 0 for a call that takes nothing). marks NULL
+ * stops it; mlf_workspace_init() clears it (watch after init). */
+void mlf_workspace_watch(mlf_workspace* ws, uint32_t* marks, uint32_t count);
 
 #ifdef __cplusplus
 }

@@ -515,29 +515,36 @@ mlf_status mlf_executor_run(mlf_executor* ex) {
   mlf_error_clear(&ex->error);
   for (; op != end; ++op) {
     const uint16_t* args = g->op_args + op->first_arg;
+    int failed = 0;
     lend_window(ex, op->window);
+#if MLF_WORKSPACE_MARKS
+    size_t from = mlf_workspace_watch_begin();
+#endif
     if (op->func == MLF_FUNC_COPY) {
       /* Views of one pool share its base; views of different pools never overlap. */
-      const mlf_view* from = &g->views[args[0]];
+      const mlf_view* src = &g->views[args[0]];
       uint8_t* to = storage[g->views[args[1]].storage];
-      if (to != storage[from->storage]) {
-        memcpy(to, storage[from->storage], (size_t)view_bytes(g, from));
+      if (to != storage[src->storage]) {
+        memcpy(to, storage[src->storage], (size_t)view_bytes(g, src));
       }
-      continue;
+    } else {
+      for (uint32_t k = 0; k < op->num_args; ++k) {
+        const mlf_view* v = &g->views[args[k]];
+        DLTensor* t = &ex->call_tensors[k];
+        t->data = storage[v->storage];
+        t->ndim = v->ndim;
+        t->dtype = v->dtype;
+        /* Operators take int64_t* shapes but never write them: the tables may live in flash. */
+        t->shape = (int64_t*)(uintptr_t)(g->shapes + v->shape);
+        ex->values[k].v_handle = t; /* an operator may have reused its argument array */
+      }
+      failed =
+          ex->funcs[op->func](ex->values, ex->type_codes, op->num_args, &ret, &ret_code, NULL) != 0;
     }
-    for (uint32_t k = 0; k < op->num_args; ++k) {
-      const mlf_view* v = &g->views[args[k]];
-      DLTensor* t = &ex->call_tensors[k];
-      t->data = storage[v->storage];
-      t->ndim = v->ndim;
-      t->dtype = v->dtype;
-      /* Operators take int64_t* shapes but never write them: the tables may live in flash. */
-      t->shape = (int64_t*)(uintptr_t)(g->shapes + v->shape);
-      ex->values[k].v_handle = t; /* an operator may have reused its argument array */
-    }
-    if (ex->funcs[op->func](ex->values, ex->type_codes, op->num_args, &ret, &ret_code, NULL) != 0) {
-      break;
-    }
+#if MLF_WORKSPACE_MARKS
+    mlf_workspace_watch_end((uint32_t)(op - g->ops), from);
+#endif
+    if (failed) break;
   }
   uint32_t refused = lend_window(ex, 0);
   if (op == end) return MLF_OK;

@@ -210,10 +210,22 @@ extern const uint8_t mlf_graph_tables[MLF_GRAPH_TABLES][3];
 
 /* ---- workspace (mlf_workspace.c) --------------------------------------------------------- */
 
-/* Top of the bound workspace stack (0 when none is bound), and a way back to it after an
- * operator failed between its allocations and its frees. */
+/* Live blocks of the bound workspace (0 when none is bound), and a way back to that depth
+ * after an operator failed between its allocations and its frees. */
 size_t mlf_workspace_mark(void);
 void mlf_workspace_release_to(size_t mark);
+
+/* Per operator call figures (mlf_workspace_watch), in a runtime built with
+ * MLF_WORKSPACE_MARKS=1 (the host's firmware and the C tests; off elsewhere: no code). */
+#ifndef MLF_WORKSPACE_MARKS
+#define MLF_WORKSPACE_MARKS 0
+#endif
+#if MLF_WORKSPACE_MARKS
+/* Starts the bound workspace's measure of a call; returns what it holds as the call begins. */
+size_t mlf_workspace_watch_begin(void);
+/* Stores call `index`'s figure: the most held since watch_begin, less `from`. */
+void mlf_workspace_watch_end(uint32_t index, size_t from);
+#endif
 
 /* The workspace TVMBackendAllocWorkspace() draws from, or NULL. */
 mlf_workspace* mlf_workspace_bound(void);

@@ -8,7 +8,9 @@
  * MODE: "bind"   init() with the params blob (tensors copied, or used in place if aligned),
  *       "load"   init() without params, then mlf_executor_load_params(),
  *       "compat" TVM's TVMGraphExecutor_* API over the firmware allocator below.
- * Writes OUT_DIR/output<i>.bin and prints one summary line of sizes.
+ * Writes OUT_DIR/output<i>.bin and prints one summary line of sizes, then a line of what
+ * each operator call held of the workspace ("marks=" and the figures, comma-separated: the
+ * runtime's mlf_workspace_watch, measured in a workspace no window bounds).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,6 +164,8 @@ int main(int argc, char** argv) {
   static uint8_t workspace_mem[4 << 20];
   mlf_workspace ws;
   mlf_workspace_init(&ws, workspace_mem, sizeof(workspace_mem));
+  uint32_t* marks = calloc(m.graph->num_ops + 1u, sizeof(uint32_t));
+  mlf_workspace_watch(&ws, marks, m.graph->num_ops);
   mlf_workspace_bind(&ws);
   int rc;
   if (strcmp(mode, "compat") == 0) {
@@ -178,6 +182,10 @@ int main(int argc, char** argv) {
   printf("ops=%u views=%u tables=%zu state=%zu arena=%zu workspace=%zu\n", m.graph->num_ops,
          m.graph->num_views, m.table_bytes, state_bytes, m.arena_bytes,
          mlf_workspace_high_water(&ws));
+  printf("marks=");
+  for (uint32_t i = 0; i < m.graph->num_ops; ++i) printf(i ? ",%u" : "%u", (unsigned)marks[i]);
+  printf("\n");
+  free(marks);
   mlf_workspace_bind(NULL);
   free(m.tables);
   free(m.state);

@@ -23,7 +23,8 @@ static void test_workspace_stack(void) {
   uint8_t* unaligned = mem + (64 - (uintptr_t)mem % 64) % 64 + 3;
   CHECK_STATUS(mlf_workspace_init(&ws, unaligned, 500), MLF_OK, NULL);
   CHECK(((uintptr_t)ws.base & 63) == 0 && ws.base >= unaligned && ws.base < unaligned + 64);
-  CHECK_EQ_INT(ws.size, 500 - (size_t)(ws.base - unaligned));
+  /* What follows the boundary, down to a whole link. */
+  CHECK_EQ_INT(ws.size, (500 - (size_t)(ws.base - unaligned)) & ~(size_t)3);
 
   CHECK(TVMBackendAllocWorkspace(kDLCPU, 0, 8, kDLFloat, 32) == NULL); /* nothing bound */
   CHECK(strstr(TVMGetLastError(), "no workspace") != NULL);
@@ -39,21 +40,32 @@ static void test_workspace_stack(void) {
   CHECK(strstr(TVMGetLastError(), "exhausted") != NULL);
   CHECK(TVMBackendAllocWorkspace(kDLCPU, 0, UINT64_MAX, kDLFloat, 32) == NULL);
   CHECK_EQ_INT(ws.top, 192);
+  CHECK_EQ_INT(ws.depth, 3);
   CHECK_EQ_INT(TVMBackendFreeWorkspace(kDLCPU, 0, c), 0);
   CHECK_EQ_INT(TVMBackendFreeWorkspace(kDLCPU, 0, b), 0);
   CHECK_EQ_INT(ws.top, 64);
-  /* Pointers that are not live blocks are refused (the top itself is a zero-byte block). */
+  /* Pointers that are not the last live block are refused (the top itself is a zero-byte
+   * block). */
   CHECK(TVMBackendFreeWorkspace(kDLCPU, 0, b + 64) != 0);
+  CHECK(TVMBackendFreeWorkspace(kDLCPU, 0, b) != 0); /* freed already */
   CHECK(TVMBackendFreeWorkspace(kDLCPU, 0, a + 1) != 0);
   CHECK(TVMBackendFreeWorkspace(kDLCPU, 0, mem + 999) != 0);
   CHECK(TVMBackendFreeWorkspace(kDLCPU, 0, NULL) != 0);
+  CHECK(strstr(TVMGetLastError(), "not a live workspace block") != NULL);
   CHECK_EQ_INT(TVMBackendFreeWorkspace(kDLCPU, 0, a), 0);
   CHECK_EQ_INT(ws.top, 0);
-  CHECK_EQ_INT(mlf_workspace_high_water(&ws), 192);
+  CHECK(TVMBackendFreeWorkspace(kDLCPU, 0, a) != 0); /* nothing live */
+  /* 10 + 54 padding + 100 + 28 padding + 0, and the links of the two blocks below c. */
+  CHECK_EQ_INT(mlf_workspace_high_water(&ws), 192 + 2 * MLF_WORKSPACE_LINK_BYTES);
   CHECK_EQ_INT(mlf_workspace_high_water(NULL), 0);
-  /* The whole remaining size can be taken, one byte more cannot. */
+  /* The whole remaining size can be taken by one block, one byte more cannot. */
   CHECK(TVMBackendAllocWorkspace(kDLCPU, 0, ws.size + 1, kDLFloat, 32) == NULL);
   CHECK(TVMBackendAllocWorkspace(kDLCPU, 0, ws.size, kDLFloat, 32) == ws.base);
+  /* Reset drops every block. */
+  mlf_workspace_reset(&ws);
+  CHECK(ws.top == 0 && ws.depth == 0);
+  CHECK(TVMBackendFreeWorkspace(kDLCPU, 0, ws.base) != 0);
+  mlf_workspace_reset(NULL);
   mlf_workspace_bind(NULL);
   CHECK(TVMBackendFreeWorkspace(kDLCPU, 0, ws.base) != 0);
 
@@ -61,6 +73,99 @@ static void test_workspace_stack(void) {
   CHECK_EQ_INT(ws.size, 0);
   CHECK_STATUS(mlf_workspace_init(NULL, mem, 10), MLF_ERR_ARGUMENT, NULL);
   CHECK_STATUS(mlf_workspace_init(&ws, NULL, 10), MLF_ERR_ARGUMENT, NULL);
+  CHECK_STATUS(mlf_workspace_init(&ws, NULL, 0), MLF_OK, NULL); /* empty: refuses everything */
+  mlf_workspace_bind(&ws);
+  CHECK(TVMBackendAllocWorkspace(kDLCPU, 0, 0, kDLFloat, 32) == NULL);
+  mlf_workspace_bind(NULL);
+}
+
+/* A state of the stack, to show a refused free changes nothing. */
+typedef struct {
+  size_t top, last, high_water;
+  uint32_t depth;
+  uint8_t links[4 * MLF_WORKSPACE_LINK_BYTES];
+} stack_state;
+
+static stack_state state_of(const mlf_workspace* ws) {
+  stack_state s;
+  memset(&s, 0, sizeof(s));
+  s.top = ws->top;
+  s.last = ws->last;
+  s.high_water = ws->high_water;
+  s.depth = ws->depth;
+  memcpy(s.links, ws->base + ws->size - sizeof(s.links), sizeof(s.links));
+  return s;
+}
+
+static int same_state(stack_state a, stack_state b) {
+  return a.top == b.top && a.last == b.last && a.high_water == b.high_water && a.depth == b.depth &&
+         memcmp(a.links, b.links, sizeof(a.links)) == 0;
+}
+
+/* A free of anything but the last live block is refused and leaves the stack as it was:
+ * an earlier block (which used to move the top down under the blocks above it), a pointer
+ * inside a block, NULL, a pointer outside the workspace. The control: the same blocks freed
+ * in reverse order are taken back, and the memory they held is handed out again. */
+static void test_workspace_refuses_out_of_order_free(void) {
+  static uint8_t mem[1024 + 64];
+  static uint8_t elsewhere[128];
+  mlf_workspace ws;
+  CHECK_STATUS(mlf_workspace_init(&ws, mem, sizeof(mem)), MLF_OK, NULL);
+  mlf_workspace_bind(&ws);
+  uint8_t* a = (uint8_t*)TVMBackendAllocWorkspace(kDLCPU, 0, 100, kDLInt, 8);
+  uint8_t* b = (uint8_t*)TVMBackendAllocWorkspace(kDLCPU, 0, 64, kDLInt, 8);
+  uint8_t* c = (uint8_t*)TVMBackendAllocWorkspace(kDLCPU, 0, 16, kDLInt, 8);
+  CHECK(a != NULL && b == a + 128 && c == b + 64);
+  memset(b, 0xB, 64);
+  stack_state before = state_of(&ws);
+  void* wrong[] = {a, b, c + 1, c + 64, b + 1, NULL, elsewhere, mem + sizeof(mem) - 4};
+  for (size_t i = 0; i < sizeof(wrong) / sizeof(wrong[0]); ++i) {
+    CHECK(TVMBackendFreeWorkspace(kDLCPU, 0, wrong[i]) == -1);
+    CHECK(strstr(TVMGetLastError(), "not a live workspace block") != NULL);
+    CHECK(same_state(before, state_of(&ws)));
+  }
+  /* What freeing a would have done before: the next block would start under b. */
+  uint8_t* d = (uint8_t*)TVMBackendAllocWorkspace(kDLCPU, 0, 32, kDLInt, 8);
+  CHECK(d == c + 64);
+  for (int i = 0; i < 64; ++i) CHECK(b[i] == 0xB);
+  /* Control: in reverse order every free succeeds, down to an empty stack. */
+  CHECK_EQ_INT(TVMBackendFreeWorkspace(kDLCPU, 0, d), 0);
+  CHECK_EQ_INT(TVMBackendFreeWorkspace(kDLCPU, 0, c), 0);
+  CHECK(ws.top == (size_t)(c - ws.base) && ws.depth == 2);
+  CHECK_EQ_INT(TVMBackendFreeWorkspace(kDLCPU, 0, b), 0);
+  CHECK_EQ_INT(TVMBackendFreeWorkspace(kDLCPU, 0, a), 0);
+  CHECK(ws.top == 0 && ws.depth == 0);
+  CHECK(TVMBackendAllocWorkspace(kDLCPU, 0, 8, kDLInt, 8) == a); /* the memory is free again */
+  mlf_workspace_bind(NULL);
+}
+
+/* The size rule the generator plans windows by (MLF_WORKSPACE_LINK_BYTES): n nested blocks
+ * take align64(s1) + .. + align64(s(n-1)) + sn + (n - 1) links — exactly: a workspace of that
+ * size holds them, one 4 bytes smaller refuses the last. Twenty 16-byte blocks take 1,308. */
+static void test_workspace_size_rule(void) {
+  static uint8_t mem[2048] __attribute__((aligned(64)));
+  const size_t need = 19 * 64 + 16 + 19 * MLF_WORKSPACE_LINK_BYTES;
+  mlf_workspace ws;
+  for (int shortfall = 0; shortfall <= 4; shortfall += 4) {
+    CHECK_STATUS(mlf_workspace_init(&ws, mem, need - (size_t)shortfall), MLF_OK, NULL);
+    mlf_workspace_bind(&ws);
+    int granted = 0;
+    void* blocks[20];
+    for (int i = 0; i < 20; ++i) {
+      blocks[i] = TVMBackendAllocWorkspace(kDLCPU, 0, 16, kDLInt, 8);
+      if (blocks[i] == NULL) break;
+      memset(blocks[i], i, 16);
+      ++granted;
+    }
+    CHECK_EQ_INT(granted, shortfall ? 19 : 20);
+    CHECK_EQ_INT(ws.refused, shortfall ? 1 : 0);
+    if (!shortfall) CHECK_EQ_INT(mlf_workspace_high_water(&ws), need);
+    for (int i = granted - 1; i >= 0; --i) {
+      for (int k = 0; k < 16; ++k) CHECK(((uint8_t*)blocks[i])[k] == i); /* links kept apart */
+      CHECK_EQ_INT(TVMBackendFreeWorkspace(kDLCPU, 0, blocks[i]), 0);
+    }
+    mlf_workspace_bind(NULL);
+  }
 }
 
 /* ---- registry ------------------------------------------------------------------------------- */
@@ -335,6 +440,8 @@ static void test_compat_layer(void) {
 
 int main(void) {
   RUN(test_workspace_stack);
+  RUN(test_workspace_refuses_out_of_order_free);
+  RUN(test_workspace_size_rule);
   RUN(test_registry);
   RUN(test_registry_counts);
   RUN(test_packed_calls);

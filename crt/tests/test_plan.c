@@ -13,9 +13,10 @@
 
 /*
  * x [16] f32 -> op_fill_workspace (3 KiB of nested workspace) -> y [16] -> op_scale2 -> z [16]
- * Plan: x at 0, y at 64; operator 0's window (windows[1]) at 128 (3072 B); z at 128 too (it
- * is written by operator 1, after operator 0's window is dead); operator 1 has the empty
- * window (windows[0]). Arena 3200 B.
+ * Plan: x at 0, y at 64; operator 0's window (windows[1]) at 128 (3136 B: 1024 + 2048 + the
+ * first block's link, rounded up to 64 as the generator plans it); z at 128 too (it is written
+ * by operator 1, after operator 0's window is dead); operator 1 has the empty window
+ * (windows[0]). Arena 3264 B.
  */
 static const int64_t kShape[] = {16};
 static const mlf_view kViews[] = {
@@ -54,7 +55,8 @@ static int32_t op_fill_workspace(TVMValue* args, int* codes, int num_args, TVMVa
 static const TVMBackendPackedCFunc kFuncs[] = {(TVMBackendPackedCFunc)op_fill_workspace,
                                                (TVMBackendPackedCFunc)op_scale2};
 #define WINDOW_AT 128u
-#define WINDOW_BYTES 3072u
+#define NEED_BYTES (1024u + 2048u + MLF_WORKSPACE_LINK_BYTES)
+#define WINDOW_BYTES 3136u
 #define ARENA_BYTES (WINDOW_AT + WINDOW_BYTES)
 
 typedef struct {
@@ -137,15 +139,19 @@ static void test_planned_run(void) {
   CHECK(p.ex.storage[0] == p.arena && p.ex.storage[1] == p.arena + 64);
   CHECK(p.ex.storage[2] == p.arena + WINDOW_AT);
   CHECK_STATUS(mlf_workspace_init(&ws, NULL, 0), MLF_OK, NULL); /* empty: the windows serve */
+  uint32_t marks[3] = {7, 7, 7};
+  mlf_workspace_watch(&ws, marks, 2); /* the third stays untouched */
   mlf_workspace_bind(&ws);
   set_x(&p);
   for (int round = 0; round < 2; ++round) { /* the input survives a run: run again */
     CHECK_STATUS(mlf_executor_run(&p.ex), MLF_OK, &p.ex.error);
+    /* Each call's own figure: the least window it runs in. */
+    CHECK(marks[0] == NEED_BYTES && marks[1] == 0 && marks[2] == 7);
     CHECK_STATUS(mlf_executor_get_output(&p.ex, 0, z, sizeof(z)), MLF_OK, NULL);
     for (int i = 0; i < 16; ++i) CHECK(z[i] == 2 * ((float)i + 100));
   }
   CHECK(ws.base == p.arena && ws.size == 0 && ws.top == 0); /* left empty: windows[0] */
-  CHECK_EQ_INT(mlf_workspace_high_water(&ws), 3 * 1024);
+  CHECK_EQ_INT(mlf_workspace_high_water(&ws), NEED_BYTES);
   CHECK(mlf_workspace_bound() == &ws);
   /* An arena one block short is refused before anything is laid out. */
   CHECK_STATUS(
@@ -155,9 +161,10 @@ static void test_planned_run(void) {
   planned_free(&p);
 }
 
-/* A window one block short of what the operator asks: the request is refused, the operator
- * fails with the reason, nothing is written outside the window (ASan), the workspace is given
- * back, and the next run with a window that fits works. */
+/* A window one block short of what the operator asks (3072 B: its blocks without the link):
+ * the request is refused, the operator fails with the reason, nothing is written outside the
+ * window (ASan), the workspace is given back, the call's figure is what it asked for (more
+ * than its window), and the next run with a window that fits works. */
 static void test_request_beyond_window(void) {
   planned_graph p;
   mlf_workspace ws;
@@ -165,6 +172,8 @@ static void test_request_beyond_window(void) {
   planned_init(&p, WINDOW_BYTES - 64);
   CHECK_STATUS(planned_start(&p), MLF_OK, &p.ex.error);
   CHECK_STATUS(mlf_workspace_init(&ws, NULL, 0), MLF_OK, NULL);
+  uint32_t marks[2] = {0, 0};
+  mlf_workspace_watch(&ws, marks, 2);
   mlf_workspace_bind(&ws);
   set_x(&p);
   memset(p.ex.storage[1], 0x5A, 64);
@@ -173,7 +182,8 @@ static void test_request_beyond_window(void) {
   CHECK_EQ_INT(p.ex.error.node, 1);
   CHECK_EQ_INT(p.ex.error.why, MLF_WHY_WORKSPACE_WINDOW);
   CHECK(memcmp(y_before, p.ex.storage[1], sizeof(y_before)) == 0); /* nothing written */
-  CHECK(ws.size == 0 && ws.top == 0 && ws.refused == 0);
+  CHECK(ws.size == 0 && ws.top == 0 && ws.depth == 0 && ws.refused == 0);
+  CHECK(marks[0] == NEED_BYTES && NEED_BYTES > WINDOW_BYTES - 64);
   char message[200];
   mlf_error_format(&p.ex.error, message, sizeof(message));
   CHECK(strstr(message, "window") != NULL);

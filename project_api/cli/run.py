@@ -475,7 +475,10 @@ def _report(project: Any, result: Dict[str, Any], args: argparse.Namespace) -> N
 
 
 def _json_of(project: Any, run: Mapping[str, Any]) -> Dict[str, Any]:
+    from ..report.profile import workspace_calls
+
     stats = run["stats"]
+    described: Dict[str, Any] = next((m for m in project.models if m["name"] == run["model"]), {})
     ticks = getattr(stats, "ticks", None)
     tick_hz = getattr(stats, "tick_hz", None)
     seconds = ticks / tick_hz if ticks is not None and tick_hz else None
@@ -502,14 +505,13 @@ def _json_of(project: Any, run: Mapping[str, Any]) -> Dict[str, Any]:
         "instructions_per_tick": per_tick,
         "workspace_bytes": getattr(stats, "workspace_bytes", None),  # measured high-water
         "stack_bytes_used": getattr(stats, "stack_bytes_used", None),  # painted stack
-        "workspace_reserved_bytes": next(  # the largest operator window of the arena
-            (
-                m["sizes"].get("workspace_window_bytes", m["sizes"]["workspace_bytes"])
-                for m in project.models
-                if m["name"] == run["model"]
-            ),
-            None,
+        "workspace_reserved_bytes": (  # the largest operator window of the arena
+            described["sizes"].get("workspace_window_bytes", described["sizes"]["workspace_bytes"])
+            if described
+            else None
         ),
+        # Per operator call (host firmware): measured bytes beside the planned window.
+        "workspace_calls": workspace_calls(described, getattr(stats, "workspace_marks", None)),
         "host_seconds": getattr(stats, "host_seconds", None),
         "project_dir": None if getattr(project, "temporary", False) else str(project.dir),
     }

@@ -1,24 +1,29 @@
 """What each operator asks of ``TVMBackendAllocWorkspace``: the size of its workspace window.
 
 The memory planner (:mod:`.memory_plan`) gives every operator call a window of its own in the
-arena, live only while that operator runs. Its size, per generated function:
+arena, live only while that operator runs. Its size, per generated function, by the runtime's
+LIFO rule (:func:`~.sizes.lifo_bytes`: every block from the next 64-byte boundary, a 4-byte
+link for every block below the topmost), in whole 64-byte blocks:
 
-- from the code, when every size it allocates is a literal: the sum of its blocks, each
-  rounded up to 64 bytes (the runtime's LIFO block rule), plus the largest window of a
-  generated function it calls (the callee allocates on top of what the caller holds) or, if
-  larger, the CMSIS-NN adapter's scratch for the kernels it calls (the adapter allocates on
-  top of TVM's context buffer and frees before the kernel call returns: ``workspace.adapter``,
-  :mod:`.cmsis_nn_workspace`) — exact. The metadata's figure is not added: it also counts the
-  small buffers TVM's C keeps on the stack (mlp_default: 16–48 B per operator that never
-  calls the allocator);
+- from the code, when every size it allocates is a literal: its blocks, with the need of a
+  generated function it calls on top of them (the callee allocates on top of what the caller
+  holds) or, if larger, the CMSIS-NN adapter's scratch for the kernels it calls (the adapter
+  allocates on top of TVM's context buffer and frees before the kernel call returns:
+  ``workspace.adapter``, :mod:`.cmsis_nn_workspace`) — exact. The metadata's figure is not
+  added: it also counts the small buffers TVM's C keeps on the stack (mlp_default: 16–48 B
+  per operator that never calls the allocator);
 - else from ``metadata.json``'s ``operator_functions`` (TVM's count for that function), with
-  one 64-byte alignment block per 1 KiB, at least four, of slack, plus the adapter's largest
-  scratch in it or a function it calls;
+  a 63-byte padding block and a link for every ``TVMBackendAllocWorkspace`` call in its C
+  (:func:`~.sizes.figure_bytes`), plus what a function it calls or the adapter needs on top;
+  without its C (object files) one block per 16 bytes of the figure is assumed (TVM rounds
+  every block it counts up to its workspace alignment, 16 bytes by default);
 - else (no per-function figure, sizes not literal) the model-wide estimate of
   :func:`~.sizes.estimate_workspace` (which holds the adapter's largest), as every operator
   got before.
 
-The option ``workspace_size_bytes`` makes every window that size.
+The option ``workspace_size_bytes`` makes every window that size. Runs on the host check the
+windows: the runtime measures what each operator call holds (``mlf_workspace_watch``), and the
+tests compare it with the plan (tests/workspace_marks.py).
 """
 
 from __future__ import annotations
@@ -29,12 +34,14 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
 from .sizes import (
-    WORKSPACE_ALIGN,
-    align,
+    allocation_sites,
+    figure_bytes,
     function_name,
+    lifo_bytes,
     literal_blocks,
     metadata_windows,
     split_functions,
+    window_bytes,
 )
 from .tables import MLF_FUNC_COPY, GraphTables
 
@@ -43,11 +50,12 @@ _CALL_RE = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 
 @dataclass(frozen=True)
 class FunctionCode:
-    """One generated function: the blocks it allocates itself (None: a size that is not a
-    literal) and the generated functions it calls."""
+    """One generated function: the sizes it allocates itself, in order (None: a size that is
+    not a literal), its TVMBackendAllocWorkspace calls and the generated functions it calls."""
 
     own: Optional[List[int]]
     calls: Set[str]
+    sites: int = 0
 
 
 def read_functions(sources: Iterable[Path]) -> Dict[str, FunctionCode]:
@@ -67,17 +75,25 @@ def read_functions(sources: Iterable[Path]) -> Dict[str, FunctionCode]:
     for name, body in bodies.items():
         head_end = body.find("{")
         called = {m.group(1) for m in _CALL_RE.finditer(body, head_end + 1)}
-        functions[name] = FunctionCode(literal_blocks(body), (called & set(bodies)) - {name})
+        functions[name] = FunctionCode(
+            literal_blocks(body), (called & set(bodies)) - {name}, allocation_sites(body)
+        )
     return functions
 
 
 def code_window(
-    functions: Mapping[str, FunctionCode], name: str, adapter: Optional[Mapping[str, int]] = None
+    functions: Mapping[str, FunctionCode],
+    name: str,
+    adapter: Optional[Mapping[str, int]] = None,
+    reported: Optional[Mapping[str, int]] = None,
 ) -> Optional[int]:
-    """The workspace ``name`` needs at its deepest: its own blocks plus the largest need of
-    a function it calls or of the CMSIS-NN adapter during its calls (``adapter``: {function:
-    bytes}); None when some size on the way is not a literal."""
+    """The workspace ``name`` holds at its deepest (bytes, by the LIFO rule, not rounded):
+    its own blocks with, on top of them, the largest need of a function it calls or of the
+    CMSIS-NN adapter during its calls (``adapter``: {function: bytes}). A function whose
+    sizes are not literals counts its metadata figure (``reported``: {function: bytes}) with
+    a padding block and a link per allocation call; None when it has none."""
     extra = adapter or {}
+    figures = reported or {}
     memo: Dict[str, Optional[int]] = {}
 
     def need(fn: str, path: Set[str]) -> Optional[int]:
@@ -86,46 +102,24 @@ def code_window(
         code = functions.get(fn)
         if code is None:
             return extra.get(fn, 0)
-        if code.own is None or fn in path:  # recursion: TVM's code has none; be safe
+        if fn in path:  # recursion: TVM's code has none; be safe
             return None
-        deepest = extra.get(fn, 0)
+        above = extra.get(fn, 0)
         for callee in sorted(code.calls):
             below = need(callee, path | {fn})
             if below is None:
                 memo[fn] = None
                 return None
-            deepest = max(deepest, below)
-        memo[fn] = sum(code.own) + deepest
+            above = max(above, below)
+        if code.own is not None:
+            memo[fn] = lifo_bytes(code.own, above)
+        elif fn in figures:
+            memo[fn] = figure_bytes(figures[fn], code.sites, above)
+        else:
+            memo[fn] = None
         return memo[fn]
 
     return need(name, set())
-
-
-def adapter_reach(
-    functions: Mapping[str, FunctionCode], name: str, adapter: Mapping[str, int]
-) -> int:
-    """The adapter's largest scratch in ``name`` or any function it calls, directly or not."""
-    seen: Set[str] = set()
-    todo = [name]
-    largest = 0
-    while todo:
-        fn = todo.pop()
-        if fn in seen:
-            continue
-        seen.add(fn)
-        largest = max(largest, adapter.get(fn, 0))
-        code = functions.get(fn)
-        todo.extend(code.calls if code is not None else ())
-    return largest
-
-
-def with_slack(metadata_bytes: int) -> int:
-    """A metadata figure made safe for the LIFO allocator: aligned, plus one 64-byte block
-    per KiB (at least four) for the blocks' alignment."""
-    if metadata_bytes <= 0:
-        return 0
-    slack = WORKSPACE_ALIGN * max(4, metadata_bytes // 1024)
-    return align(metadata_bytes, WORKSPACE_ALIGN) + slack
 
 
 def function_windows(
@@ -145,14 +139,12 @@ def function_windows(
     reported = metadata_windows(getattr(model, "metadata", {}) or {})
     windows: Dict[str, int] = {}
     for name in funcs:
-        code = code_window(functions, name, extra) if name in functions else None
-        meta = reported.get(name)
-        if code is not None:
-            windows[name] = code
-        elif meta is not None:
-            windows[name] = with_slack(meta) + adapter_reach(functions, name, extra)
-        else:
-            windows[name] = fallback
+        need: Optional[int] = None
+        if name in functions:
+            need = code_window(functions, name, extra, reported)
+        elif name in reported:  # no C to count its blocks in
+            need = figure_bytes(reported[name], None, extra.get(name, 0))
+        windows[name] = window_bytes(need) if need is not None else fallback
     return windows
 
 

@@ -46,6 +46,8 @@ _COMMENT_BREAKERS = re.compile(r"[\x00-\x1f\x7f]|\*/")
 
 # How the project's CMakeLists.txt builds (or finds a cached) runtime library.
 _RUNTIME_CACHE_MODULE = "mlf_runtime_cache.cmake"
+# Defined for the host's firmware: the runtime measures each operator call's workspace.
+WORKSPACE_MARKS_MACRO = "MLF_WORKSPACE_MARKS"
 
 # --- writing -------------------------------------------------------------------------------------
 
@@ -155,7 +157,14 @@ def _write_project(
     model_contexts = []
     for plan in plans:
         blobs += _write_blobs(env, src, plan)
-        model_contexts.append({**_model_context(plan), "on_device": ptype.keeps_executor(plan)})
+        model_contexts.append(
+            {
+                **_model_context(plan),
+                "on_device": ptype.keeps_executor(plan),
+                # The host's firmware measures each operator call's workspace (RUN reports it).
+                "workspace_marks": len(plan.device_tables.ops) if board.is_host else 0,
+            }
+        )
     own = list(opts["compile_definitions"] or [])
     definitions = [f"{name}={value}" for name, value in board.compile_definitions().items()]
     given = {_macro(o) for o in own}
@@ -163,6 +172,8 @@ def _write_project(
     definitions += own
     if opts["profile"]:
         definitions.append("MLF_PROFILE=1")
+    if board.is_host and WORKSPACE_MARKS_MACRO not in given:
+        definitions.append(f"{WORKSPACE_MARKS_MACRO}=1")
     if not any(plan.memory is not None and plan.memory.tables().windows for plan in plans):
         definitions.append("MLF_WINDOWS=0")  # no operator has a window: no lending linked
     context = {

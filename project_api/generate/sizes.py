@@ -15,12 +15,23 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import FitError
+from .tables import STORAGE_ALIGN
 
-WORKSPACE_ALIGN = 64
+# The runtime's workspace rule (crt/include/mlf_runtime.h, mlf_workspace.c; tests/test_crt.py
+# reads both constants from that header): every block starts on the next 64-byte boundary
+# (MLF_STORAGE_ALIGN, the tables' STORAGE_ALIGN), and every live block below the last keeps a
+# 4-byte link at the workspace's end (MLF_WORKSPACE_LINK_BYTES), so that a free can be checked.
+WORKSPACE_ALIGN = STORAGE_ALIGN
+WORKSPACE_LINK_BYTES = 4
+# TVM counts every block in its workspace figures rounded up to its workspace alignment (16
+# bytes by default): the fewest bytes a block takes of a figure, for a function whose C is
+# not there to count its blocks in.
+TVM_BLOCK_BYTES = 16
 
 # `void* x = TVMBackendAllocWorkspace(1, dev_id, (uint64_t)16000, 0, 16);`
 # Bounded, so that many unterminated calls cannot make the search quadratic.
 _ALLOC_RE = re.compile(r"TVMBackendAllocWorkspace\s*\(([^;]{0,1000}?)\)\s*;", re.DOTALL)
+_ALLOC_CALL_RE = re.compile(r"\bTVMBackendAllocWorkspace\s*\(")
 _SIZE_ARG_RE = re.compile(r"^\s*(?:\(\s*u?int64_t\s*\)\s*)?(\d+)\s*[uUlL]*\s*$")
 # A function definition starts at column 0 and ends its first line with "{".
 _FUNCTION_START_RE = re.compile(r"^[A-Za-z_][^;\n]*\)\s*\{\s*$", re.MULTILINE)
@@ -29,6 +40,47 @@ _DEFINED_RE = re.compile(r"([A-Za-z_]\w*)\s*\(")
 
 def align(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment
+
+
+# --- the LIFO rule -----------------------------------------------------------------------------
+
+
+def lifo_bytes(sizes: Sequence[int], above: int = 0) -> int:
+    """What the runtime's LIFO workspace holds with blocks of ``sizes`` (bytes as asked, in
+    the order allocated) live at once, and ``above`` bytes more on top of them (the need of
+    what allocates while they are held: a callee, the CMSIS-NN adapter): each block from the
+    next 64-byte boundary, a link for each below the topmost. Exact; a window of this many
+    bytes (or more) serves them."""
+    if above:
+        return (
+            sum(align(s, WORKSPACE_ALIGN) for s in sizes)
+            + WORKSPACE_LINK_BYTES * len(sizes)
+            + above
+        )
+    if not sizes:
+        return 0
+    return (
+        sum(align(s, WORKSPACE_ALIGN) for s in sizes[:-1])
+        + sizes[-1]
+        + WORKSPACE_LINK_BYTES * (len(sizes) - 1)
+    )
+
+
+def figure_bytes(figure: int, blocks: Optional[int], above: int = 0) -> int:
+    """The most the LIFO workspace can hold for blocks whose sizes TVM counted as ``figure``
+    bytes in all, at most ``blocks`` of them (None: not known, then one per
+    :data:`TVM_BLOCK_BYTES` of the figure), with ``above`` bytes on top: each block may add
+    up to 63 bytes of padding and a link (the topmost none, unless something is above it)."""
+    if figure <= 0:
+        return above
+    count = -(-figure // TVM_BLOCK_BYTES) if blocks is None else blocks
+    padded = count if above else max(count - 1, 0)
+    return figure + padded * (WORKSPACE_ALIGN - 1 + WORKSPACE_LINK_BYTES) + above
+
+
+def window_bytes(need: int) -> int:
+    """A window (or a workspace of its own) for ``need`` bytes: whole 64-byte blocks."""
+    return align(need, WORKSPACE_ALIGN)
 
 
 @dataclass(frozen=True)
@@ -60,8 +112,8 @@ def split_functions(text: str) -> List[str]:
 
 def function_allocations(sources: Iterable[Path]) -> Optional[List[Tuple[str, List[int]]]]:
     """Reads the generated C: for every function that calls TVMBackendAllocWorkspace, its
-    first line and the sizes it asks for, each rounded up to 64 bytes (the runtime's block
-    rule). None when some size is not a literal (then only the metadata can tell)."""
+    first line and the sizes it asks for (as asked, in order). None when some size is not a
+    literal (then only the metadata can tell)."""
     found: List[Tuple[str, List[int]]] = []
     for source in sources:
         try:
@@ -90,31 +142,40 @@ def with_adapter(
 ) -> int:
     """The most one function holds with the CMSIS-NN adapter's bytes on top of its own blocks
     (``found``: :func:`function_allocations`; ``skip``: a function left out)."""
-    own = {function_name(first): sum(sizes) for first, sizes in found}
-    return max((own.get(fn, 0) + extra for fn, extra in adapter.items() if fn != skip), default=0)
+    own = {function_name(first): sizes for first, sizes in found}
+    return max(
+        (lifo_bytes(own.get(fn, []), extra) for fn, extra in adapter.items() if fn != skip),
+        default=0,
+    )
 
 
 def literal_blocks(body: str) -> Optional[List[int]]:
-    """The blocks a function's body allocates, each rounded up to 64 bytes; None for a size
-    that is not a literal."""
+    """The sizes a function's body asks for, in order; None for a size that is not a
+    literal."""
     blocks: List[int] = []
     for match in _ALLOC_RE.finditer(body):
         args = match.group(1).split(",")
         size = _SIZE_ARG_RE.match(args[2]) if len(args) >= 3 else None
         if size is None:
             return None
-        blocks.append(align(int(size.group(1)), WORKSPACE_ALIGN))
+        blocks.append(int(size.group(1)))
     return blocks
 
 
+def allocation_sites(body: str) -> int:
+    """The calls of TVMBackendAllocWorkspace in a function's body: the most blocks it can hold
+    at once (TVM's C frees a block before the scope that allocated it ends, loops included)."""
+    return len(_ALLOC_CALL_RE.findall(body))
+
+
 def code_workspace(sources: Iterable[Path]) -> Optional[Dict[str, int]]:
-    """``{"bytes": the most one function allocates, "allocations": most calls in one
-    function}`` from :func:`function_allocations`, or None when it cannot tell."""
+    """``{"bytes": the most one function holds (whole 64-byte blocks), "allocations": most
+    calls in one function}`` from :func:`function_allocations`, or None when it cannot tell."""
     found = function_allocations(sources)
     if found is None:
         return None
     return {
-        "bytes": max((sum(sizes) for _, sizes in found), default=0),
+        "bytes": window_bytes(max((lifo_bytes(sizes) for _, sizes in found), default=0)),
         "allocations": max((len(sizes) for _, sizes in found), default=0),
     }
 
@@ -150,15 +211,44 @@ def metadata_windows(metadata: Mapping[str, Any]) -> Dict[str, int]:
     return found
 
 
+def function_sites(model: Any) -> Optional[Dict[str, int]]:
+    """{function: its TVMBackendAllocWorkspace calls} over ``model``'s C (functions that make
+    none left out); None when some of its code is not C (object files) or cannot be read."""
+    if getattr(model, "objects", None):
+        return None
+    sites: Dict[str, int] = {}
+    for source in getattr(model, "sources", []):
+        try:
+            text = Path(source).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+        if "TVMBackendAllocWorkspace" not in text:
+            continue
+        for body in split_functions(text):
+            count = allocation_sites(body)
+            if count:
+                name = function_name(body.split("\n", 1)[0])
+                sites[name] = max(sites.get(name, 0), count)
+    return sites
+
+
+def most_sites(model: Any) -> Optional[int]:
+    """The most TVMBackendAllocWorkspace calls in one function of ``model``'s C (None as
+    :func:`function_sites`)."""
+    sites = function_sites(model)
+    return None if sites is None else max(sites.values(), default=0)
+
+
 def estimate_workspace(
     model: Any, override: Optional[int] = None, adapter: Optional[Mapping[str, int]] = None
 ) -> WorkspaceEstimate:
-    """The workspace pool for ``model`` (a :class:`project_api.read.Model`).
+    """The workspace pool for ``model`` (a :class:`project_api.read.Model`), by the runtime's
+    LIFO rule (:func:`lifo_bytes`), in whole 64-byte blocks.
 
     ``override`` (option workspace_size_bytes) wins. Otherwise the larger of what the
-    generated code allocates (literal sizes, per function, 64-byte blocks, with ``adapter``'s
-    bytes on top of its function's: the CMSIS-NN adapter's scratch) and the metadata's figure
-    plus 64 bytes of alignment slack per allocation. The metadata figure is the largest
+    generated code allocates (literal sizes, per function, with ``adapter``'s bytes on top of
+    its function's: the CMSIS-NN adapter's scratch) and the metadata's figure with each
+    allocation's padding and link (:func:`figure_bytes`). The metadata figure is the largest
     per-operator workspace when recorded, else ``main``'s (which for graph executor models
     also counts the tensors the arena already holds: generous, never short).
     """
@@ -169,21 +259,25 @@ def estimate_workspace(
     code = None
     allocations = 0
     if found is not None:
-        code = max(max((sum(sizes) for _, sizes in found), default=0), with_adapter(found, adapter))
+        code = window_bytes(
+            max(
+                max((lifo_bytes(sizes) for _, sizes in found), default=0),
+                with_adapter(found, adapter),
+            )
+        )
         allocations = max((len(sizes) for _, sizes in found), default=0)
     if override is not None:
         return WorkspaceEstimate(int(override), "option", metadata_main, code, allocations, pairs)
     per_op = metadata_operator_workspace(getattr(model, "metadata", {}) or {})
     metadata_figure = per_op if per_op is not None else metadata_main
     if code is None:
-        # Unknown number of allocations: assume one slack block per 1 KiB, at least 4; the
-        # adapter's blocks on top of any operator's.
-        slack = WORKSPACE_ALIGN * max(4, metadata_figure // 1024)
-        total = align(metadata_figure, WORKSPACE_ALIGN) + slack if metadata_figure else 0
-        total += max(adapter.values(), default=0)
+        # Sizes not known: the figure with a padding block and a link for every allocation
+        # of the function that makes the most; the adapter's blocks on top of any operator's.
+        above = max(adapter.values(), default=0)
+        total = window_bytes(figure_bytes(metadata_figure, most_sites(model), above))
         return WorkspaceEstimate(total, "metadata", metadata_main, None, 0, pairs)
     from_metadata = (
-        align(metadata_figure, WORKSPACE_ALIGN) + WORKSPACE_ALIGN * allocations
+        window_bytes(figure_bytes(metadata_figure, allocations))
         if metadata_figure and allocations
         else 0
     )

@@ -210,6 +210,23 @@ def graph_call_sizes(
     return sizes
 
 
+def workspace_calls(
+    described: Mapping[str, Any], marks: Optional[Sequence[int]]
+) -> Optional[List[Dict[str, Any]]]:
+    """Each operator call's workspace as the device measured it (``marks``: the RUN reply's
+    figures, the least window each call runs in) beside the window the liveness plan gave it
+    (``described``: the model's entry in project.json; ``window`` None without windows: a
+    workspace of its own, ``sizes.workspace_bytes``); None when the firmware measures none."""
+    if marks is None:
+        return None
+    plan = described.get("memory_plan") or {}
+    windows = [int(w[1]) for w in plan.get("windows", [])]
+    return [
+        {"call": i, "bytes": int(b), "window": windows[i] if i < len(windows) else None}
+        for i, b in enumerate(marks)
+    ]
+
+
 @dataclass(frozen=True)
 class ProfileTarget:
     """What is known about the model and the board the records came from."""

@@ -41,7 +41,7 @@ _PAYLOAD_LIMITS = {
     0x81: 1024,  # HELLO reply: 532 bytes at most today; later versions may append
     0x82: MAX_PAYLOAD,  # DESCRIBE reply
     0x83: 0,  # SET_INPUT reply
-    0x84: 28,  # RUN reply
+    0x84: MAX_PAYLOAD,  # RUN reply: 28 bytes, then each call's workspace (host firmware)
     0x85: MAX_PAYLOAD,  # GET_OUTPUT reply
     0x86: 0,  # EXIT reply
     0x87: MAX_PAYLOAD,  # PROFILE reply

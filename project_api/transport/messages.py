@@ -232,13 +232,24 @@ class RunReply:
     tick_hz: int
     workspace_bytes: int
     stack_bytes_used: Optional[int] = None  # None: not measured (host) or an older firmware
+    # Each operator call's workspace figure, in the tables' order (firmware that measures
+    # them: the host's); None when the reply has none.
+    workspace_marks: Optional[Tuple[int, ...]] = None
 
     @classmethod
     def decode(cls, payload: bytes) -> RunReply:
         if len(payload) == 24:  # firmware from before the stack field
             return cls(*_Reader(payload, "RUN").take("<IQQI"))
-        status, ticks, tick_hz, workspace, stack = _Reader(payload, "RUN").take("<IQQII")
-        return cls(status, ticks, tick_hz, workspace, None if stack == 0xFFFFFFFF else stack)
+        r = _Reader(payload, "RUN")
+        status, ticks, tick_hz, workspace, stack = r.take("<IQQII")
+        marks: Optional[Tuple[int, ...]] = None
+        if len(payload) > r.pos:
+            (count,) = r.take("<I")
+            marks = tuple(r.take(f"<{count}I")) if count else ()
+            if r.pos != len(payload):
+                raise ProtocolError(f"RUN reply has {len(payload) - r.pos} bytes too many")
+        stack_used = None if stack == 0xFFFFFFFF else stack
+        return cls(status, ticks, tick_hz, workspace, stack_used, marks)
 
 
 @dataclass(frozen=True)

@@ -265,6 +265,7 @@ class Session:
             host_seconds=time.monotonic() - started,
             ticks_to_instructions=self.ticks_to_instructions,
             stack_bytes_used=reply.stack_bytes_used,
+            workspace_marks=reply.workspace_marks,
         )
         return self.last_stats
 

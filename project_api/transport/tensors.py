@@ -86,6 +86,9 @@ class RunStats:
     host_seconds: float
     ticks_to_instructions: Optional[float] = None
     stack_bytes_used: Optional[int] = None  # deepest stack since boot (Cortex-M), else None
+    # Each operator call's workspace, in bytes (the least window it runs in), in the order of
+    # the tables' operators: the host's firmware measures them; None elsewhere.
+    workspace_marks: Optional[Tuple[int, ...]] = None
 
     @property
     def device_seconds(self) -> float:

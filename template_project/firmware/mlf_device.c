@@ -15,6 +15,14 @@
 #include "mlf_profile.h"
 #endif
 
+/* Firmware whose runtime measures each operator call's workspace (MLF_WORKSPACE_MARKS, the
+ * host's) appends those figures to the RUN reply (docs/protocol.md 2). */
+#ifndef MLF_WORKSPACE_MARKS
+#define MLF_WORKSPACE_MARKS 0
+#endif
+#define RUN_REPLY_BYTES 28u
+#define RUN_MARKS_MAX ((MLF_FRAME_MAX_PAYLOAD - RUN_REPLY_BYTES - 4u) / 4u)
+
 /* ---- little-endian fields ---------------------------------------------------------- */
 
 /* Longer than any name a reply can carry (section 2.2's u16 length, less the fixed part). */
@@ -405,7 +413,7 @@ static void on_run(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t 
   if (model == NULL || !ARENA_HELD(dev, seq, request, payload, 0)) return;
   if (model->workspace != NULL) {
     /* A run that failed inside an operator may have left blocks allocated. */
-    model->workspace->top = 0;
+    mlf_workspace_reset(model->workspace);
     mlf_workspace_bind(model->workspace);
   }
 #if MLF_PROFILE
@@ -423,12 +431,23 @@ static void on_run(mlf_device* dev, uint8_t seq, const uint8_t* payload, size_t 
     return;
   }
   size_t high_water = model->workspace != NULL ? mlf_workspace_high_water(model->workspace) : 0;
-  tx_begin(dev, MLF_MSG_RUN | MLF_MSG_REPLY, seq, 28);
+#if MLF_WORKSPACE_MARKS
+  const mlf_workspace* ws = model->workspace;
+  uint32_t marks = ws != NULL && ws->marks != NULL ? ws->num_marks : 0;
+  if (marks > RUN_MARKS_MAX) marks = RUN_MARKS_MAX;
+  tx_begin(dev, MLF_MSG_RUN | MLF_MSG_REPLY, seq, RUN_REPLY_BYTES + 4u + 4u * (size_t)marks);
+#else
+  tx_begin(dev, MLF_MSG_RUN | MLF_MSG_REPLY, seq, RUN_REPLY_BYTES);
+#endif
   tx_u32(dev, (uint32_t)status);
   tx_u64(dev, ticks);
   tx_u64(dev, mlf_platform_tick_hz());
   tx_u32(dev, u32_or_unknown(high_water));
   tx_u32(dev, u32_or_unknown(mlf_platform_stack_used()));
+#if MLF_WORKSPACE_MARKS
+  tx_u32(dev, marks);
+  for (uint32_t i = 0; i < marks; ++i) tx_u32(dev, ws->marks[i]);
+#endif
   tx_end(dev);
 }
 

@@ -100,7 +100,7 @@ size_t mlf_frame_payload_limit(uint8_t type) {
       1024,                    /* HELLO reply: 20 bytes + two names of up to 255; room to append */
       MLF_FRAME_MAX_PAYLOAD,   /* DESCRIBE reply: pages up to 64 KiB */
       0,                       /* SET_INPUT reply */
-      28,                      /* RUN reply: status, ticks, tick_hz, workspace, stack used */
+      MLF_FRAME_MAX_PAYLOAD,   /* RUN reply: 28 bytes, then the host's per-call workspace */
       MLF_FRAME_MAX_PAYLOAD,   /* GET_OUTPUT reply: tensor data */
       0,                       /* EXIT reply */
       MLF_FRAME_MAX_PAYLOAD,   /* PROFILE reply: call records */

@@ -163,7 +163,7 @@ static mlf_status load_inputs(mlf_mlperftiny* dev) {
 
 static mlf_status run_once(const mlf_mlperftiny_config* c) {
   if (c->workspace != NULL) {
-    c->workspace->top = 0; /* a failed run may have left blocks allocated */
+    mlf_workspace_reset(c->workspace); /* a failed run may have left blocks allocated */
     mlf_workspace_bind(c->workspace);
   }
   mlf_status status = mlf_executor_run(c->executor);

@@ -13,9 +13,15 @@
 
 typedef struct {
   uint32_t record; /* index in records, or UINT32_MAX when not recorded */
-  size_t top;      /* workspace in use at entry */
+  size_t top;      /* workspace held at entry (blocks and links, as the high-water counts) */
   size_t high;     /* the workspace's high-water mark at entry */
 } open_call;
+
+/* What the workspace holds: its blocks up to the top and the links of those below the last. */
+static size_t held(const mlf_workspace* ws) MLF_NO_PROFILE;
+static size_t held(const mlf_workspace* ws) {
+  return ws->top + (ws->depth > 0 ? (size_t)(ws->depth - 1u) * MLF_WORKSPACE_LINK_BYTES : 0);
+}
 
 static mlf_profile_record records[MLF_PROFILE_MAX_RECORDS];
 static open_call open_calls[MLF_PROFILE_MAX_DEPTH];
@@ -55,9 +61,9 @@ void __cyg_profile_func_enter(void* function, void* call_site) {
   if (watched != NULL) {
     /* The call's own peak: the mark starts at what is in use now, and the outer call's
      * peak is restored on exit. */
-    call->top = watched->top;
+    call->top = held(watched);
     call->high = watched->high_water;
-    watched->high_water = watched->top;
+    watched->high_water = call->top;
   }
   if (record_count >= MLF_PROFILE_MAX_RECORDS) {
     ++dropped;

@@ -190,7 +190,7 @@ static void run_sample(standalone* st, uint32_t m, uint32_t s) {
     }
   }
   if (model->workspace != NULL) {
-    model->workspace->top = 0; /* a failed run may have left blocks allocated */
+    mlf_workspace_reset(model->workspace); /* a failed run may have left blocks allocated */
     mlf_workspace_bind(model->workspace);
   }
   uint64_t start = mlf_platform_ticks();

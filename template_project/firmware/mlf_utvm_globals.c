@@ -177,7 +177,7 @@ static const char* check_operator_args(mlf_utvm* ut, const mlf_utvm_func* f) {
 void mlf_utvm_bind_workspace(mlf_utvm* ut, mlf_workspace* ws) {
   if (ws == NULL) ws = ut->config.workspace;
   /* A failed operator may leave blocks behind: every call starts with all of it. */
-  if (ws != NULL) ws->top = 0;
+  mlf_workspace_reset(ws);
   mlf_workspace_bind(ws);
 }
 

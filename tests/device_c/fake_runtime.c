@@ -136,6 +136,10 @@ void mlf_workspace_bind(mlf_workspace* ws) { bound_workspace = ws; }
 
 size_t mlf_workspace_high_water(const mlf_workspace* ws) { return ws->high_water; }
 
+void mlf_workspace_reset(mlf_workspace* ws) {
+  if (ws != NULL) ws->top = 0, ws->depth = 0;
+}
+
 mlf_status mlf_executor_run(mlf_executor* ex) {
   fake_model* m = fake(ex);
   ex->error.status = MLF_OK;

@@ -25,7 +25,15 @@ from typing import Any, Dict, List, Mapping, Optional
 from ...read import Graph, Model
 from ...read.aot import AotEntry
 from ..registry import registry_c
-from ..sizes import WORKSPACE_ALIGN, WorkspaceEstimate, align, function_allocations, with_adapter
+from ..sizes import (
+    WorkspaceEstimate,
+    figure_bytes,
+    function_allocations,
+    function_sites,
+    lifo_bytes,
+    window_bytes,
+    with_adapter,
+)
 from .base import ExecutorKind, LibraryCode, LibraryRequest
 from .graph import system_library
 
@@ -116,34 +124,42 @@ def aot_workspace(
     model: Model, override: Optional[int], adapter: Optional[Mapping[str, int]] = None
 ) -> WorkspaceEstimate:
     """``__tvm_main__`` holds its own allocations while each operator it calls allocates on
-    top of them (LIFO): the need is main's blocks plus the largest operator's, the CMSIS-NN
-    adapter's bytes (``adapter``) on top of its function's own. The metadata's ``main``
-    figure is TVM's count of the same; each allocation may add an alignment block. With USMP
-    TVM's code allocates nothing: the adapter's bytes are the whole workspace."""
+    top of them (LIFO): the need is main's blocks with the largest operator's on top, the
+    CMSIS-NN adapter's bytes (``adapter``) on top of its function's own (the runtime's rule,
+    :func:`~..sizes.lifo_bytes`). The metadata's ``main`` figure is TVM's count of the same;
+    each allocation may add a padding block and a link (:func:`~..sizes.figure_bytes`). With
+    USMP TVM's code allocates nothing: the adapter's bytes are the whole workspace."""
     entry = aot_entry(model)
     adapter = dict(adapter or {})
     pairs = tuple(sorted(adapter.items()))
     reported = entry.workspace_bytes if not entry.usmp else 0
     found = function_allocations(model.sources)
+    sites = function_sites(model)
     if found is None:
         if override is not None:
             return WorkspaceEstimate(int(override), "option", reported, adapter=pairs)
-        slack = WORKSPACE_ALIGN * max(4, reported // 1024)
-        total = align(reported, WORKSPACE_ALIGN) + slack + max(adapter.values(), default=0)
+        deepest_call = None
+        if sites is not None:
+            main_sites = sites.get(entry.main_function, 0)
+            deepest_call = main_sites + max(
+                (n for fn, n in sites.items() if fn != entry.main_function), default=0
+            )
+        above = max(adapter.values(), default=0)
+        total = window_bytes(figure_bytes(reported, deepest_call, above))
         return WorkspaceEstimate(total, "metadata", reported, adapter=pairs)
     main = [sizes for first, sizes in found if entry.main_function in first]
     others = [(first, sizes) for first, sizes in found if entry.main_function not in first]
     main_sizes = main[0] if main else []
     deepest = max(
-        max((sum(s) for _, s in others), default=0),
+        max((lifo_bytes(s) for _, s in others), default=0),
         with_adapter(others, adapter, skip=entry.main_function),
         adapter.get(entry.main_function, 0),
     )
-    code = sum(main_sizes) + deepest
+    code = window_bytes(lifo_bytes(main_sizes, deepest))
     calls = len(main_sizes) + max((len(s) for _, s in others), default=0)
     if override is not None:  # what the code allocates stays known (the plan checks it)
         return WorkspaceEstimate(int(override), "option", reported, code, calls, pairs)
-    from_metadata = align(reported, WORKSPACE_ALIGN) + WORKSPACE_ALIGN * calls if calls else 0
+    from_metadata = window_bytes(figure_bytes(reported, calls)) if calls else 0
     total = max(code, from_metadata)
     how = "none" if total == 0 else "code" if code >= from_metadata else "metadata"
     return WorkspaceEstimate(total, how, reported, code, calls, pairs)

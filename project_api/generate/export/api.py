@@ -21,10 +21,10 @@ from ..sizes import align
 from ..table_sizes import state_bytes
 from ..tables import STORAGE_ALIGN, c_string, state_bytes_expression
 
-# Machine words in <name>_ctx: the executor's record and the workspace's (19 + 4 words with
-# 4-byte pointers, 17 + 4 with 8-byte ones), with room to spare; <name>.c refuses to
-# compile if they ever outgrow it.
-CTX_WORDS = 26
+# Machine words in <name>_ctx: the executor's record, the workspace's and a flag (19 + 10 + 1
+# words with 4-byte pointers, 17 + 9 + 1 with 8-byte ones), with room to spare; <name>.c
+# refuses to compile if they ever outgrow it.
+CTX_WORDS = 32
 
 
 def arena_layout(plan: ModelPlan, board: Board) -> Dict[str, int]:

@@ -41,6 +41,7 @@ from ..errors import BuildError, FitError
 from ..generate.sizes import linker_overflow
 from ..sandbox import Confinement, Prepared, outputs, policies, prepare
 from . import runtime_cache
+from .log import MAX_LINE_BYTES, BoundedLog, parse_memory_usage
 from .summary import summarise
 
 Progress = Callable[[str], None]
@@ -55,10 +56,9 @@ CONFIGURED_NAME = "mlf-configured-from.sha256"
 # What the parent reads of a file the build wrote in its directory, at most.
 MAX_CACHE_FILE_BYTES = 16 << 20
 _VERSION_RE = re.compile(r"cmake version (\d+)\.(\d+)(?:\.(\d+))?")
-_NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]\s+(.*)$")
-_MAKE_STEP = re.compile(r"^\[\s*(\d+)%\]\s+(.*)$")
-_MEMORY_RE = re.compile(r"^\s*(\w+):\s+(\d+)\s*([KMG]?B)\s+(\d+)\s*([KMG]?B)\s+([\d.]+)%", re.M)
-_UNITS = {"B": 1, "KB": 1024, "MB": 1024 * 1024, "GB": 1024**3}
+_NINJA_STEP = re.compile(r"^\[(\d{1,9})/(\d{1,9})\]\s+(.*)$")
+_MAKE_STEP = re.compile(r"^\[\s*(\d{1,3})%\]\s+(.*)$")
+
 
 
 @dataclass(frozen=True)
@@ -194,7 +194,7 @@ class _Runner:
         self.verbose = verbose
         self.confine = confine
         self.tmpdir = tmpdir
-        self.log: List[str] = []
+        self.log = BoundedLog()
         self.last_step = ""
 
     def run(self, argv: Sequence[str], cwd: Path, timeout: float, stage: str) -> int:
@@ -233,7 +233,8 @@ class _Runner:
         timer.start()
         try:
             assert proc.stdout is not None
-            for raw in iter(proc.stdout.readline, b""):
+            stream = proc.stdout
+            for raw in iter(lambda: stream.readline(MAX_LINE_BYTES), b""):
                 line = raw.decode("utf-8", "replace")
                 self.log.append(line)
                 self._progress(line.rstrip("\n"))
@@ -276,7 +277,8 @@ class _Runner:
 
     @property
     def text(self) -> str:
-        return "".join(self.log)
+        """The output kept (:class:`.log.BoundedLog`)."""
+        return self.log.text
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -340,17 +342,6 @@ def _cache_source_dir(build_dir: Path) -> Optional[Path]:
 
 def _cache_generator(build_dir: Path) -> Optional[str]:
     return _cache_value(build_dir, "CMAKE_GENERATOR:")
-
-
-def parse_memory_usage(log: str) -> Optional[dict]:
-    """The linker's ``--print-memory-usage`` table: region -> used/size bytes."""
-    found = {}
-    for match in _MEMORY_RE.finditer(log):
-        region = match.group(1)
-        used = int(match.group(2)) * _UNITS.get(match.group(3), 1)
-        size = int(match.group(4)) * _UNITS.get(match.group(5), 1)
-        found[region] = {"used": used, "size": size}
-    return found or None
 
 
 def build(

@@ -134,13 +134,13 @@ def test_plain_cmake_caches_nothing(mlp_archive: Path, tmp_path: Path, cache: Pa
 
 def test_prune_keeps_the_newest(tmp_path: Path) -> None:
     for i in range(5):
-        entry = tmp_path / f"key{i}"
+        entry = tmp_path / f"e{i}"
         entry.mkdir()
         (entry / "libmlf_runtime.a").write_bytes(b"!<arch>\n")
         os.utime(entry, (1000 + i, 1000 + i))
-    runtime_cache.note_use(runtime_cache.Slot("key0", tmp_path, tmp_path / "build"))
+    runtime_cache.note_use(runtime_cache.Slot("e0", tmp_path, tmp_path / "build"))
     runtime_cache.prune(tmp_path, keep=2)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["key0", "key4"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e0", "e4"]
 
 
 # --- the parent acts on no word of the build (issue 41) ----------------------------------------

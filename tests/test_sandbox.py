@@ -216,7 +216,7 @@ def test_without_landlock_run_refuses_in_one_line_naming_the_opt_out(
 
 
 def test_a_miss_is_stored_by_the_parent_unless_a_dependency_ran_cmake(tmp_path: Path) -> None:
-    slot = runtime_cache.Slot("k1", tmp_path / "cache", tmp_path / "build")
+    slot = runtime_cache.Slot("a1", tmp_path / "cache", tmp_path / "build")
     slot.staged.parent.mkdir(parents=True)
     slot.staged.write_bytes(b"!<arch>\n")
     project = tmp_path / "proj"

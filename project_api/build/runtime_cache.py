@@ -79,9 +79,13 @@ def cache_dir() -> Optional[Path]:
 class Slot:
     """One build's runtime library in the cache: every place computed by the parent."""
 
-    key: str
+    key: str  # hex digits: one name, so every place below stays inside its directory
     cache: Path  # cache_dir(), resolved
     build_dir: Path  # resolved
+
+    def __post_init__(self) -> None:
+        if not self.key or any(c not in "0123456789abcdef" for c in self.key):
+            raise ValueError(f"not a runtime cache key: {self.key!r}")
 
     @property
     def entry(self) -> Path:

@@ -217,6 +217,7 @@ def test_links_the_build_plants_are_not_followed(tmp_path: Path, cache: Path) ->
     assert not pwn.parent.exists() and not cache.exists()  # the staged link was refused
     with pytest.raises(BuildError, match="holds the project"):
         cmake_build(project, project, firmware_name="firmware")
+    assert not (project / "build.log").exists()
 
 
 def test_the_key_leaves_the_model_out(mlp_archive: Path, tmp_path: Path, cache: Path) -> None:

@@ -369,6 +369,7 @@ def build(
         build_dir = project_dir / build_dir
     tool = find_cmake(cmake)
     build_dir = _resolved(build_dir)
+    _refuse_holding_the_project(project_dir, build_dir)
     tools = [tool.path, find_ninja() or "make", *compilers, *_compilers_from_environment()]
     confinement = build_confinement(tools, project_dir, build_dir)
     runner = _Runner(
@@ -394,6 +395,17 @@ def build(
     return result
 
 
+def _refuse_holding_the_project(project_dir: Path, build_dir: Path) -> None:
+    """The confined build writes its whole directory: one that holds the project could
+    rewrite what the parent reads back (project.json, the runtime cache key's inputs)."""
+    if project_dir.is_relative_to(build_dir):
+        raise BuildError(
+            f"the build directory {build_dir} holds the project {project_dir}: the build "
+            "writes its whole directory, and the project's files must stay the generator's",
+            hint="build in a directory inside the project (option build_dir, default build)",
+        )
+
+
 def _build(
     runner: _Runner,
     tool: CMakeTool,
@@ -405,12 +417,6 @@ def _build(
     compilers: Sequence[str] = (),
 ) -> BuildResult:
     progress = runner.progress
-    if project_dir.is_relative_to(build_dir):
-        raise BuildError(
-            f"the build directory {build_dir} holds the project {project_dir}: the build "
-            "writes its whole directory, and the project's files must stay the generator's",
-            hint="build in a directory inside the project (option build_dir, default build)",
-        )
     ninja = find_ninja()
     generator = "Ninja" if ninja else "Unix Makefiles"
     # A build directory from another place (the project was moved) or generator: start over.

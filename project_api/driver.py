@@ -355,12 +355,15 @@ class Project:
             return text.decode("utf-8", "replace"), proc.returncode, err
 
     def _standalone_on_port(self, timeout: float) -> Tuple[str, Optional[int], str]:
+        from .run.base import COPY_LIMIT
+
         runner = self.runner()
         chunks: List[bytes] = []
+        size = 0
         try:
             port = runner.start(self.start_timeout())
             deadline = time.monotonic() + timeout
-            while not _finished(chunks):
+            while size < COPY_LIMIT and not _finished(chunks):
                 if time.monotonic() > deadline:
                     raise TransportTimeoutError(
                         f"the standalone firmware did not finish within {timeout:g} s"
@@ -368,6 +371,7 @@ class Project:
                 data = port.read(4096)
                 if data:
                     chunks.append(bytes(data))
+                    size += len(data)
         finally:
             runner.stop()
         return b"".join(chunks).decode("utf-8", "replace"), None, runner.log

@@ -60,7 +60,6 @@ _NINJA_STEP = re.compile(r"^\[(\d{1,9})/(\d{1,9})\]\s+(.*)$")
 _MAKE_STEP = re.compile(r"^\[\s*(\d{1,3})%\]\s+(.*)$")
 
 
-
 @dataclass(frozen=True)
 class CMakeTool:
     path: str

@@ -292,7 +292,7 @@ class Project:
         import subprocess
         import tempfile
 
-        from .run.base import reap, spawn
+        from .run.base import COPY_LIMIT, reap, spawn
         from .run.qemu import fd_serial, with_console_fd
         from .sandbox import policies, prepare
 
@@ -350,16 +350,20 @@ class Project:
             finally:
                 reap(proc)
             if read_end is None:
-                text = console.read_bytes()
+                with open(console, "rb") as handle:
+                    text = handle.read(COPY_LIMIT)
             return text.decode("utf-8", "replace"), proc.returncode, err
 
     def _standalone_on_port(self, timeout: float) -> Tuple[str, Optional[int], str]:
+        from .run.base import COPY_LIMIT
+
         runner = self.runner()
         chunks: List[bytes] = []
+        size = 0
         try:
             port = runner.start(self.start_timeout())
             deadline = time.monotonic() + timeout
-            while not _finished(chunks):
+            while size < COPY_LIMIT and not _finished(chunks):
                 if time.monotonic() > deadline:
                     raise TransportTimeoutError(
                         f"the standalone firmware did not finish within {timeout:g} s"
@@ -367,6 +371,7 @@ class Project:
                 data = port.read(4096)
                 if data:
                     chunks.append(bytes(data))
+                    size += len(data)
         finally:
             runner.stop()
         return b"".join(chunks).decode("utf-8", "replace"), None, runner.log
@@ -379,20 +384,25 @@ def _collect(proc: Any, console: Optional[int], timeout: float) -> Tuple[bytes, 
     import subprocess
 
     from .run.base import copy_in_background
+    from .run.host import LOG_LIMIT
 
-    printed = io.BytesIO()
-    reader = None
+    printed, errors = io.BytesIO(), io.BytesIO()
+    readers = []
     if console is not None:
-        reader = copy_in_background(console, printed, "mlf-standalone")
+        readers.append(copy_in_background(console, printed, "mlf-standalone"))
+    if proc.stderr is not None:  # bounded, as the console: the firmware decides its length
+        stderr = os.dup(proc.stderr.fileno())
+        proc.stderr.close()
+        readers.append(copy_in_background(stderr, errors, "mlf-standalone-err", LOG_LIMIT))
     try:
-        _, err = proc.communicate(timeout=timeout)
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()  # so that the console pipe ends
         raise
     finally:
-        if reader is not None:
+        for reader in readers:
             reader.join(timeout=2.0)
-    return printed.getvalue(), (err or b"").decode("utf-8", "replace")
+    return printed.getvalue(), errors.getvalue().decode("utf-8", "replace")
 
 
 class StandaloneResult:

@@ -37,6 +37,9 @@ from project_api.generate.tables import compile_graph
 from project_api.modelgen import catalog
 from project_api.read import load_params, open_archive
 
+# The runtime library's settings (sources, definitions, options, CPU flags).
+RUNTIME_BUILD = Path("runtime", "mlf_runtime_build.cmake")
+
 
 @pytest.fixture(scope="module")
 def archives(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
@@ -145,14 +148,14 @@ def test_graph_format_json(archives: Dict[str, Path], tmp_path: Path) -> None:
     sizes = info["models"][0]["sizes"]
     assert sizes["graph_parse_bytes"] > 0 and sizes["graph_json_bytes"] > 0
     assert "mlf_graph_parse_json" in (root / "src/model_mlp.c").read_text()
-    assert "runtime/src/mlf_graph_json.c" in (root / "CMakeLists.txt").read_text()
+    assert "runtime/src/mlf_graph_json.c" in (root / RUNTIME_BUILD).read_text()
 
 
 def test_tables_project_does_not_compile_the_json_parser(
     archives: Dict[str, Path], tmp_path: Path
 ) -> None:
     generate(archives["mlp"], tmp_path / "p")
-    cmake = (tmp_path / "p/CMakeLists.txt").read_text()
+    cmake = (tmp_path / "p" / RUNTIME_BUILD).read_text()
     assert "mlf_graph_json.c" not in cmake and "mlf_tvm_compat.c" not in cmake
     assert "mlf_device.c" in cmake and "mlf_standalone.c" not in cmake
     # The generator checked the tables; the host checks them again at start-up too.
@@ -168,7 +171,7 @@ def test_cross_board_has_linker_script_and_toolchain(
     root = tmp_path / "p"
     assert (root / "board/linker.ld").is_file() and (root / "board/toolchain.cmake").is_file()
     assert (root / "board/cortex_m/startup.c").is_file() and (root / "board/mps2").is_dir()
-    cmake = (root / "CMakeLists.txt").read_text()
+    cmake = (root / "CMakeLists.txt").read_text() + (root / RUNTIME_BUILD).read_text()
     assert "-mcpu=cortex-m3" in cmake and "board/linker.ld" in cmake
     assert 'of code)" OFF)' in cmake  # microcontrollers trust the generator's check
     assert info["firmware"] == "firmware.elf" and info["stack_bytes"] == 4096
@@ -305,7 +308,7 @@ def test_option_strings_become_types() -> None:
 
 def test_compile_definitions_reach_cmake(archives: Dict[str, Path], tmp_path: Path) -> None:
     generate(archives["mlp"], tmp_path / "p", options={"compile_definitions": "-DMY_FLAG=3"})
-    assert '"MY_FLAG=3"' in (tmp_path / "p/CMakeLists.txt").read_text()
+    assert '"MY_FLAG=3"' in (tmp_path / "p" / RUNTIME_BUILD).read_text()
 
 
 def test_fit_refusal_gives_the_numbers(archives: Dict[str, Path], tmp_path: Path) -> None:

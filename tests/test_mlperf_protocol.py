@@ -6,6 +6,7 @@ against a scripted device (stale lines, errors, incomplete answers)."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any, Dict, List
 
 import numpy as np
@@ -177,8 +178,9 @@ def test_names_and_dequantized_results_from_options() -> None:
     assert got == want and all(isinstance(v, float) for v in got)
     assert want[9] == 0.5 and want[0] == 0.0
     # Dequantized results are floats: the firmware links float printing only then.
-    assert "MLF_TEXT_FLOATS=0" not in (project.dir / "CMakeLists.txt").read_text()
-    plain = (mlperftiny_project("aot").dir / "CMakeLists.txt").read_text()
+    runtime_build = Path("runtime", "mlf_runtime_build.cmake")
+    assert "MLF_TEXT_FLOATS=0" not in (project.dir / runtime_build).read_text()
+    plain = (mlperftiny_project("aot").dir / runtime_build).read_text()
     assert '"MLF_TEXT_FLOATS=0"' in plain
 
 

@@ -73,7 +73,7 @@ def test_a_project_type_default_may_be_overridden(
 ) -> None:
     options = {"compile_definitions": "MLF_ERROR_TEXT=1"}
     generate_project(archives["cnn_int8"], tmp_path / "p", options=options)
-    assert '"MLF_ERROR_TEXT=1"' in (tmp_path / "p/CMakeLists.txt").read_text()
+    assert '"MLF_ERROR_TEXT=1"' in (tmp_path / "p/runtime/mlf_runtime_build.cmake").read_text()
 
 
 def test_graph_format_json_for_an_aot_archive(archives: Dict[str, Path], tmp_path: Path) -> None:

@@ -205,18 +205,16 @@ def test_without_landlock_run_refuses_in_one_line_naming_the_opt_out(
 
 
 def test_a_miss_is_stored_by_the_parent_unless_a_dependency_ran_cmake(tmp_path: Path) -> None:
-    library = tmp_path / "cache" / "k1" / "libmlf_runtime.a"
-    staged = tmp_path / "build" / "mlf-runtime-cache" / "k1"
-    staged.mkdir(parents=True)
-    (staged / library.name).write_bytes(b"!<arch>\n")
-    log = f"-- mlf-runtime-cache: miss {library} staged {staged}\n"
+    slot = runtime_cache.Slot("a1", tmp_path / "cache", tmp_path / "build")
+    slot.staged.parent.mkdir(parents=True)
+    slot.staged.write_bytes(b"!<arch>\n")
     project = tmp_path / "proj"
     project.mkdir()
     (project / "deps.cmake").write_text('add_subdirectory("deps/x" "${B}/x" EXCLUDE_FROM_ALL)\n')
-    assert runtime_cache.after_build(log, project) is None and not library.exists()
+    assert runtime_cache.store(slot, project) is None and not slot.library.exists()
     (project / "deps.cmake").write_text("# cmsis-nn: recipe\nadd_library(cmsis_nn STATIC)\n")
-    assert runtime_cache.after_build(log, project) == library
-    assert library.read_bytes() == b"!<arch>\n"
+    assert runtime_cache.store(slot, project) == slot.library
+    assert slot.library.read_bytes() == b"!<arch>\n"
 
 
 # --- what confinement must not change -----------------------------------------------------------

@@ -11,6 +11,11 @@ build is written to ``<build dir>/build.log`` (:data:`LOG_NAME`) and kept in
 a FitError. The runtime library comes from :mod:`.runtime_cache` when an earlier project
 built the same one.
 
+What the build wrote is the confined child's: the parent reads and writes in the build
+directory through :mod:`project_api.sandbox.outputs` (no link followed, sizes bounded), takes
+from the log only text to show and the linker's numbers, and no path from anything the
+build printed (docs/security.md, "What the parent takes from its children").
+
 CMake and everything it starts run confined (:func:`project_api.sandbox.policies.build`):
 they read what the tools say they use (never ``/`` or your home directory), the project and
 the runtime cache, and write only the build directory (``TMPDIR`` is ``<build dir>/tmp``),
@@ -36,8 +41,9 @@ from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import BuildError, FitError
 from ..generate.sizes import linker_overflow
-from ..sandbox import Confinement, Prepared, policies, prepare
+from ..sandbox import Confinement, Prepared, outputs, policies, prepare
 from . import runtime_cache
+from .log import MAX_LINE_BYTES, BoundedLog, parse_memory_usage
 from .summary import summarise
 
 Progress = Callable[[str], None]
@@ -49,11 +55,11 @@ BUILD_TIMEOUT = 1800.0
 LOG_NAME = "build.log"
 # In the build directory: a digest of the project's CMakeLists.txt when it was configured.
 CONFIGURED_NAME = "mlf-configured-from.sha256"
+# What the parent reads of a file the build wrote in its directory, at most.
+MAX_CACHE_FILE_BYTES = 16 << 20
 _VERSION_RE = re.compile(r"cmake version (\d+)\.(\d+)(?:\.(\d+))?")
-_NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]\s+(.*)$")
-_MAKE_STEP = re.compile(r"^\[\s*(\d+)%\]\s+(.*)$")
-_MEMORY_RE = re.compile(r"^\s*(\w+):\s+(\d+)\s*([KMG]?B)\s+(\d+)\s*([KMG]?B)\s+([\d.]+)%", re.M)
-_UNITS = {"B": 1, "KB": 1024, "MB": 1024 * 1024, "GB": 1024**3}
+_NINJA_STEP = re.compile(r"^\[(\d{1,9})/(\d{1,9})\]\s+(.*)$")
+_MAKE_STEP = re.compile(r"^\[\s*(\d{1,3})%\]\s+(.*)$")
 
 
 @dataclass(frozen=True)
@@ -189,7 +195,7 @@ class _Runner:
         self.verbose = verbose
         self.confine = confine
         self.tmpdir = tmpdir
-        self.log: List[str] = []
+        self.log = BoundedLog()
         self.last_step = ""
 
     def run(self, argv: Sequence[str], cwd: Path, timeout: float, stage: str) -> int:
@@ -231,7 +237,8 @@ class _Runner:
         timer.start()
         try:
             assert proc.stdout is not None
-            for raw in iter(proc.stdout.readline, b""):
+            stream = proc.stdout
+            for raw in iter(lambda: stream.readline(MAX_LINE_BYTES), b""):
                 line = raw.decode("utf-8", "replace")
                 self.log.append(line)
                 self._progress(line.rstrip("\n"))
@@ -274,7 +281,8 @@ class _Runner:
 
     @property
     def text(self) -> str:
-        return "".join(self.log)
+        """The output kept (:class:`.log.BoundedLog`)."""
+        return self.log.text
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -286,10 +294,26 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def _lists_digest(project_dir: Path) -> str:
+    """A digest of the project's CMake files (its CMakeLists.txt and the runtime's settings,
+    which hold the board's CPU flags)."""
+    digest = hashlib.sha256()
     try:
-        return hashlib.sha256((project_dir / "CMakeLists.txt").read_bytes()).hexdigest()
+        digest.update((project_dir / "CMakeLists.txt").read_bytes())
     except OSError:
         return ""
+    with contextlib.suppress(OSError):
+        digest.update((project_dir / "runtime" / "mlf_runtime_build.cmake").read_bytes())
+    return digest.hexdigest()
+
+
+def _read_build_file(build_dir: Path, name: str) -> Optional[str]:
+    """A file the build wrote in ``build_dir`` (no link followed, bounded); None when there
+    is no such regular file."""
+    try:
+        data = outputs.read_regular(build_dir, [name], MAX_CACHE_FILE_BYTES)
+    except (OSError, ValueError):
+        return None
+    return data.decode("utf-8", "replace")
 
 
 def _configured_for_another_generation(project_dir: Path, build_dir: Path) -> bool:
@@ -299,43 +323,29 @@ def _configured_for_another_generation(project_dir: Path, build_dir: Path) -> bo
     it was configured from means another generation: start over."""
     if _resolved(build_dir).is_relative_to(project_dir):
         return False  # regenerating replaced it with the rest of the project
-    try:
-        recorded = (build_dir / CONFIGURED_NAME).read_text().strip()
-    except OSError:
+    recorded = _read_build_file(build_dir, CONFIGURED_NAME)
+    if recorded is None:
         return False  # configured by hand or by an older version: left as it is
-    return recorded != _lists_digest(project_dir)
+    return recorded.strip() != _lists_digest(project_dir)
+
+
+def _cache_value(build_dir: Path, prefix: str) -> Optional[str]:
+    """A value of the build's CMakeCache.txt: only compared with what the parent expects
+    (a different one starts the build directory over), never used as a path."""
+    text = _read_build_file(build_dir, "CMakeCache.txt")
+    for line in (text or "").splitlines():
+        if line.startswith(prefix):
+            return line.split("=", 1)[1] if "=" in line else ""
+    return None
 
 
 def _cache_source_dir(build_dir: Path) -> Optional[Path]:
-    cache = build_dir / "CMakeCache.txt"
-    try:
-        for line in cache.read_text(errors="replace").splitlines():
-            if line.startswith("CMAKE_HOME_DIRECTORY:"):
-                return Path(line.split("=", 1)[1])
-    except OSError:
-        return None
-    return None
+    found = _cache_value(build_dir, "CMAKE_HOME_DIRECTORY:")
+    return Path(found) if found is not None else None
 
 
 def _cache_generator(build_dir: Path) -> Optional[str]:
-    try:
-        for line in (build_dir / "CMakeCache.txt").read_text(errors="replace").splitlines():
-            if line.startswith("CMAKE_GENERATOR:"):
-                return line.split("=", 1)[1]
-    except OSError:
-        return None
-    return None
-
-
-def parse_memory_usage(log: str) -> Optional[dict]:
-    """The linker's ``--print-memory-usage`` table: region -> used/size bytes."""
-    found = {}
-    for match in _MEMORY_RE.finditer(log):
-        region = match.group(1)
-        used = int(match.group(2)) * _UNITS.get(match.group(3), 1)
-        size = int(match.group(4)) * _UNITS.get(match.group(5), 1)
-        found[region] = {"used": used, "size": size}
-    return found or None
+    return _cache_value(build_dir, "CMAKE_GENERATOR:")
 
 
 def build(
@@ -364,6 +374,7 @@ def build(
         build_dir = project_dir / build_dir
     tool = find_cmake(cmake)
     build_dir = _resolved(build_dir)
+    _refuse_holding_the_project(project_dir, build_dir)
     chosen = [*compilers, *_compilers_from_environment()]
     tools = [tool.path, find_ninja() or "make", *(chosen or ["cc"])]
     # Made only when the build is confined: the tools are asked what they read then.
@@ -375,7 +386,7 @@ def build(
     )
     try:
         result = _build(runner, tool, project_dir, build_dir, firmware_name, board_name,
-                        cache_entries)  # fmt: skip
+                        cache_entries, compilers)  # fmt: skip
     except BuildError as err:
         saved = _save_log(build_dir, runner.text)
         if saved is not None and err.hint is None:
@@ -390,6 +401,17 @@ def build(
     return result
 
 
+def _refuse_holding_the_project(project_dir: Path, build_dir: Path) -> None:
+    """The confined build writes its whole directory: one that holds the project could
+    rewrite what the parent reads back (project.json, the runtime cache key's inputs)."""
+    if project_dir.is_relative_to(build_dir):
+        raise BuildError(
+            f"the build directory {build_dir} holds the project {project_dir}: the build "
+            "writes its whole directory, and the project's files must stay the generator's",
+            hint="build in a directory inside the project (option build_dir, default build)",
+        )
+
+
 def _build(
     runner: _Runner,
     tool: CMakeTool,
@@ -398,6 +420,7 @@ def _build(
     firmware_name: str,
     board_name: str,
     cache_entries: Optional[Mapping[str, str]],
+    compilers: Sequence[str] = (),
 ) -> BuildResult:
     progress = runner.progress
     ninja = find_ninja()
@@ -412,6 +435,8 @@ def _build(
         shutil.rmtree(build_dir, ignore_errors=True)
     started = time.monotonic()
     configure_seconds = 0.0
+    given = dict(cache_entries or {})
+    slot = runtime_cache.slot_for(project_dir, build_dir, given, compilers)
     if not (build_dir / "CMakeCache.txt").is_file():
         build_dir.mkdir(parents=True, exist_ok=True)
         if progress:
@@ -419,17 +444,16 @@ def _build(
         argv = [tool.path, "-S", str(project_dir), "-B", str(build_dir), "-G", generator]
         if ninja:
             argv.append(f"-DCMAKE_MAKE_PROGRAM={ninja}")
-        entries = {**runtime_cache.configure_entries(project_dir), **(cache_entries or {})}
+        entries = {**runtime_cache.configure_entries(slot), **given}
         argv += [f"-D{key}={value}" for key, value in entries.items()]
         status = runner.run(argv, project_dir, CONFIGURE_TIMEOUT, "configure")
         configure_seconds = time.monotonic() - started
         if status == 0:
-            (build_dir / CONFIGURED_NAME).write_text(_lists_digest(project_dir) + "\n")
-            cached = runtime_cache.cached_library(runner.text)
-            if cached is not None:
-                runtime_cache.note_use(cached)
-                if progress:
-                    progress(f"runtime library from the cache ({cached.parent.name[:12]})")
+            with contextlib.suppress(OSError):
+                content = (_lists_digest(project_dir) + "\n").encode()
+                outputs.write_file(build_dir, [CONFIGURED_NAME], content)
+            if runtime_cache.hit(slot) and progress and slot is not None:
+                progress(f"runtime library from the cache ({slot.key[:12]})")
         else:
             log = runner.text
             _remove(build_dir / "CMakeCache.txt")
@@ -441,6 +465,7 @@ def _build(
     argv = [tool.path, "--build", str(build_dir)]
     if not ninja:
         argv += ["--", f"-j{_jobs()}"]
+    runtime_cache.before_build(slot)
     status = runner.run(argv, project_dir, BUILD_TIMEOUT, "build")
     log = runner.text
     if status != 0:
@@ -454,7 +479,7 @@ def _build(
             f"building {project_dir} failed (status {status}):\n" + summarise(log, project_dir),
             log=log,
         )
-    runtime_cache.after_build(log, project_dir)
+    runtime_cache.store(slot, project_dir)
     firmware = build_dir / firmware_name
     if not firmware.is_file():
         raise BuildError(f"the build succeeded but {firmware} is missing", log=log)
@@ -493,13 +518,12 @@ def _compilers_from_environment() -> List[str]:
 
 def _save_log(build_dir: Path, log: str) -> Optional[Path]:
     """Writes the whole output to ``<build_dir>/build.log``; None when it cannot."""
-    path = build_dir / LOG_NAME
     try:
         build_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(log, encoding="utf-8")
+        outputs.write_file(build_dir, [LOG_NAME], log.encode("utf-8", "replace"))
     except OSError:
         return None
-    return path
+    return build_dir / LOG_NAME
 
 
 def _resolved(path: Path) -> Path:

@@ -1,38 +1,68 @@
 """The cache of built runtime libraries that generated projects share.
 
-A project's CMakeLists.txt keys its runtime library (``runtime/mlf_runtime_cache.cmake``
-says over what) and, given ``-DMLF_RUNTIME_CACHE=<dir>``, links one an earlier project built
-instead of compiling it again: an AutoTVM trial, a ``matrix`` cell or a rebuilt demo then
-compiles only its own model. The directory is ``<cache>/runtime`` under the dependency
-cache's root (``$MLF_PROJECT_CACHE``, ``$XDG_CACHE_HOME/mlf-project-api``, ...);
-``$MLF_PROJECT_RUNTIME_CACHE`` names another, or ``off`` compiles every project's runtime
-from its own sources. The newest :data:`KEEP` entries are kept.
+The build step — the trusted parent of the confined build — keys a project's runtime library
+itself (:func:`runtime_key`): over every file under the project's ``runtime/`` (which holds
+the library's sources and, in ``mlf_runtime_build.cmake``, its options, definitions and
+flags) and ``board/``, the ``-D`` settings it passes, the compiler variables of the
+environment and the compilers (real path, size, modification time). Nothing of the model
+enters the key, so projects that differ only in their models — an AutoTVM trial, a
+``matrix`` cell, a rebuilt demo — share one library and compile only their own model.
 
-The build itself may only read the cache (it runs confined, see :mod:`project_api.sandbox`):
-a miss stages the library it built in the build directory, and :func:`after_build`, in the
-trusted parent, stores it — unless a dependency of the project ran its own CMake code, which
-could have changed how the library was built.
+The first configure gets ``-DMLF_RUNTIME_CACHE=<dir> -DMLF_RUNTIME_CACHE_KEY=<key>``
+(:meth:`Slot.entries`); the project's ``runtime/mlf_runtime_cache.cmake`` links
+``<dir>/<key>/libmlf_runtime.a`` when it is there, else compiles the library and stages it as
+``<build>/mlf-runtime-cache/<key>/libmlf_runtime.a``. After a build that succeeded,
+:func:`store` copies the staged library into the cache: from the place this module computed
+inside the build directory to the place it computed inside :func:`cache_dir`, nothing
+followed through a link, under a private name renamed into place, mode 0644. The build
+only reads the cache (it runs confined, see :mod:`project_api.sandbox`), and nothing it
+prints or writes names a place to the parent.
+
+A stale key only misses: the staged file is removed before each build
+(:func:`before_build`), so only a library this build made is stored; a key computed now
+finds it only where the configure was given the same key; and the CMake module stages
+nothing once the configuration differs from the one the key was given for.
+
+The directory is ``<cache>/runtime`` under the dependency cache's root
+(``$MLF_PROJECT_CACHE``, ``$XDG_CACHE_HOME/mlf-project-api``, ...);
+``$MLF_PROJECT_RUNTIME_CACHE`` names another, or ``off`` compiles every project's runtime
+from its own sources. The newest :data:`KEEP` entries are kept. Nothing is stored for a
+project whose dependency ran its own CMake code, which could have changed how the library
+was built.
 """
 
 from __future__ import annotations
 
-import contextlib
+import hashlib
 import os
-import re
 import shutil
-import tempfile
+import stat
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..coercion import OFF_WORDS
 from ..resolve.cache import default_cache_dir
 from ..resolve.recipes import runs_own_cmake
+from ..sandbox import outputs
 
 ENV = "MLF_PROJECT_RUNTIME_CACHE"
 CACHE_ENTRY = "MLF_RUNTIME_CACHE"
+KEY_ENTRY = "MLF_RUNTIME_CACHE_KEY"
+LIBRARY = "libmlf_runtime.a"
+STAGING = "mlf-runtime-cache"  # in the build directory
 KEEP = 64
-_HIT = re.compile(r"mlf-runtime-cache: hit (.+)$", re.MULTILINE)
-_MISS = re.compile(r"mlf-runtime-cache: miss (.+) staged (.+)$", re.MULTILINE)
+MAX_LIBRARY_BYTES = 256 << 20
+KEY_VERSION = "mlf-runtime-cache 2"
+# What the key covers of the project: the directories the generator writes for the runtime.
+KEYED_DIRS = ("runtime", "board")
+# Environment variables CMake reads at a first configure (besides every CMAKE_* one).
+KEYED_ENVIRONMENT = ("CC", "CXX", "ASM", "CFLAGS", "CXXFLAGS", "ASMFLAGS", "CPPFLAGS",
+                     "LDFLAGS")  # fmt: skip
+# CMake's first choice of a host C compiler when $CC names none.
+DEFAULT_COMPILERS = ("cc",)
+_MODULE = "mlf_runtime_cache.cmake"
+_ARCHIVE_MAGIC = b"!<arch>\n"
 
 
 def cache_dir() -> Optional[Path]:
@@ -45,53 +75,208 @@ def cache_dir() -> Optional[Path]:
     return default_cache_dir().resolve() / "runtime"
 
 
-def configure_entries(project_dir: Path) -> Dict[str, str]:
-    """The ``-D`` setting a first configure gets (an empty one turns the cache off, as for
-    a project generated before its build could only stage what it built)."""
-    directory = cache_dir()
-    if directory is None or not _stages_misses(project_dir):
-        return {CACHE_ENTRY: ""}
-    return {CACHE_ENTRY: str(directory)}
+@dataclass(frozen=True)
+class Slot:
+    """One build's runtime library in the cache: every place computed by the parent."""
+
+    key: str  # hex digits: one name, so every place below stays inside its directory
+    cache: Path  # cache_dir(), resolved
+    build_dir: Path  # resolved
+
+    def __post_init__(self) -> None:
+        if not self.key or any(c not in "0123456789abcdef" for c in self.key):
+            raise ValueError(f"not a runtime cache key: {self.key!r}")
+
+    @property
+    def entry(self) -> Path:
+        return self.cache / self.key
+
+    @property
+    def library(self) -> Path:
+        return self.entry / LIBRARY
+
+    @property
+    def staged(self) -> Path:
+        return self.build_dir / STAGING / self.key / LIBRARY
+
+    def entries(self) -> Dict[str, str]:
+        """The ``-D`` settings of a first configure."""
+        return {CACHE_ENTRY: str(self.cache), KEY_ENTRY: self.key}
 
 
-def _stages_misses(project_dir: Path) -> bool:
+def slot_for(
+    project_dir: Path,
+    build_dir: Path,
+    entries: Mapping[str, str],
+    compilers: Sequence[str] = (),
+) -> Optional[Slot]:
+    """The cache slot of a build configured with ``entries`` (the caller's ``-D`` settings)
+    and ``compilers``; None when the cache is off for it: ``$MLF_PROJECT_RUNTIME_CACHE`` is
+    off, ``entries`` set ``MLF_RUNTIME_CACHE`` themselves, the project predates parent keys,
+    or the build directory holds the project's runtime (the build could rewrite the key's
+    inputs)."""
+    cache = cache_dir()
+    if cache is None or CACHE_ENTRY in entries or not _keyed_by_parent(project_dir):
+        return None
+    project = Path(os.path.realpath(project_dir))
+    build = Path(os.path.realpath(build_dir))
+    if (project / "runtime").is_relative_to(build):
+        return None
+    return Slot(runtime_key(project, entries, compilers), cache, build)
+
+
+def configure_entries(slot: Optional[Slot]) -> Dict[str, str]:
+    """The cache's ``-D`` settings of a first configure (an empty ``MLF_RUNTIME_CACHE``
+    turns it off)."""
+    return slot.entries() if slot is not None else {CACHE_ENTRY: ""}
+
+
+def _keyed_by_parent(project_dir: Path) -> bool:
+    """Whether the project's CMake module takes its key from the build step (a project
+    generated before it did compiles its own runtime)."""
     try:
-        script = (project_dir / "runtime" / "mlf_runtime_cache.cmake").read_text("utf-8")
-    except OSError:
+        script = outputs.read_regular(Path(project_dir), ["runtime", _MODULE], 1 << 20)
+    except (OSError, ValueError):
         return False
-    return " staged " in script
+    return KEY_ENTRY.encode() in script
 
 
-def cached_library(configure_log: str) -> Optional[Path]:
-    """The cached library a configure chose, from its log; None when it compiles its own."""
-    found = _HIT.findall(configure_log)
-    return Path(found[-1].strip()) if found else None
+def runtime_key(
+    project_dir: Path,
+    entries: Mapping[str, str],
+    compilers: Sequence[str] = (),
+    environ: Optional[Mapping[str, str]] = None,
+) -> str:
+    """The key of the runtime library a first configure of ``project_dir`` with ``entries``
+    builds (see the module docstring); 64 hex digits."""
+    environ = os.environ if environ is None else environ
+    digest = hashlib.sha256()
+
+    def line(*parts: object) -> None:
+        digest.update(("\0".join(str(p) for p in parts) + "\n").encode("utf-8", "replace"))
+
+    line(KEY_VERSION)
+    for name in KEYED_DIRS:
+        for relative, kind, content_digest in _tree(Path(project_dir) / name):
+            line("file", f"{name}/{relative}", kind, content_digest)
+    for name, value in sorted(entries.items()):
+        if name not in (CACHE_ENTRY, KEY_ENTRY):
+            line("entry", name, value)
+    for name in sorted(environ):
+        if name in KEYED_ENVIRONMENT or name.startswith("CMAKE_"):
+            line("environment", name, environ[name])
+    for program in _compiler_programs(compilers, environ):
+        line("compiler", program, *_identity(program, environ))
+    return digest.hexdigest()
 
 
-def after_build(build_log: str, project_dir: Path) -> Optional[Path]:
-    """Stores the library a build whose configure missed staged (older entries may then have
-    to go); returns where, or None when nothing was stored. Not for a project whose
-    dependency ran its own CMake code (``deps.cmake``)."""
-    found = _MISS.findall(build_log)
-    if not found:
-        return None
-    library, staged = (Path(part.strip()) for part in found[-1])
-    source = staged / library.name
-    if not source.is_file() or library.exists() or _foreign_cmake(project_dir):
+def _tree(root: Path) -> List[Tuple[str, str, str]]:
+    """(relative path, kind, sha256) of everything below ``root``, sorted; links are not
+    followed (their target is what is hashed)."""
+    found = []
+    for directory, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files) + [d for d in dirs if os.path.islink(os.path.join(directory, d))]:
+            path = os.path.join(directory, name)
+            relative = os.path.relpath(path, root)
+            try:
+                info = os.lstat(path)
+                if stat.S_ISLNK(info.st_mode):
+                    found.append((relative, "link", os.readlink(path)))
+                elif stat.S_ISREG(info.st_mode):
+                    found.append((relative, "file", _file_digest(path)))
+                else:
+                    found.append((relative, "other", ""))
+            except OSError as err:
+                found.append((relative, "unreadable", str(err.errno)))
+    return sorted(found)
+
+
+def _file_digest(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _compiler_programs(compilers: Iterable[str], environ: Mapping[str, str]) -> List[str]:
+    programs = list(compilers)
+    for name in ("CC", "CXX", "ASM"):
+        words = environ.get(name, "").split()
+        if words:
+            programs.append(words[0])
+    programs += DEFAULT_COMPILERS
+    return sorted(set(programs))
+
+
+def _identity(program: str, environ: Mapping[str, str]) -> tuple:
+    """Where ``program`` is found, its real path, size and modification time."""
+    found = program if "/" in program else shutil.which(program, path=environ.get("PATH"))
+    if found is None:
+        return ("missing",)
+    real = os.path.realpath(found)
+    try:
+        info = os.stat(real)
+    except OSError:
+        return (found, real, "missing")
+    return (found, real, info.st_size, info.st_mtime_ns)
+
+
+# --- the build step's part ------------------------------------------------------------------
+
+
+def hit(slot: Optional[Slot]) -> bool:
+    """Whether the slot's library is in the cache (what a configure given its key links);
+    the entry then becomes the newest, so pruning keeps it."""
+    if slot is None or not slot.library.is_file():
+        return False
+    note_use(slot)
+    return True
+
+
+def note_use(slot: Slot) -> None:
+    """The slot's entry becomes the newest."""
+    try:
+        os.utime(slot.entry)
+    except OSError:
+        pass
+
+
+def before_build(slot: Optional[Slot]) -> None:
+    """Removes the slot's staged library, so that what is staged after the build is what
+    this build made."""
+    if slot is not None:
+        outputs.remove(slot.build_dir, [STAGING, slot.key, LIBRARY])
+
+
+def store(slot: Optional[Slot], project_dir: Path) -> Optional[Path]:
+    """Copies the library the build staged into the cache (older entries may then have to
+    go); returns where, or None when nothing was stored: nothing staged, the entry exists,
+    a dependency of the project ran its own CMake code (``deps.cmake``), or the staged file
+    is not a static library below the build directory."""
+    if slot is None or slot.library.exists() or _foreign_cmake(project_dir):
         return None
     try:
-        library.parent.mkdir(parents=True, exist_ok=True)
-        handle, private = tempfile.mkstemp(prefix=library.name + ".", dir=library.parent)
-        os.close(handle)
-        shutil.copyfile(source, private)
-        os.chmod(private, 0o644)
-        os.replace(private, library)
-    except OSError:
-        with contextlib.suppress(OSError, UnboundLocalError):
-            os.unlink(private)
+        source = outputs.open_regular(slot.build_dir, [STAGING, slot.key, LIBRARY],
+                                      MAX_LIBRARY_BYTES)  # fmt: skip
+    except (OSError, ValueError):
         return None
-    prune()
-    return library
+    try:
+        if os.pread(source, len(_ARCHIVE_MAGIC), 0) != _ARCHIVE_MAGIC:
+            return None
+        slot.cache.mkdir(parents=True, exist_ok=True)
+        entry = outputs.open_directory(slot.cache, [slot.key], create=True)
+        try:
+            outputs.replace(entry, LIBRARY, source, mode=0o644, limit=MAX_LIBRARY_BYTES)
+        finally:
+            os.close(entry)
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(source)
+    prune(slot.cache)
+    return slot.library
 
 
 def _foreign_cmake(project_dir: Path) -> bool:
@@ -99,14 +284,6 @@ def _foreign_cmake(project_dir: Path) -> bool:
         return runs_own_cmake((project_dir / "deps.cmake").read_text("utf-8", "replace"))
     except OSError:
         return False
-
-
-def note_use(library: Path) -> None:
-    """A hit: the entry becomes the newest, so pruning keeps it."""
-    try:
-        os.utime(library.parent)
-    except OSError:
-        pass
 
 
 def prune(directory: Optional[Path] = None, keep: int = KEEP) -> None:

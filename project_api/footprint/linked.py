@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ..errors import GenerateError
 from ..read.elf import ElfFile
+from ..sandbox import outputs
 
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Callable[[str], None]
@@ -54,6 +55,9 @@ _MODEL_STATICS = {
     "graph_tables": "graph",
 }
 _MAIN_STATICS = {"rx_buffer": "rx_buffer", "db_buffer": "rx_buffer", "mlf_arena": "arena"}
+# What is read of a file the build wrote, at most: an ELF file, the linker's map.
+MAX_ELF_BYTES = 1 << 30
+MAX_MAP_BYTES = 256 << 20
 _LIBC_RE = re.compile(r"lib(c|c_nano|g|g_nano|m|gcc|nosys|rdimon|rdimon_nano)\.a\b")
 
 
@@ -77,9 +81,19 @@ class ElfSection:
         return bool(self.flags & SHF_ALLOC)
 
 
+def read_built(path: PathLike, limit: int = MAX_ELF_BYTES) -> bytes:
+    """A file the confined build wrote: a regular file of at most ``limit`` bytes, not
+    reached through a link (:mod:`project_api.sandbox.outputs`); GenerateError otherwise."""
+    try:
+        return outputs.read_path(Path(path), limit)
+    except (OSError, ValueError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise GenerateError(f"cannot read {path}: {reason}") from None
+
+
 def elf_sections(path: PathLike) -> List[ElfSection]:
     """The section headers of an ELF file (object, executable): name, type, flags, size."""
-    data = Path(path).read_bytes()
+    data = read_built(path)
     if data[:4] != b"\x7fELF" or len(data) < 52:
         raise GenerateError(f"{path} is not an ELF file")
     is64 = data[4] == 2
@@ -396,7 +410,8 @@ def linked_sizes(build_dir: Path, firmware: Path) -> LinkedSizes:
     map_file = build_dir / "firmware.map"
     result = LinkedSizes(firmware=firmware, method="linker map")
     if map_file.is_file() and map_file.stat().st_mtime >= firmware.stat().st_mtime - 1:
-        split, totals = parse_linker_map(map_file.read_text(errors="replace"))
+        text = read_built(map_file, MAX_MAP_BYTES).decode("utf-8", "replace")
+        split, totals = parse_linker_map(text)
         result.split, result.totals = split, totals
         return result
     result.method = "objects"
@@ -404,9 +419,9 @@ def linked_sizes(build_dir: Path, firmware: Path) -> LinkedSizes:
         bucket = section_bucket(section.name, section.flags)
         if bucket is not None:
             result.totals[bucket] = result.totals.get(bucket, 0) + section.size
-    linked_symbols = {s.name for s in ElfFile(firmware.read_bytes()).symbols() if s.name}
+    linked_symbols = {s.name for s in ElfFile(read_built(firmware)).symbols() if s.name}
     for obj in sorted(build_dir.rglob("*")):
-        if obj.suffix not in (".o", ".obj") or not obj.is_file():
+        if obj.suffix not in (".o", ".obj") or obj.is_symlink() or not obj.is_file():
             continue
         rel = obj.relative_to(build_dir).as_posix()
         if not _TARGET_OBJECT.search(rel):
@@ -427,7 +442,7 @@ _TARGET_OBJECT = re.compile(r"(^|/)CMakeFiles/[^/]+\.dir/")
 
 def _was_linked(obj: Path, linked_symbols: set) -> bool:
     defined = {
-        s.name for s in ElfFile(obj.read_bytes()).symbols() if s.name and s.size and s.section
+        s.name for s in ElfFile(read_built(obj)).symbols() if s.name and s.size and s.section
     }
     return bool(defined & linked_symbols)
 
@@ -442,7 +457,7 @@ def _add_object(result: LinkedSizes, obj: Path, rel: str) -> None:
     sections = elf_sections(obj)
     carved: Dict[int, Dict[str, int]] = {}
     if statics:
-        for symbol in ElfFile(obj.read_bytes()).symbols():
+        for symbol in ElfFile(read_built(obj)).symbols():
             target = statics.get(symbol.name)
             if target is not None and symbol.size and 0 < symbol.section <= len(sections):
                 per = carved.setdefault(symbol.section - 1, {})

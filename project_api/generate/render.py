@@ -44,10 +44,12 @@ from .tables import (
 # Line breaks (CMake's and C's, and any other control character) and the end of a C comment.
 _COMMENT_BREAKERS = re.compile(r"[\x00-\x1f\x7f]|\*/")
 
-# How the project's CMakeLists.txt builds (or finds a cached) runtime library.
+# How the project's CMakeLists.txt builds (or finds a cached) runtime library, and with what
+# settings (rendered from template_project/templates/runtime_build.cmake.j2).
 _RUNTIME_CACHE_MODULE = "mlf_runtime_cache.cmake"
 # Defined for the host's firmware: the runtime measures each operator call's workspace.
 WORKSPACE_MARKS_MACRO = "MLF_WORKSPACE_MARKS"
+_RUNTIME_BUILD = "mlf_runtime_build.cmake"
 
 # --- writing -------------------------------------------------------------------------------------
 
@@ -199,6 +201,8 @@ def _write_project(
         **ptype.context(plans, board, opts),
     }
     _check_own_definitions(own, set(board.compile_definitions()) | set(context.get("defines", {})))
+    runtime_build = env.get_template("runtime_build.cmake.j2").render(context)
+    (root / "runtime" / _RUNTIME_BUILD).write_text(runtime_build)
     (root / "CMakeLists.txt").write_text(env.get_template("CMakeLists.txt.j2").render(context))
     (src / "main.c").write_text(env.get_template(ptype.main_template).render(context))
     (src / "mlf_models.h").write_text(env.get_template("models.h.j2").render(context))

@@ -368,7 +368,8 @@ def fit_report(
     )
 
 
-_OVERFLOW_RE = re.compile(r"region [`'\"]?(\w+)[`'\"]? overflowed by (\d+) bytes")
+# Bounded numbers: the log also holds what the model's C made the compiler print.
+_OVERFLOW_RE = re.compile(r"region [`'\"]?(\w+)[`'\"]? overflowed by (\d{1,15}) bytes")
 _NOT_FIT_RE = re.compile(
     r"section [`'\"]?([\w.]+)[`'\"]? will not fit in region [`'\"]?(\w+)[`'\"]?"
 )

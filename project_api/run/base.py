@@ -30,6 +30,8 @@ _live: Set[subprocess.Popen] = set()
 _live_lock = threading.Lock()
 
 _PR_SET_PDEATHSIG = 1
+# What copy_in_background keeps of a firmware's output stream.
+COPY_LIMIT = 64 << 20
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -217,19 +219,32 @@ def read_all(stream: Optional[IO[bytes]]) -> str:
         return ""
 
 
-def copy_in_background(source: int, target: IO[bytes], name: str) -> threading.Thread:
+def copy_in_background(
+    source: int, target: IO[bytes], name: str, limit: int = COPY_LIMIT
+) -> threading.Thread:
     """A thread copying the pipe ``source`` (which it closes) into ``target`` as it arrives,
-    until end of file."""
+    until end of file: the first ``limit`` bytes, then a line saying how many more were
+    read away (a firmware decides what it writes, and for how long)."""
 
     def copy() -> None:
+        copied = dropped = 0
         try:
             for chunk in iter(lambda: os.read(source, 65536), b""):
-                target.write(chunk)
-                target.flush()
+                if copied < limit:
+                    kept = chunk[: limit - copied]
+                    target.write(kept)
+                    target.flush()
+                    copied += len(kept)
+                    chunk = chunk[len(kept) :]
+                dropped += len(chunk)
         except (OSError, ValueError):
             pass
         finally:
             os.close(source)
+            if dropped:
+                with contextlib.suppress(OSError, ValueError):
+                    target.write(f"\n[… {dropped} more bytes left out …]\n".encode())
+                    target.flush()
 
     thread = threading.Thread(target=copy, name=name, daemon=True)
     thread.start()

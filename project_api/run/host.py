@@ -30,6 +30,8 @@ from .base import Runner, copy_in_background, reap, spawn
 
 # How long stop() lets a firmware end by itself after its link closed, before TERM.
 EXIT_GRACE_SECONDS = 0.2
+# What is kept of the firmware's stderr (its own words, as long as it likes).
+LOG_LIMIT = 1 << 20
 
 
 class HostRunner(Runner):
@@ -102,7 +104,9 @@ class HostRunner(Runner):
                 raise
             finally:
                 os.close(errors_write)
-            self._log_copier = copy_in_background(errors_read, self._log_file, "mlf-host-stderr")
+            self._log_copier = copy_in_background(
+                errors_read, self._log_file, "mlf-host-stderr", LOG_LIMIT
+            )
         except BaseException:
             os.close(slave)
             raise

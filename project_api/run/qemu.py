@@ -237,7 +237,8 @@ class QemuRunner(Runner):
         if stream is None:
             return
         try:
-            for line in iter(stream.readline, b""):
+            # Lines cut at the log's size: the firmware decides what QEMU prints.
+            for line in iter(lambda: stream.readline(_LOG_LIMIT), b""):
                 if line.strip().decode("utf-8", "replace") in _NOISE:
                     continue
                 with self._log_lock:

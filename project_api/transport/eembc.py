@@ -14,10 +14,11 @@ and a vanished device come from the link.
 
 from __future__ import annotations
 
+import collections
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, List, Optional, Tuple, Union
+from typing import Any, Deque, List, Optional, Tuple, Union
 
 from ..errors import DeviceError, ProtocolError, TransportTimeoutError
 from .link import Link
@@ -29,16 +30,24 @@ LINE_MAX = 80  # characters of one command
 CHUNK_BYTES = 31  # input bytes per db command, as the EEMBC runner sends them
 RESEND_SECONDS = 1.0  # connect: how long a question goes unanswered before it is asked again
 DEFAULT_WARMUPS = 10  # what the firmware runs when `infer N` names none
+# What the host takes of what a firmware says (it decides how much): one line at most
+# ANSWER_LINE_MAX bytes, one answer at most ANSWER_LINES lines, the transcript the last
+# TRANSCRIPT_LINES lines, each cut at TRANSCRIPT_LINE_MAX characters.
+ANSWER_LINE_MAX = 64 << 10
+ANSWER_LINES = 10_000
+TRANSCRIPT_LINES = 10_000
+TRANSCRIPT_LINE_MAX = 4096
+SHOWN_CHARS = 300  # of a device's text quoted in an error
 
 Number = Union[int, float]
 
 _NAME = re.compile(r"^m-name-(?:dut-)?\[(.*)\]$")
 _PROFILE = re.compile(r"^m-(profile|model)-\[(.*)\]$")
 _RESULTS = re.compile(r"^m-results-\[(.*)\]$")
-_LAP_US = re.compile(r"^m-lap-us-(\d+)$")
-_LAP_TICKS = re.compile(r"^m-lap-ticks-(\d+)$")
-_TICKS_HZ = re.compile(r"^m-ticks-hz-(\d+)$")
-_EXPECTING = re.compile(r"^m-\[Expecting (\d+) bytes\]$")
+_LAP_US = re.compile(r"^m-lap-us-(\d{1,19})$")
+_LAP_TICKS = re.compile(r"^m-lap-ticks-(\d{1,19})$")
+_TICKS_HZ = re.compile(r"^m-ticks-hz-(\d{1,19})$")
+_EXPECTING = re.compile(r"^m-\[Expecting (\d{1,19}) bytes\]$")
 _ERROR = re.compile(r"^e-\[(.*)\]$")
 _INTEGER = re.compile(r"^-?\d+$")
 
@@ -74,7 +83,7 @@ def parse_results(line: str) -> List[Number]:
     """The values of an ``m-results-[a,b,...]`` line: integers stay integers."""
     match = _RESULTS.match(line)
     if match is None:
-        raise ProtocolError(f"not a results line: {line!r}")
+        raise ProtocolError(f"not a results line: {shown(line)}")
     values: List[Number] = []
     for text in match.group(1).split(","):
         text = text.strip()
@@ -83,8 +92,16 @@ def parse_results(line: str) -> List[Number]:
         try:
             values.append(int(text) if _INTEGER.match(text) else float(text))
         except ValueError:
-            raise ProtocolError(f"results line holds {text!r}, not a number: {line!r}") from None
+            raise ProtocolError(
+                f"results line holds {shown(text)}, not a number: {shown(line)}"
+            ) from None
     return values
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` of at most :data:`SHOWN_CHARS` characters, for an error message."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
 
 
 def errors_in(lines: List[str]) -> List[str]:
@@ -105,7 +122,8 @@ class EembcDevice:
         self.runner = runner  # stopped by close()
         self.tick_hz: Optional[int] = None
         self.ticks_to_instructions: Optional[float] = None  # QEMU -icount: exact
-        self.transcript: List[str] = []  # every line sent (">") and received ("<")
+        # The lines sent (">") and received ("<"), the last TRANSCRIPT_LINES of them.
+        self.transcript: Deque[str] = collections.deque(maxlen=TRANSCRIPT_LINES)
         self._pending = bytearray()
 
     # --- lines -----------------------------------------------------------------------------
@@ -113,15 +131,18 @@ class EembcDevice:
     def read_line(self, deadline: float) -> str:
         """The next line the device wrote (without its end of line; blank lines skipped)."""
         while True:
-            end = self._pending.find(b"\n")
+            end = self._pending.find(b"\n", 0, ANSWER_LINE_MAX + 1)
             if end >= 0:
                 raw = bytes(self._pending[:end])
                 del self._pending[: end + 1]
                 line = raw.decode("ascii", "replace").strip("\r\0 ")
                 if line:
-                    self.transcript.append("< " + line)
+                    self.transcript.append("< " + line[:TRANSCRIPT_LINE_MAX])
                     return line
                 continue
+            if len(self._pending) > ANSWER_LINE_MAX:
+                self._pending.clear()
+                raise ProtocolError(f"the device sent a line longer than {ANSWER_LINE_MAX} bytes")
             self._pending += self.link.read_some(deadline, what="an answer of the device")
 
     def send(self, text: str) -> None:
@@ -143,6 +164,8 @@ class EembcDevice:
             line = self.read_line(deadline)
             if line == READY:
                 return lines
+            if len(lines) >= ANSWER_LINES:
+                raise ProtocolError(f"the device answered with more than {ANSWER_LINES} lines")
             lines.append(line)
 
     def checked(self, text: str, *, timeout: Optional[float] = None) -> List[str]:
@@ -150,7 +173,9 @@ class EembcDevice:
         lines = self.command(text, timeout=timeout)
         problems = errors_in(lines)
         if problems:
-            raise DeviceError(f"the device refused {text.split(' ')[0]!r}: {problems[0]}")
+            raise DeviceError(
+                f"the device refused {text.split(' ')[0]!r}: {problems[0][:SHOWN_CHARS]}"
+            )
         return lines
 
     # --- session ---------------------------------------------------------------------------
@@ -186,12 +211,16 @@ class EembcDevice:
                 name = match.group(1)
             elif line == READY and name is not None:
                 if asked > 1:
-                    self._read_away()
+                    self._read_away(deadline)
                 return name
 
-    def _read_away(self) -> None:
-        """Discards what the device says until it is quiet for :data:`RESEND_SECONDS`."""
+    def _read_away(self, deadline: float) -> None:
+        """Discards what the device says until it is quiet for :data:`RESEND_SECONDS`;
+        ProtocolError when it is not by ``deadline``, or within the command time-out."""
+        deadline = max(deadline, time.monotonic() + self.timeout)
         while True:
+            if time.monotonic() > deadline:
+                raise ProtocolError("the device does not stop talking after its name")
             try:
                 self.link.read_some(time.monotonic() + RESEND_SECONDS)
             except TransportTimeoutError:
@@ -234,7 +263,7 @@ class EembcDevice:
             raise ValueError(f"chunk must be 1..{(LINE_MAX - 3) // 2} bytes, not {chunk}")
         lines = self.checked(f"db load {len(data)}")
         if not any(_EXPECTING.match(line) for line in lines):
-            raise ProtocolError(f"the device answered `db load` with {lines!r}")
+            raise ProtocolError(f"the device answered `db load` with {shown(lines)}")
         done = False
         for offset in range(0, len(data), chunk):
             lines = self.checked("db " + data[offset : offset + chunk].hex())
@@ -258,7 +287,7 @@ class EembcDevice:
             result.start_ticks, result.end_ticks = laps_ticks[0], laps_ticks[1]
         found = [line for line in lines if line.startswith("m-results-")]
         if "m-infer-done" not in lines or not found:
-            raise ProtocolError(f"the device's answer to `infer` is incomplete: {lines!r}")
+            raise ProtocolError(f"the device's answer to `infer` is incomplete: {shown(lines)}")
         result.results = parse_results(found[-1])
         return result
 

@@ -19,6 +19,8 @@ from ..errors import ProtocolError
 from ..read.dtypes import UnknownDTypeError, parse_dtype
 from .reasons import explain
 
+# Of a firmware's line, what an error message quotes.
+SHOWN_CHARS = 200
 # Fields whose value runs to the end of the line (it may contain spaces).
 _TAIL_FIELDS = ("name", "message")
 
@@ -107,6 +109,23 @@ def _fields(rest: str) -> Dict[str, str]:
     return fields
 
 
+def _shown(text: str) -> str:
+    """At most :data:`SHOWN_CHARS` of a firmware's text in a message."""
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
+
+
+def _fits(dtype: str, shape: Tuple[int, ...], nbytes: int) -> bool:
+    """Whether ``nbytes`` are what ``shape`` of ``dtype`` holds (an unknown dtype: any)."""
+    try:
+        itemsize = parse_dtype(dtype).itemsize
+    except UnknownDTypeError:
+        return True
+    count = 1
+    for dim in shape:
+        count *= dim
+    return count * itemsize == nbytes
+
+
 def _shape(text: str) -> Tuple[int, ...]:
     return () if text == "scalar" else tuple(int(d) for d in text.split("x"))
 
@@ -179,7 +198,8 @@ def parse_standalone(text: str) -> StandaloneReport:
                 report.mismatches = int(f["mismatches"])
         except (KeyError, ValueError) as exc:
             raise ProtocolError(
-                f"standalone output line {number} is malformed ({exc}): {line!r}"
+                f"standalone output line {number} is malformed ({_shown(str(exc))}): "
+                f"{_shown(line)!r}"
             ) from exc
     if not seen_header:
         raise ProtocolError("no 'mlf-standalone' header in the firmware's output")
@@ -188,10 +208,14 @@ def parse_standalone(text: str) -> StandaloneReport:
         if not parts:
             continue
         data = b"".join(parts[k] for k in sorted(parts))
-        if len(data) != out.nbytes or zlib.crc32(data) != out.crc32:
+        if (
+            len(data) != out.nbytes
+            or zlib.crc32(data) != out.crc32
+            or not _fits(out.dtype, out.shape, out.nbytes)
+        ):
             raise ProtocolError(
                 f"printed data of model {out.model} sample {out.sample} output {out.index} "
-                f"does not match its size/CRC (lost characters on the console?)"
+                f"does not match its size/CRC or shape (lost characters on the console?)"
             )
         out.data = data
     return report

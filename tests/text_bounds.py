@@ -11,7 +11,7 @@ it almost matches: the classic trigger of backtracking). Every case must finish 
 tests/test_text_bounds.py and bench part 8 (bench/hostile.py), which prints each one's time.
 
 The patterns are collected from the modules in :data:`MODULES`, so a pattern added there
-is tested from then on: it needs a near miss in :data:`NEAR_MISS` (a missing one fails).
+is tested from then on: it needs a near miss in tests/text_patterns.py (a missing one fails).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Tuple
+
+from text_patterns import FEWER_BRACES, LEFT_OUT, LINE_SEARCH, LINES, MODES, NEAR_MISS, SCAN, VALUE
 
 from project_api.errors import MlfProjectError
 
@@ -45,191 +47,6 @@ MODULES = (
     "project_api.serve",
     "project_api.jsontext",
 )
-# Patterns left out, with the reason.
-LEFT_OUT = {
-    # Issue 41 part 1 replaces it: the parent takes no path from the build log any more.
-    "project_api.build.runtime_cache._HIT": "the runtime cache's log lines (issue 41, part 1)",
-    "project_api.build.runtime_cache._MISS": "the runtime cache's log lines (issue 41, part 1)",
-}
-
-# Patterns that never meet 10 M braces, and why.
-FEWER_BRACES = {
-    "project_api.resolve.cmsis_nn_sources._BRACE": "applied only to a header of at most "
-    "cmsis_nn_sources.MAX_BRACES braces",
-}
-
-# How a module applies its pattern: over the whole text (search/findall/finditer/sub), to
-# each line (match or search), or to one value (match/fullmatch). The default is "scan".
-SCAN, LINES, LINE_SEARCH, VALUE = "scan", "lines", "line-search", "value"
-MODES: Dict[str, str] = {
-    "project_api.build.cmake._MAKE_STEP": LINES,
-    "project_api.build.cmake._NINJA_STEP": LINES,
-    "project_api.build.summary._CMAKE_ERROR": LINES,
-    "project_api.build.summary._ERROR": LINE_SEARCH,
-    "project_api.build.summary._LINKER_ASIDE": LINE_SEARCH,
-    "project_api.build.summary._LINKER_GAVE_UP": LINE_SEARCH,
-    "project_api.build.summary._LINKER_PATH": LINE_SEARCH,
-    "project_api.build.summary._LINKER_REASON": LINE_SEARCH,
-    "project_api.build.summary._LINKER_SAYS": LINES,
-    "project_api.build.summary._MAKE_ERROR": LINES,
-    "project_api.build.summary._OBJECT_DIR": LINE_SEARCH,
-    "project_api.build.summary._SYMBOL": LINE_SEARCH,
-    "project_api.footprint.linked._LIBC_RE": LINE_SEARCH,
-    "project_api.footprint.linked._MAP_FILL": LINES,
-    "project_api.footprint.linked._MAP_IN": LINES,
-    "project_api.footprint.linked._MAP_OUT": LINES,
-    "project_api.footprint.linked._MAP_REST": LINES,
-    "project_api.footprint.linked._TARGET_OBJECT": LINE_SEARCH,
-    "project_api.generate.export.target._C_IDENTIFIER": VALUE,
-    "project_api.generate.project_types.mlperftiny._TEXT": VALUE,
-    "project_api.generate.sizes._DEFINED_RE": LINE_SEARCH,
-    "project_api.generate.sizes._SIZE_ARG_RE": VALUE,
-    "project_api.modelgen.network.IDENTIFIER": VALUE,
-    "project_api.read.aot._INTEGER_RE": VALUE,
-    "project_api.read.code._DIRECTIVE_RE": LINES,
-    "project_api.read.dtypes._DTYPE_RE": VALUE,
-    "project_api.read.quant._FLOAT": VALUE,
-    "project_api.read.quant._INT": VALUE,
-    "project_api.read.relay._CALL_RE": VALUE,
-    "project_api.read.relay._LET_RE": LINES,
-    "project_api.resolve.cache._RESOLVED": VALUE,
-    "project_api.resolve.cmsis_nn_calls._FUNCTION_NAME": LINE_SEARCH,
-    "project_api.resolve.git._HEX_SHA": VALUE,
-    "project_api.resolve.git._SCP_LIKE": VALUE,
-    "project_api.resolve.git._URL_SCHEME": VALUE,
-    "project_api.resolve.lock._COMMIT": VALUE,
-    "project_api.resolve.lock._SHA256": VALUE,
-    "project_api.resolve.recipes._FLAG": VALUE,
-    "project_api.resolve.spec._SHA256": VALUE,
-    "project_api.resolve.spec._SHORT_NAME": VALUE,
-    "project_api.resolve.spec._TRANSPORT_SYNTAX": VALUE,
-    "project_api.resolve.spec._URL_SCHEME": VALUE,
-    "project_api.resolve.trust._HOST_ENTRY": VALUE,
-    "project_api.resolve.trust._SCHEME": VALUE,
-    "project_api.resolve.trust._SCP_LIKE": VALUE,
-    "project_api.serve.server._METHOD_NAME": VALUE,
-    "project_api.transport.eembc._ERROR": LINES,
-    "project_api.transport.eembc._EXPECTING": LINES,
-    "project_api.transport.eembc._INTEGER": VALUE,
-    "project_api.transport.eembc._LAP_TICKS": LINES,
-    "project_api.transport.eembc._LAP_US": LINES,
-    "project_api.transport.eembc._NAME": LINES,
-    "project_api.transport.eembc._PROFILE": LINES,
-    "project_api.transport.eembc._RESULTS": LINES,
-    "project_api.transport.eembc._TICKS_HZ": LINES,
-    "project_api.transport.reasons._NUMBERS": VALUE,
-    "project_api.transport.reasons._RUNTIME": VALUE,
-}
-
-# What each pattern almost matches, repeated to 1 MiB (one line unless it holds a "\n").
-NEAR_MISS: Dict[str, str] = {
-    "project_api.build.cmake._MAKE_STEP": "[ 1%] ",
-    "project_api.build.cmake._MEMORY_RE": "  FLASH: 12 KB 1 KB \n",
-    "project_api.build.cmake._NINJA_STEP": "[1/2",
-    "project_api.build.cmake._VERSION_RE": "cmake version 3.",
-    "project_api.build.summary._ANY_REASON": "cannot fin",
-    "project_api.build.summary._CMAKE_ERROR": "CMake Erro",
-    "project_api.build.summary._ERROR": "a: fatal error:",
-    "project_api.build.summary._LINKER_ASIDE": "in function `a'",
-    "project_api.build.summary._LINKER_GAVE_UP": "ld returned x",
-    "project_api.build.summary._LINKER_PATH": "/a/ld",
-    "project_api.build.summary._LINKER_REASON": "file format not recognise",
-    "project_api.build.summary._LINKER_SAYS": "ld.x",
-    "project_api.build.summary._MAKE_ERROR": "make[1]: ** ",
-    "project_api.build.summary._OBJECT_DIR": "CMakeFiles/a.di",
-    "project_api.build.summary._SYMBOL": "undefined reference to ",
-    "project_api.footprint.linked._LIBC_RE": "libc_nano.",
-    "project_api.footprint.linked._MAP_FILL": " *fill* 0x1 ",
-    "project_api.footprint.linked._MAP_IN": " .a 0x1 0x2 ",
-    "project_api.footprint.linked._MAP_OUT": ".a 0x1 ",
-    "project_api.footprint.linked._MAP_REST": " 0x1 ",
-    "project_api.footprint.linked._TARGET_OBJECT": "/CMakeFiles/a.di",
-    "project_api.generate.export.api._LOCAL_INCLUDE": '#include "a.\n',
-    "project_api.generate.export.sources._ANGLE_INCLUDE": "#include <a\n",
-    "project_api.generate.export.target._C_IDENTIFIER": "a-",
-    "project_api.generate.operator_workspace._CALL_RE": "a ",
-    "project_api.generate.plan._C_IDENT": "a",
-    "project_api.generate.project_types.mlperftiny._TEXT": "a[",
-    "project_api.generate.registry._DEFINED_RE": "int a(b\n",
-    "project_api.generate.registry._REGISTERED_RE": "(TVMBackendPackedCFunc)&",
-    "project_api.generate.registry._SYSTEM_LIB_RE": "TVMSystemLibEntryPoint(void) ",
-    "project_api.generate.render._COMMENT_BREAKERS": "*",
-    "project_api.generate.sizes._ALLOC_RE": "TVMBackendAllocWorkspace(1, ",
-    "project_api.generate.sizes._DEFINED_RE": "a ",
-    "project_api.generate.sizes._FUNCTION_START_RE": "a(b) {;\n",
-    "project_api.generate.sizes._NOT_FIT_RE": "section .a will not fit in region ",
-    "project_api.generate.sizes._OVERFLOW_RE": "region a overflowed by ",
-    "project_api.generate.sizes._SIZE_ARG_RE": " (int64_t) 1 ",
-    "project_api.jsontext._TOKEN": '"\\',
-    "project_api.modelgen.network.IDENTIFIER": "a-",
-    "project_api.read.aot._INTEGER_RE": "0x1u",
-    "project_api.read.aot._DEFINE_RE": " #define \n",
-    "project_api.read.aot._STATIC_POOL_RE": '__attribute__((section(".bss.noinit")',
-    "project_api.read.code._DEFINITION_RE": "a(b(c)",
-    "project_api.read.ctext._ANY_COMMENT": "/*/",
-    "project_api.read.ctext._BLOCK_COMMENT": "/*/",
-    "project_api.read.code._DIRECTIVE_RE": " # if",
-    "project_api.read.dtypes._DTYPE_RE": "int8x",
-    "project_api.read.mblob._C_ARRAY_RE": "__tvm_dev_mblob[] = {",
-    "project_api.read.quant._FLOAT": "1.5e",
-    "project_api.read.quant._INT": "-1i3",
-    "project_api.read.relay._CALL_RE": "a(b",
-    "project_api.read.relay._LET_RE": " %a.b ",
-    "project_api.read.relay._PARAM_RE": "%a: Tensor[(1, 2), ",
-    "project_api.read.relay._TENSOR_RE": "Tensor[(1, 2), ",
-    "project_api.resolve.cache._RESOLVED": "0123456789abcdef",
-    "project_api.resolve.cmsis_nn_calls._CONTEXT": "cmsis_nn_context context = {a, 1",
-    "project_api.resolve.cmsis_nn_calls._CONV": "cmsis_nn_conv_params conv_params = {1, 2",
-    "project_api.resolve.cmsis_nn_calls._DIMS": "cmsis_nn_dims input_dims = {1, 2, 3, 4",
-    "project_api.resolve.cmsis_nn_calls._DIRECT_CALL": "arm_a(b\n",
-    "project_api.resolve.cmsis_nn_calls._DW_CONV": "cmsis_nn_dw_conv_params conv_params = {1, 2, 3",
-    "project_api.resolve.cmsis_nn_calls._FC": "cmsis_nn_fc_params fc_params = {1, 2, 3",
-    "project_api.resolve.cmsis_nn_calls._FUNCTION_NAME": "a ",
-    "project_api.resolve.cmsis_nn_calls._FUNCTION_START": "a(b) { x\n",
-    "project_api.resolve.cmsis_nn_calls._STATUS_CALL": "arm_status status = arm_a(b",
-    "project_api.resolve.cmsis_nn_calls._TILE": "cmsis_nn_tile stride = {1, 2",
-    "project_api.resolve.cmsis_nn_release._REVISION": "$Revision: V.",
-    "project_api.resolve.cmsis_nn_sources._BRACE": "a",
-    "project_api.resolve.cmsis_nn_sources._CALL": "arm_a ",
-    "project_api.resolve.cmsis_nn_sources._DIRECTIVE": " \t \n",
-    "project_api.resolve.cmsis_nn_sources._DEFINITION": "a arm_b(c\n",
-    "project_api.resolve.cmsis_nn_sources._EXTERN_C": 'extern "C" ',
-    "project_api.resolve.cmsis_nn_sources._IDENT": "arm_",
-    "project_api.resolve.cmsis_nn_sources._INCLUDE": '#include "a\n',
-    "project_api.resolve.cmsis_nn_sources._MACRO_LINE": "#define arm_a b \\\\\n",
-    "project_api.resolve.detect._INCLUDE": "#include <arm_nnfunctions.\n",
-    "project_api.resolve.detect._KERNEL": "arm_convolve_a ",
-    "project_api.resolve.git._HEX_SHA": "0123456789abcdef",
-    "project_api.resolve.git._SCP_LIKE": "a@",
-    "project_api.resolve.git._URL_SCHEME": "a+",
-    "project_api.resolve.lock._COMMIT": "0123456789abcdef",
-    "project_api.resolve.lock._SHA256": "0123456789abcdef",
-    "project_api.resolve.recipes._FLAG": "-a ",
-    "project_api.resolve.spec._CLI_SPLIT": ",a ",
-    "project_api.resolve.spec._CONTROL": "a",
-    "project_api.resolve.spec._SHA256": "0123456789abcdef",
-    "project_api.resolve.spec._SHORT_NAME": "a.",
-    "project_api.resolve.spec._TRANSPORT_SYNTAX": "a+:",
-    "project_api.resolve.spec._URL_SCHEME": "a+:/",
-    "project_api.resolve.trust._HOST_ENTRY": "a.-",
-    "project_api.resolve.trust._SCHEME": "a+",
-    "project_api.resolve.trust._SCP_LIKE": "a@b",
-    "project_api.serve.server._METHOD_NAME": "a_",
-    "project_api.transport.eembc._ERROR": "e-[a",
-    "project_api.transport.eembc._EXPECTING": "m-[Expecting 1 bytes",
-    "project_api.transport.eembc._INTEGER": "-1",
-    "project_api.transport.eembc._LAP_TICKS": "m-lap-ticks-1",
-    "project_api.transport.eembc._LAP_US": "m-lap-us-1",
-    "project_api.transport.eembc._NAME": "m-name-dut-[a",
-    "project_api.transport.eembc._PROFILE": "m-profile-[a",
-    "project_api.transport.eembc._RESULTS": "m-results-[a",
-    "project_api.transport.eembc._TICKS_HZ": "m-ticks-hz-1",
-    "project_api.transport.reasons._CODE": ": #12345",
-    "project_api.transport.reasons._ENTRY": 'X(a, "b',
-    "project_api.transport.reasons._NUMBERS": "1 2 3 4 ",
-    "project_api.transport.reasons._RUNTIME": "1 2 3 ",
-    "project_api.transport.reasons._STATUS": ": error 1234",
-}
 
 
 @dataclass(frozen=True)
@@ -348,7 +165,7 @@ def _reads_braces(pattern: re.Pattern) -> bool:
 
 def _no_near_miss(name: str) -> Callable[[], str]:
     def make() -> str:
-        raise AssertionError(f"{name}: give it a near miss in tests/text_bounds.py NEAR_MISS")
+        raise AssertionError(f"{name}: give it a near miss in tests/text_patterns.py NEAR_MISS")
 
     return make
 

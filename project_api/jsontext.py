@@ -18,8 +18,10 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 _OPENERS = frozenset("[{")
 _CLOSERS = frozenset("]}")
-# A string literal, or a number with its optional fraction and exponent (outside strings).
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|(-?\d+)(\.\d+)?([eE][-+]?\d+)?', re.DOTALL)
+# A string literal (one left open runs to the end of the text: were it to fail, the scan would
+# start again inside it, at each quote: quadratic), or a number with its optional fraction
+# and exponent (outside strings).
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)|(-?\d+)(\.\d+)?([eE][-+]?\d+)?', re.DOTALL)
 
 
 class DuplicateKeyError(json.JSONDecodeError):

@@ -50,7 +50,7 @@ def test_table_and_targets_without_results() -> None:
     text = table([{"a": 1234, "b": 0.5, "c": None, "d": True}], ["a", "b", "c", "d"])
     assert text.splitlines()[1].split() == ["1,234", "0.500", "-", "yes"]
     rows = targets({})
-    assert len(rows) == 34 and {r["status"] for r in rows} == {"not run"}
+    assert len(rows) == 35 and {r["status"] for r in rows} == {"not run"}
     skipped = PartResult("dispatch", "t", status="skipped", reason="needs qemu-system-arm")
     assert targets({"dispatch": skipped})[2]["status"] == "skipped"
 
@@ -138,9 +138,12 @@ def test_hostile_part(smoke: Dict[str, Any]) -> None:
     if part["status"] == "skipped" and part["reason"].endswith("is not here"):
         pytest.skip(f"the corpus is absent: {part['reason']}")
     assert part["status"] == "ok", part["reason"]
-    assert len(part["rows"]) >= 9
-    for row in part["rows"]:
+    archives = [row for row in part["rows"] if row["kind"] == "archive"]
+    assert len(archives) >= 9
+    for row in archives:
         assert row["status"] in (0, 2) and not row["traceback"], row
+    texts = [row for row in part["rows"] if row["kind"] == "text"]
+    assert len(texts) >= 10 and all(row["seconds"] >= 0 for row in texts)
 
 
 def test_fuzz_and_soak_parts(smoke: Dict[str, Any]) -> None:

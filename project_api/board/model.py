@@ -9,7 +9,9 @@ openocd/pyOCD and found by its USB serial port). What depends on the architectur
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -126,6 +128,20 @@ class Board:
         return self.is_qemu
 
     # --- building -----------------------------------------------------------------------
+
+    def compiler_command(self) -> Optional[List[str]]:
+        """The C compiler for this board's CPU outside a project's build, with the flags that
+        select the CPU and its C library: the host's ``$CC`` (else ``cc``, ``gcc``,
+        ``clang``), else the architecture's cross compiler; None when it is not on PATH."""
+        if self.is_host:
+            for name in (os.environ.get("CC", ""), "cc", "gcc", "clang"):
+                if name and shutil.which(name):
+                    return [name]
+            return None
+        found = shutil.which(self.architecture.compiler)
+        if found is None:
+            return None
+        return [found, *self.cpu_flags(), *self.architecture.library_flags]
 
     def model_opt_flags(self) -> List[str]:
         """Optimisation of the model's C: TVM's code is the hot path."""

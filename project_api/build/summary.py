@@ -27,6 +27,9 @@ from typing import Dict, List, Optional, Tuple, Union
 MAX_ENTRIES = 6
 MAX_REASON_LINES = 4  # of a CMake error's indented text
 MAX_LINE = 400  # characters of one shown line
+# Characters of a line that are read: a reason is said near its start; the model's C can make
+# a tool print lines of megabytes, which are not searched whole, each pattern in turn.
+READ_CHARS = 16 * 1024
 TAIL_LINES = 10
 
 _CMAKE_ERROR = re.compile(r"^CMake Error\b")
@@ -42,8 +45,15 @@ _LINKER_GAVE_UP = re.compile(
     r"ld returned \d+ exit status|linker command failed|ld: \d+ errors? found"
 )
 _LINKER_SAYS = re.compile(r"^ld(?:\.\w+)?: ")  # after _clean() shortened the linker's path
-_LINKER_ASIDE = re.compile(r"\b(?:warning|note):|in function [`'].*':\s*$")
+_LINKER_ASIDE = re.compile(r"\b(?:warning|note):|in function [`'][^']*':\s*$")
 _MAKE_ERROR = re.compile(r"^g?make(?:\[\d+\])?: \*\*\* (?!\[)")
+# Words that every line of a reason above holds: a line with none is passed over unread (a
+# log of many short lines costs one search each, not a cleaning and eight).
+_ANY_REASON = re.compile(
+    r"rror|ld(?:\.\w+)?(?:\.exe)?: |ld returned|collect2|undefined|multiple definition"
+    r"|not recognized|cannot (?:find|open) |duplicate symbol|relocation truncated"
+    r"|linker command failed|^g?make"
+)
 
 
 def summarise(log: str, project_dir: Union[str, Path, None] = None) -> str:
@@ -60,17 +70,21 @@ def summarise(log: str, project_dir: Union[str, Path, None] = None) -> str:
 
 def failure_lines(log: str, project_dir: Union[str, Path, None] = None) -> List[str]:
     """Every distinct reason found in ``log``, in order; each may span several lines."""
-    lines = [_clean(line, project_dir) for line in log.splitlines()]
+    lines = log.splitlines()
     found: Dict[Tuple[str, str], str] = {}
     gave_up: List[str] = []
     index = 0
     while index < len(lines):
         line = lines[index]
         index += 1
+        line = line[:READ_CHARS]
+        if not _ANY_REASON.search(line):
+            continue
+        line = _clean(line, project_dir)
         if _CMAKE_ERROR.match(line):
             block: List[str] = []
             while index < len(lines) and (not lines[index].strip() or lines[index][0].isspace()):
-                block.append(lines[index])
+                block.append(_clean(lines[index][:READ_CHARS], project_dir))
                 index += 1
             entry = _cmake_entry(line, block)
             found.setdefault(("cmake", entry), entry)

@@ -21,7 +21,10 @@ class ExportCommand(Command):
         "<model>.h, its code, params in flash, the runtime), a CMakeLists.txt for "
         "add_subdirectory / find_package / ESP-IDF, <model>.mk, an Arduino library, a "
         "PlatformIO library.json, a Zephyr module and an ESP-IDF component manifest. "
-        "Prints each model's arena size and a flash estimate. docs/export.md has the C API."
+        "The archive's C goes into your build: each of its files is first compiled here, "
+        "confined (docs/security.md), and one that does not compile so (an #include of a file "
+        "outside the export) refuses the export unless --force. Prints each model's arena "
+        "size and a flash estimate. docs/export.md has the C API."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -41,7 +44,12 @@ class ExportCommand(Command):
         )
         add_option_argument(parser, help="a generator option (e.g. workspace_size_bytes=N)")
         add_dependency_flags(parser, "for the model's code")
-        parser.add_argument("--force", action="store_true", help="replace an earlier export")
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="replace an earlier export; write it even where the archive's C does not "
+            "compile confined",
+        )
         parser.add_argument(
             "--no-estimate", action="store_true", help="do not compile the code to estimate flash"
         )
@@ -78,7 +86,27 @@ class ExportCommand(Command):
         if code is not None:
             print(f"flash: about {code:,} B (code and constants of src/, compiled, not linked)")
         print(f"exported to {args.dir} for {info['cpu']}: {', '.join(info['formats'])}")
+        print(carried_line(info["archive_c"]))
         return EXIT_OK
+
+
+def carried_line(record: Dict[str, Any]) -> str:
+    """The one line that says the library carries the archive's C into the user's build,
+    and how it compiled here (export.json's ``archive_c``)."""
+    head = "src/ carries the archive's C into your build"
+    count = record["files"]
+    if record.get("compiler") is None:
+        return f"{head}, unchecked here: {record.get('note', 'no compiler')} (--force)"
+    failed = len(record["failed"])
+    if failed:
+        how = "confined " if record["confined"] else ""
+        return (
+            f"{head}: {failed} of its {count} files did not compile {how}here, written with "
+            "--force (export.json: archive_c)"
+        )
+    if record["confined"]:
+        return f"{head} (its {count} files compiled here confined: they read nothing outside src/)"
+    return f"{head} (its {count} files compiled here unconfined: --no-sandbox)"
 
 
 def _code_estimate(root: Path, info: Dict[str, Any]) -> Optional[int]:

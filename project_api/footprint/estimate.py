@@ -5,16 +5,11 @@ directory, and gets the environment of a confined build."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
-from ..sandbox import policies, prepare
+from ..sandbox.compile import compile_each
 from .linked import LOOP_SOURCES, elf_sections, section_bucket
 
 # --- planned sizes --------------------------------------------------------------------------
@@ -29,14 +24,10 @@ class CodeEstimate:
     note: str = ""
 
 
-def _compiler_for(board: Any) -> Tuple[Optional[str], List[str]]:
-    if board.is_host:
-        for name in (os.environ.get("CC", ""), "cc", "gcc", "clang"):
-            if name and shutil.which(name):
-                return name, []
-        return None, []
-    found = shutil.which(board.architecture.compiler)
-    return found, list(board.cpu_flags()) + list(board.architecture.library_flags)
+def _code_bytes(obj: Path) -> int:
+    return sum(
+        s.size for s in elf_sections(obj) if section_bucket(s.name, s.flags) in (".text", ".rodata")
+    )
 
 
 def estimate_code(
@@ -54,53 +45,18 @@ def estimate_code(
     user's beyond them; ``sandbox_option`` False lifts that."""
     if not sources:
         return CodeEstimate(0, 0)
-    compiler, cpu_flags = _compiler_for(board)
+    compiler = board.compiler_command()
     if compiler is None:
         packages = board.architecture.compiler_packages
         install = f" (apt-get install {packages})" if packages else ""
         return CodeEstimate(None, 0, f"no compiler for the board on PATH{install}")
     flags = list(opt_flags or (["-O2"]))
-    argv0 = [compiler, *cpu_flags, *flags, "-ffunction-sections", "-fdata-sections", "-w"]
-    argv0 += [f"-I{d}" for d in include_dirs]
-    argv0 += [f"-D{d}" for d in (definitions or [])]
+    argv = [*compiler, *flags, "-ffunction-sections", "-fdata-sections", "-w"]
+    argv += [f"-I{d}" for d in include_dirs]
+    argv += [f"-D{d}" for d in (definitions or [])]
     readable = sorted({p.parent for p in sources} | set(include_dirs))
-    with tempfile.TemporaryDirectory(prefix="mlf-footprint-") as scratch:
-        # One prepared confinement serves every compile: each child applies it and closes its
-        # own copy of the ruleset, the parent closes its copy once all have run.
-        confine = prepare(lambda: policies.build([compiler], readable, [Path(scratch)]),
-                          sandbox_option)  # fmt: skip
-        if confine is not None:
-            env = policies.build_environment(Path(scratch))
-        else:
-            env = {**os.environ, "TMPDIR": scratch}
-
-        def compile_one(item: Tuple[int, Path]) -> Optional[int]:
-            index, source = item
-            obj = Path(scratch) / f"{index}.o"
-            done = subprocess.run(
-                [*argv0, "-c", str(source), "-o", str(obj)],
-                capture_output=True,
-                check=False,
-                timeout=600,
-                env=env,
-                preexec_fn=confine.apply if confine is not None else None,
-                start_new_session=True,  # its process group (kill 0) is its own, not ours
-            )
-            if done.returncode != 0:
-                return None
-            return sum(
-                s.size
-                for s in elf_sections(obj)
-                if section_bucket(s.name, s.flags) in (".text", ".rodata")
-            )
-
-        workers = max(1, min(8, os.cpu_count() or 1))
-        try:
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                sizes = list(pool.map(compile_one, enumerate(sources)))
-        finally:
-            if confine is not None:
-                confine.close()
+    done = compile_each(argv, sources, readable, measure=_code_bytes, sandbox_option=sandbox_option)
+    sizes = [c.measured for c in done]
     failed = sum(1 for s in sizes if s is None)
     total = sum(s for s in sizes if s is not None)
     if failed == len(sizes):
@@ -140,11 +96,7 @@ def _code_estimates(project: Any, notes: List[str]) -> Dict[str, Optional[int]]:
         model_sources += sorted(base.rglob("*.c")) + sorted(base.rglob("*.cc"))
         model_dirs += _header_dirs(base)
         for obj in sorted(base.rglob("*.o")):
-            objects_bytes += sum(
-                s.size
-                for s in elf_sections(obj)
-                if section_bucket(s.name, s.flags) in (".text", ".rodata")
-            )
+            objects_bytes += _code_bytes(obj)
     deps = root / "deps"
     if deps.is_dir():
         notes.append("model code estimate leaves out external dependencies (deps/)")

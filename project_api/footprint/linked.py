@@ -147,9 +147,9 @@ def classify(obj: str, section: str) -> str:
     """The category of an input section ``section`` of object ``obj`` (a path as the linker
     map or the build tree names it)."""
     path = obj.replace("\\", "/")
-    member = re.search(r"\(([^)]*)\)$", path)
+    member = _archive_member(path)
     if member is not None and "libmlf_runtime" in path:
-        stem = member.group(1).split(".", 1)[0]
+        stem = member.split(".", 1)[0]
         return "firmware" if stem in LOOP_SOURCES else "runtime"
     if _LIBC_RE.search(path):
         return "libc"
@@ -186,6 +186,17 @@ def classify(obj: str, section: str) -> str:
     if "/board/" in path or path.startswith("board/"):
         return "board"
     return "other"
+
+
+def _archive_member(path: str) -> Optional[str]:
+    """``member.o`` of ``lib.a(member.o)``; None for a plain object. (A pattern would start a
+    scan to the end at each "(" of a path of many.)"""
+    if not path.endswith(")"):
+        return None
+    opening = path.rfind("(", 0, len(path) - 1)
+    if opening < 0 or ")" in path[opening + 1 : -1]:
+        return None
+    return path[opening + 1 : -1]
 
 
 def _model_category(section: str) -> str:

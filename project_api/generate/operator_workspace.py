@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
+from ..read.ctext import NAME_PATTERN
 from .sizes import (
     allocation_sites,
     figure_bytes,
@@ -45,7 +46,7 @@ from .sizes import (
 )
 from .tables import MLF_FUNC_COPY, GraphTables
 
-_CALL_RE = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+_CALL_RE = re.compile(rf"({NAME_PATTERN})\s*\(")
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,11 @@ def _texts(sources: Iterable[Path]) -> List[str]:
     return texts
 
 
-_SYSTEM_LIB_RE = re.compile(r"\bTVMSystemLibEntryPoint\s*\(\s*(?:void)?\s*\)\s*\{")
+# The name at a word's start: a look-behind after it, not a \b before it, lets the engine
+# skip ahead to the name (10 MiB of braces: 0.65 s with \b).
+_SYSTEM_LIB_RE = re.compile(
+    r"TVMSystemLibEntryPoint(?<!\wTVMSystemLibEntryPoint)\s*\(\s*(?:void)?\s*\)\s*\{"
+)
 
 
 def defines_system_library(sources: Iterable[Path]) -> bool:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import FitError
+from ..read.ctext import NAME_PATTERN
 from .tables import STORAGE_ALIGN
 
 # The runtime's workspace rule (crt/include/mlf_runtime.h, mlf_workspace.c; tests/test_crt.py
@@ -28,14 +29,14 @@ WORKSPACE_LINK_BYTES = 4
 # not there to count its blocks in.
 TVM_BLOCK_BYTES = 16
 
-# `void* x = TVMBackendAllocWorkspace(1, dev_id, (uint64_t)16000, 0, 16);`
+# `void* x = TVMBackendAllocWorkspace(1, dev_id, (uint64_t)16000, 0, 16);`, on one line.
 # Bounded, so that many unterminated calls cannot make the search quadratic.
-_ALLOC_RE = re.compile(r"TVMBackendAllocWorkspace\s*\(([^;]{0,1000}?)\)\s*;", re.DOTALL)
+_ALLOC_RE = re.compile(r"TVMBackendAllocWorkspace\s*\(([^;\n]{0,256}?)\)\s*;")
 _ALLOC_CALL_RE = re.compile(r"\bTVMBackendAllocWorkspace\s*\(")
 _SIZE_ARG_RE = re.compile(r"^\s*(?:\(\s*u?int64_t\s*\)\s*)?(\d+)\s*[uUlL]*\s*$")
 # A function definition starts at column 0 and ends its first line with "{".
 _FUNCTION_START_RE = re.compile(r"^[A-Za-z_][^;\n]*\)\s*\{\s*$", re.MULTILINE)
-_DEFINED_RE = re.compile(r"([A-Za-z_]\w*)\s*\(")
+_DEFINED_RE = re.compile(rf"({NAME_PATTERN})\s*\(")
 
 
 def align(value: int, alignment: int) -> int:

@@ -57,6 +57,7 @@ _STATIC_POOL_RE = re.compile(
     r"__attribute__\s*\(\(\s*section\s*\(\s*\"(\.bss\.noinit[^\"]{0,200})\"\s*\)[^;{]{0,200}?\)\)\s*"
     r"static\s+u?int8_t\s+(\w+)\s*\[\s*(\d+)\s*\]\s*;"
 )
+_DEFINE_RE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)\b(.*)$", re.MULTILINE)
 _INTEGER_RE = re.compile(
     r"(0[xX][0-9A-Fa-f]+|0[0-7]*|[1-9][0-9]*)(?:[uU](?:ll|LL|[lL])?|(?:ll|LL|[lL])[uU]?)?"
 )
@@ -224,7 +225,8 @@ def _c_interface(
     form = _run_form(member, text, prefix)
     in_fields = _struct_fields(member, text, f"{prefix}_inputs")
     out_fields = _struct_fields(member, text, f"{prefix}_outputs")
-    caller_pools = _caller_pools(member, text, prefix) if "workspace_pools" in form else ()
+    defines = _defines(text)
+    caller_pools = _caller_pools(member, defines, prefix, text) if "workspace_pools" in form else ()
     io_in_pools = "inputs" not in form
     if io_in_pools:
         for kind in ("inputs", "outputs"):
@@ -234,10 +236,10 @@ def _c_interface(
                     f"{prefix}_run",
                     f"takes only the workspace pools but {prefix}_map_{kind} is not declared",
                 )
-    ins = _match_fields(member, text, prefix, "inputs", in_fields, inputs)
-    outs = _match_fields(member, text, prefix, "outputs", out_fields, outputs)
+    ins = _match_fields(member, defines, prefix, "inputs", in_fields, inputs)
+    outs = _match_fields(member, defines, prefix, "outputs", out_fields, outputs)
     macro = f"{prefix.upper()}_WORKSPACE_SIZE"
-    workspace = _define(member, text, macro)
+    workspace = _define(member, defines, macro)
     if workspace is None:
         raise AotError(member, macro, "missing")
     if workspace > MAX_SIZE_BYTES:
@@ -283,13 +285,15 @@ def _run_form(member: str, text: str, prefix: str) -> Tuple[str, ...]:
     )
 
 
-def _caller_pools(member: str, text: str, prefix: str) -> Tuple[CallerPool, ...]:
+def _caller_pools(
+    member: str, defines: Mapping[str, str], prefix: str, text: str
+) -> Tuple[CallerPool, ...]:
     """The members of ``struct <prefix>_workspace_pools`` with the sizes the header states."""
     pools = []
     for field in _struct_fields(member, text, f"{prefix}_workspace_pools"):
         named = f"{prefix.upper()}_{field.upper()}"
-        workspace = _define(member, text, f"{named}_WORKSPACE_POOL_SIZE")
-        constant = _define(member, text, f"{named}_CONSTANT_POOL_SIZE")
+        workspace = _define(member, defines, f"{named}_WORKSPACE_POOL_SIZE")
+        constant = _define(member, defines, f"{named}_CONSTANT_POOL_SIZE")
         if (workspace is None) == (constant is None):
             raise AotError(
                 member,
@@ -299,7 +303,7 @@ def _caller_pools(member: str, text: str, prefix: str) -> Tuple[CallerPool, ...]
         size = constant if constant is not None else workspace
         assert size is not None  # exactly one of them was stated
         pool = CallerPool(field, size, constant is not None)
-        if pool.constant and _define_line(text, pool.data_macro(prefix)) is None:
+        if pool.constant and pool.data_macro(prefix) not in defines:
             raise AotError(member, pool.data_macro(prefix), "missing: the constant pool's bytes")
         if pool.size > MAX_SIZE_BYTES:
             raise AotError(
@@ -323,17 +327,21 @@ def _struct_fields(member: str, text: str, struct: str) -> List[str]:
     return fields
 
 
-def _define_line(text: str, macro: str) -> Optional[re.Match[str]]:
-    return re.search(rf"^[ \t]*#[ \t]*define[ \t]+{macro}\b(.*)$", text, re.MULTILINE)
+def _defines(text: str) -> Dict[str, str]:
+    """What each ``#define NAME rest`` of ``text`` defines (the first, where one is defined
+    twice): read once, so that a header of many fields is not searched once per field."""
+    found: Dict[str, str] = {}
+    for match in _DEFINE_RE.finditer(text):
+        found.setdefault(match.group(1), match.group(2))
+    return found
 
 
-def _define(member: str, text: str, macro: str) -> Optional[int]:
+def _define(member: str, defines: Mapping[str, str], macro: str) -> Optional[int]:
     """The value of ``#define <macro> N`` (None when there is none): a decimal, hex or octal
     integer constant, with or without a suffix (``u``, ``UL``...) and parentheses."""
-    match = _define_line(text, macro)
-    if match is None:
+    if macro not in defines:
         return None
-    written = match.group(1).split("//", 1)[0].strip()
+    written = defines[macro].split("//", 1)[0].strip()
     value = written
     while value.startswith("(") and value.endswith(")"):
         value = value[1:-1].strip()
@@ -348,7 +356,7 @@ def _define(member: str, text: str, macro: str) -> Optional[int]:
 
 def _match_fields(
     member: str,
-    text: str,
+    defines: Mapping[str, str],
     prefix: str,
     key: str,
     fields: List[str],
@@ -366,7 +374,7 @@ def _match_fields(
     ordered = [by_c_name[field] for field in fields]
     for field, spec in zip(fields, ordered):
         macro = f"{prefix.upper()}_{field.upper()}_SIZE"
-        size = _define(member, text, macro)
+        size = _define(member, defines, macro)
         if size is not None and size != spec.nbytes:
             raise AotError(
                 member,
@@ -421,12 +429,14 @@ def _c_metadata_names(texts: Iterable[str], key: str) -> List[Tuple[str, Tuple[i
         table = _table_body(text, rf"kTvmgenMetadata_{key}\[\d+\]\s*=\s*\{{")
         if table is None:
             continue
+        # Every shape table, found in one pass (not one search of the text per name).
+        shapes: Dict[str, str] = {}
+        pattern = rf"kTvmgenMetadata_{key}_(\d+)_shape\[\d+\]\s*=\s*\{{([^{{}}]*)\}}"
+        for shape in re.finditer(pattern, text):
+            shapes.setdefault(shape.group(1), shape.group(2))
         found = []
         for index, name in enumerate(re.findall(r'"([^"]*)"\s*/\*\s*name\s*\*/', table)):
-            shape = re.search(
-                rf"kTvmgenMetadata_{key}_{index}_shape\[\d+\]\s*=\s*\{{([^{{}}]*)\}}", text
-            )
-            dims = re.findall(r"(-?\d+)L", shape.group(1)) if shape else []
+            dims = re.findall(r"(-?\d+)L", shapes.get(str(index), ""))
             found.append((name, tuple(int(d) for d in dims)))
         return found
     return []

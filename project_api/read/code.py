@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Set, Tuple
 
 from ..errors import AotError, GraphError
-from .ctext import sanitize, strip_comments
+from .ctext import NAME_PATTERN, sanitize, strip_comments
 from .graph_runtime import PSEUDO_FUNCTIONS
 
 if TYPE_CHECKING:
@@ -29,13 +29,11 @@ if TYPE_CHECKING:
 SRC_DIR = "codegen/host/src"
 
 # A parameter list (one level of nested parentheses allowed), then the body's opening brace.
-# No leading \b: a match can only start where a name starts anyway (a shorter tail of a name
-# is followed by the same text, which failed), and without it the engine skips to the next
-# letter quickly: 60 MiB of comment took 4 s with it, 0.5 s without.
 _PARAMETERS = r"\((?:[^;{}()]|\([^;{}()]*\))*\)"
-_DEFINITION_RE = re.compile(rf"([A-Za-z_]\w*)\s*{_PARAMETERS}\s*\{{")
-# A definition ends at a "{"; only the text up to this far before one (from its line's start)
-# is searched, so a long stretch without any brace (a comment, data) costs a find, not a scan.
+_DEFINITION_RE = re.compile(rf"({NAME_PATTERN})\s*{_PARAMETERS}\s*\{{")
+# A definition ends at a "{"; only the text up to this far before one (back to a line's start
+# within twice that) is searched, so a long stretch without any brace (a comment, data)
+# costs a find, not a scan.
 _DEFINITION_REACH = 1 << 20
 _DIRECTIVE_RE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|endif|include)\b(.*)$")
 
@@ -61,13 +59,16 @@ def defined_functions(texts: Iterable[str]) -> Set[str]:
 
 def _spans_before_braces(text: str) -> List[Tuple[int, int]]:
     """Disjoint (start, end) spans of ``text`` holding every stretch that ends at a ``{`` and
-    reaches back at most :data:`_DEFINITION_REACH` characters (to the start of that line).
+    reaches back :data:`_DEFINITION_REACH` characters (on to the start of that line, if it
+    starts within twice that).
     Braces closer together than that share a span, found a reach at a time (a text of braces
     takes len / reach steps, not one per brace)."""
     spans: List[Tuple[int, int]] = []
     brace = text.find("{")
     while brace >= 0:
-        start = text.rfind("\n", 0, max(0, brace - _DEFINITION_REACH)) + 1
+        reach = max(0, brace - _DEFINITION_REACH)
+        line = text.rfind("\n", max(0, brace - 2 * _DEFINITION_REACH), reach)
+        start = line + 1 if line >= 0 or reach <= _DEFINITION_REACH else reach
         if spans and start <= spans[-1][1]:
             start = spans.pop()[0]
         while True:  # the last brace within reach of this one joins its span

@@ -51,7 +51,9 @@ KNOWN_TYPE_KEYS = (
 # Symbols that only TVM-generated host code defines.
 TVM_SYMBOL_PREFIXES = ("__tvm_", "tvmgen_", "TVMSystemLibEntryPoint")
 _TENSOR_MAGIC = 0xDD5E40F096B4A13F
-_C_ARRAY_RE = re.compile(MBLOB_SYMBOL + r"\s*\[\s*\w*\s*\]\s*=\s*\{([^}]*)\}", re.S)
+# The array's initializer holds no brace (one that did not close would make each mention of
+# the symbol a scan to the end).
+_C_ARRAY_RE = re.compile(MBLOB_SYMBOL + r"\s*\[\s*\w*\s*\]\s*=\s*\{([^{}]*)\}", re.S)
 
 
 class MblobError(ValueError):

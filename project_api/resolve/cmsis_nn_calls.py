@@ -18,10 +18,11 @@ not TVM's and is left as it is.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 API_V4 = "v4"  # TVM 0.12-0.18: CMSIS-NN v4 (v4.1.0 from TVM 0.13)
 API_CMSIS5 = "cmsis5"  # TVM <= 0.11: CMSIS 5's NN
@@ -55,11 +56,16 @@ _DIRECT_ARGS = {
 }
 
 _FUNCTION_START = re.compile(r"^[A-Za-z_][^;\n]*\)\s*\{\s*$", re.MULTILINE)
-_FUNCTION_NAME = re.compile(r"(\w+)\s*\(")
+# A word not preceded by another word character (read.code.NAME's look-behind): each letter
+# of a long word would otherwise start a scan to its end.
+_FUNCTION_NAME = re.compile(r"(\w(?<!\w\w)\w*)\s*\(")
+# "arm_" at a word's start (a look-behind after it, not a \b before it, lets the engine skip
+# ahead to it).
 _STATUS_CALL = re.compile(
-    r"\b(arm_cmsis_nn_status|arm_status)\s+status\s*=\s*arm_(\w+)\s*\(([^;]{0,2000}?)\)\s*;"
+    r"(arm_(?<!\warm_)(?:cmsis_nn_)?status)\s+status\s*=\s*arm_(\w+)\s*\(([^;]{0,2000}?)\)\s*;"
 )
-_DIRECT_CALL = re.compile(r"^[ \t]*arm_(\w+)\s*\(([^;{}]{0,2000}?)\)\s*;", re.MULTILINE)
+# TVM writes each call on one line (a call that spanned lines made every line a scan).
+_DIRECT_CALL = re.compile(r"^[ \t]*arm_(\w+)\s*\(([^;{}\n]{0,2000}?)\)\s*;", re.MULTILINE)
 _INT = r"\s*(-?\d+)\s*"
 _CONTEXT = re.compile(r"cmsis_nn_context\s+context\s*=\s*\{\s*(\w+)\s*," + _INT + r"\}\s*;")
 _TILE = re.compile(
@@ -142,7 +148,9 @@ def _args(text: str) -> List[str]:
     return [a.strip() for a in text.split(",")] if text.strip() else []
 
 
-def _site(kernel: str, function: str, body: str, path: Path, line: int) -> CallSite:
+def _facts(body: str) -> Dict[str, Any]:
+    """What a function's body sets up for its calls (context, dims, tiles, offsets): read
+    once per function, however many calls it makes."""
     context = _CONTEXT.search(body)
     context_bytes = 0
     if context is not None and context.group(1) != "NULL":
@@ -159,17 +167,24 @@ def _site(kernel: str, function: str, body: str, path: Path, line: int) -> CallS
         input_offset = int(conv.group(1))
     elif fc is not None:
         input_offset = int(fc.group(1))
-    return CallSite(
-        kernel=kernel,
-        function=function,
-        path=path,
-        line=line,
-        context_bytes=context_bytes,
-        dims=dims,  # type: ignore[arg-type]
-        tiles=tiles,
-        input_offset=input_offset,
-        ch_mult=ch_mult,
-    )
+    return {
+        "context_bytes": context_bytes,
+        "dims": dims,
+        "tiles": tiles,
+        "input_offset": input_offset,
+        "ch_mult": ch_mult,
+    }
+
+
+class _Lines:
+    """Line numbers of offsets in ``text``, its line breaks found once (not counted again
+    from the start for each call)."""
+
+    def __init__(self, text: str) -> None:
+        self.breaks = [m.start() for m in re.finditer("\n", text)]
+
+    def at(self, offset: int) -> int:
+        return bisect.bisect_left(self.breaks, offset) + 1
 
 
 def find_cmsis_nn_calls(sources: Iterable[Union[Path, str]]) -> CmsisNnCalls:
@@ -187,24 +202,30 @@ def find_cmsis_nn_calls(sources: Iterable[Union[Path, str]]) -> CmsisNnCalls:
             continue
         if "arm_" not in text:
             continue
+        lines = _Lines(text)
         for offset, body in _split_functions(text):
             header = _FUNCTION_NAME.search(body.split("\n", 1)[0].split("(", 1)[0] + "(")
             function = header.group(1) if header else "?"
+            calls: List[Tuple[str, int]] = []  # (kernel, offset in body)
             for match in _STATUS_CALL.finditer(body):
                 kind, kernel = match.group(1), match.group(2)
                 if kernel not in CONTEXT_KERNELS + ("softmax_s16",):
                     continue
                 apis.add(API_V4 if kind == "arm_cmsis_nn_status" else API_CMSIS5)
-                line = text.count("\n", 0, offset + match.start()) + 1
-                sites.append(_site(kernel, function, body, path, line))
+                calls.append((kernel, match.start()))
             for match in _DIRECT_CALL.finditer(body):
                 kernel = match.group(1)
                 if _DIRECT_ARGS.get(kernel) != len(_args(match.group(2))):
                     continue
                 if kernel == "softmax_s16":
                     continue  # called with a status (above)
-                line = text.count("\n", 0, offset + match.start()) + 1
-                sites.append(_site(kernel, function, body, path, line))
+                calls.append((kernel, match.start()))
+            facts = _facts(body) if calls else {}
+            for kernel, at in calls:
+                line = lines.at(offset + at)
+                sites.append(
+                    CallSite(kernel=kernel, function=function, path=path, line=line, **facts)
+                )
     api = None
     if apis:
         api = API_CMSIS5 if API_CMSIS5 in apis else API_V4

@@ -26,11 +26,12 @@ building (``cmsis_nn_adapter.refuse_uncovered``).
 from __future__ import annotations
 
 import re
+import string
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .cmsis_nn_sources import _strip
+from ..read.ctext import search_at_word_start, strip_comments
 
 Version = Tuple[int, ...]
 
@@ -61,6 +62,7 @@ OLDER = (Release("v4.0.0", ((11, 2, 0), (2, 2, 0), (14, 0, 0)), in_ci=False),)
 # What TVM 0.12-0.18 generated their calls for.
 TVM_TARGET_RELEASE = "v4.1.0"
 
+_WORD_CHARACTERS = string.ascii_letters + string.digits + "_"
 _REVISION = re.compile(r"\$Revision:\s*V?\.?\s*(\d+(?:\.\d+)*)")
 
 # --- the prototypes TVM's calls need (types only, as normalised by _signature) ---------------
@@ -161,14 +163,18 @@ class CmsisNnTree:
 
 
 def _signature(text: str, name: str) -> Optional[Tuple[str, ...]]:
-    """The parameter types of ``name``'s declaration in (comment-free) ``text``."""
-    match = re.search(r"\b" + name + r"\s*\(([^;{)]*)\)\s*;", text)
+    """The parameter types of ``name``'s declaration in (comment-free) ``text``. (The name
+    leads the pattern, so the engine skips to it; a prototype has no parentheses among its
+    parameters, so an unclosed one scans no further than the next.)"""
+    pattern = re.compile(re.escape(name) + r"\s*\(([^;{()]*)\)\s*;")
+    match = search_at_word_start(pattern, text)
     if match is None:
         return None
     params = []
     for param in match.group(1).split(","):
         words = " ".join(param.replace("*", " * ").split())
-        words = re.sub(r"\s*\b\w+$", "", words)  # the parameter's name
+        typed = words.rstrip(_WORD_CHARACTERS)  # without the parameter's name
+        words = typed.rstrip() if len(typed) < len(words) else words
         params.append(words.replace(" *", "*"))
     return tuple(params)
 
@@ -229,7 +235,9 @@ def read_api_facts(include: Path) -> ApiFacts:
 
 def _api_facts(texts: Sequence[Optional[str]]) -> ApiFacts:
     """The :class:`ApiFacts` of the :data:`HEADERS`' ``texts`` as read (None: unreadable)."""
-    functions, types, support = (_strip(text or "") for text in texts[:3])
+    functions, types, support = (
+        strip_comments(text or "", line_comments=True) for text in texts[:3]
+    )
     vector_sum = _signature(functions, "arm_vector_sum_s8")
     fc_sums = 0
     if vector_sum is not None:

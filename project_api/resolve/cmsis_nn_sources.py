@@ -24,42 +24,58 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
-_IDENT = re.compile(r"\barm_\w+\b")
-_CALL = re.compile(r"\b(arm_\w+)\s*\(")
+from ..read.ctext import strip_comments
+
+# "arm_" at a word's start: a look-behind after it, not a \b before it, lets the engine skip
+# ahead to it.
+_IDENT = re.compile(r"arm_(?<!\warm_)\w+")
+_CALL = re.compile(r"(arm_(?<!\warm_)\w+)\s*\(")
 # A macro named arm_*, and the rest of its definition (continued lines included).
 _MACRO_LINE = re.compile(
     r"^[ \t]*#[ \t]*define[ \t]+(arm_\w+)((?:[^\n]*\\\n)*[^\n]*)", re.MULTILINE
 )
-# A function definition: a declarator at the start of a line, its parameter list, then "{".
-_DEFINITION = re.compile(r"^[A-Za-z_][\w \t\*]*?\b(arm_\w+)\s*\(([^;{}]*)\)\s*\{", re.MULTILINE)
+# A function definition: a declarator at the start of a line, its parameter list (no
+# parentheses inside: else each line naming arm_x( would scan on through every line after
+# it), then "{".
+_DEFINITION = re.compile(r"^[A-Za-z_][\w \t\*]*?\b(arm_\w+)\s*\(([^;{}()]*)\)\s*\{", re.MULTILINE)
 _EXTERN_C = re.compile(r'extern\s+"C"\s*\{')
-_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*["<]([^">]+)[">]', re.MULTILINE)
-
-
-def _strip(text: str) -> str:
-    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-    return re.sub(r"//[^\n]*", " ", text)
+# A preprocessor line (blanks before "#", never line breaks: a scan from each of many empty
+# lines on to the next "#" would be quadratic).
+_DIRECTIVE = re.compile(r"^[ \t\f\v]*#[^\n]*", re.MULTILINE)
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*["<]([^">\n]+)[">]', re.MULTILINE)
 
 
 def _read(path: Path) -> str:
     try:
-        return _strip(path.read_text(encoding="utf-8", errors="replace"))
+        return strip_comments(
+            path.read_text(encoding="utf-8", errors="replace"), line_comments=True
+        )
     except OSError:
         return ""
 
 
+# More braces than any header of CMSIS-NN has (v7.0.0's most: 126) by far; a header with
+# more is read as one body (every name it mentions counts as called: too much, never too
+# little), so that its braces are never walked one by one.
+MAX_BRACES = 10_000
+_BRACE = re.compile(r"[{}]")
+
+
 def _function_bodies(text: str) -> List[str]:
     """The bodies of functions defined in a header (``{`` after a ``)``), nested braces kept."""
-    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    text = _DIRECTIVE.sub("", text)
     text = _EXTERN_C.sub(" ", text)
+    if text.count("{") + text.count("}") > MAX_BRACES:
+        return [text]
     bodies: List[str] = []
     depth, start = 0, -1
-    for index, char in enumerate(text):
-        if char == "{":
+    for brace in _BRACE.finditer(text):
+        index = brace.start()
+        if brace.group() == "{":
             if depth == 0:
-                start = index if re.search(r"\)\s*$", text[max(0, index - 200) : index]) else -1
+                start = index if text[max(0, index - 200) : index].rstrip().endswith(")") else -1
             depth += 1
-        elif char == "}" and depth > 0:
+        elif depth > 0:
             depth -= 1
             if depth == 0 and start >= 0:
                 bodies.append(text[start : index + 1])
@@ -70,7 +86,7 @@ def called_functions(texts: Iterable[str]) -> FrozenSet[str]:
     """Every ``arm_*`` name C ``texts`` call or declare (``arm_x(``; comments stripped)."""
     names: Set[str] = set()
     for text in texts:
-        names.update(_CALL.findall(_strip(text)))
+        names.update(_CALL.findall(strip_comments(text, line_comments=True)))
     return frozenset(names)
 
 

@@ -22,7 +22,7 @@ _INCLUDE = re.compile(
     re.MULTILINE,
 )
 _KERNEL = re.compile(
-    r"\barm_(?:convolve|depthwise_conv|fully_connected|softmax|avgpool|max_pool|elementwise|"
+    r"arm_(?<!\warm_)(?:convolve|depthwise_conv|fully_connected|softmax|avgpool|max_pool|elementwise|"
     r"nn_|relu|svdf|lstm|concatenation|reshape|transpose|batch_matmul|pad|minimum|maximum|"
     r"ds_cnn|q7_to_q15|s8_to_s16)\w*\s*\(",
 )

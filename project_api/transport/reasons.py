@@ -36,7 +36,8 @@ STATUS_NAMES = {
 _ENTRY = re.compile(r'X\(\s*\w+\s*,\s*"((?:[^"\\\n]|\\.)*)"\s*\)')
 _CODE = re.compile(r": #(\d{1,4})(?=\D|$)")
 # mlf_text_error()'s "error <status>", where a message starts or after "<what>: ".
-_STATUS = re.compile(r"(?:(?<=^)|(?<=: ))error (\d{1,3})(?=: #| '| at |$)")
+# (The word first, its context behind it: the engine skips ahead to the word.)
+_STATUS = re.compile(r"error(?:(?<=^error)|(?<=: error)) (\d{1,3})(?=: #| '| at |$)")
 
 
 def _list_body(header: str, macro: str) -> str:

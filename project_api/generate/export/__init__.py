@@ -37,6 +37,7 @@ from ..plan import PathLike, Progress, _plan_models, generator_version
 from ..project import _swap_in
 from ..render import _environment
 from .api import tensor_summary, write_api
+from .check import check_archive_c
 from .cmsis import write_dependencies
 from .manifests import package_context, write_manifests
 from .sources import symbol_renames, write_model_code, write_params, write_runtime
@@ -110,8 +111,9 @@ def export_library(
         )
         try:
             info = _write_export(
-                staging, opened, archive_path, plans, names, the_board, chosen, opts, say, declared
-            )
+                staging, opened, archive_path, plans, names, the_board, chosen, opts, say,
+                declared, force,
+            )  # fmt: skip
             _swap_in(staging, destination)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
@@ -138,6 +140,7 @@ def _write_export(
     opts: Mapping[str, Any],
     say: Progress,
     declared: Any,
+    force: bool,
 ) -> Dict[str, Any]:
     say("writing the runtime and the model's C")
     src = root / "src"
@@ -147,11 +150,15 @@ def _write_export(
         root, archive, declared, plans, board, opts, say
     )
     runtime += dependency_sources
+    # What came from the archive or its dependencies (the C API includes the model's headers).
+    archive_c = list(dependency_sources)
     models: List[Dict[str, Any]] = []
     described: List[Dict[str, Any]] = []
     for plan, c_name in zip(plans, names):
-        sources = write_model_code(src, plan, c_name) + write_params(src, plan, c_name)
+        code = write_model_code(src, plan, c_name)
+        sources = code + write_params(src, plan, c_name)
         api = write_api(src, plan, c_name, board)
+        archive_c += [f"src/{c_name}.c", *code]
         layout = api["arena_layout"]
         models.append(
             {
@@ -184,6 +191,7 @@ def _write_export(
             }
         )
     target = "the host" if board.is_host else (board.cpu.label if board.cpu else board.arch)
+    checked = check_archive_c(root, archive_c, board, target, force=force, say=say)
     context = package_context(
         _package_name(names, archive_path), target, board.cpu_flags(), runtime, models
     )
@@ -202,6 +210,7 @@ def _write_export(
         "files": files,
         "runtime_sources": runtime,
         "dependencies": dependencies,
+        "archive_c": checked,
         "models": described,
     }
     (root / EXPORT_FILE).write_text(json.dumps(info, indent=2) + "\n")

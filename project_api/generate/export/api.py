@@ -123,7 +123,7 @@ def api_context(plan: ModelPlan, name: str, board: Board) -> Dict[str, Any]:
     }
 
 
-_LOCAL_INCLUDE = re.compile(r'^#include "([^"/]+\.h)"', re.MULTILINE)
+_LOCAL_INCLUDE = re.compile(r'^#include "([^"/\n]+\.h)"', re.MULTILINE)
 
 
 def _local_includes(text: str, name: str) -> str:

@@ -169,7 +169,7 @@ def write_model_code(src: Path, plan: ModelPlan, name: str) -> List[str]:
     return sources
 
 
-_ANGLE_INCLUDE = re.compile(r"^([ \t]*#[ \t]*include[ \t]*)<([^>/]+)>", re.MULTILINE)
+_ANGLE_INCLUDE = re.compile(r"^([ \t]*#[ \t]*include[ \t]*)<([^>/\n]+)>", re.MULTILINE)
 
 
 def _quoted_includes(text: str, own: Set[str]) -> str:

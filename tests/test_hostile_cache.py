@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 from typing import List, Tuple
 
-import hostile_build
 import numpy as np
 import pytest
 from conftest import requires_arm
+from hostile import build as hostile_build
 
 from project_api import sandbox
 from project_api.build import runtime_cache

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Iterable, Iterator, List
 
-import hostile_toolchain as ht
 import pytest
 from conftest import have_tool
+from hostile import toolchain as ht
 
 from project_api import sandbox
 from project_api.build import runtime_cache

@@ -2,7 +2,7 @@
 and on kernels whose Landlock is older than ours.
 
 The model is a factory model (mlp) with C added that, from a constructor and from its first
-operator call, reaches for the user's account (tests/hostile.py): files, sockets, another
+operator call, reaches for the user's account (tests/hostile/): files, sockets, another
 process of the user's (a ``sleep`` started here: its limits and signals), an ``ioctl`` its
 console does not need. Confined, every attempt is denied, nothing happens outside and the
 model still computes its reference outputs; with the sandbox off the same firmware escapes,

@@ -1,4 +1,8 @@
-"""Hostile models for the sandbox tests: an archive whose C tries to leave the firmware.
+"""Hostile models for the sandbox tests (issues 34 and 41), one package of every payload:
+this module's runtime payloads, :mod:`hostile.build` (compiler output that speaks to the
+trusted parent) and :mod:`hostile.toolchain` (a compiler reached through a fake ``$HOME``).
+
+Here: an archive whose C tries to leave the firmware.
 
 :func:`runtime_archive` adds a C file to an archive (the tests use a factory model) that,
 from a constructor and from the first operator call, tries (a native firmware) to read a
@@ -36,7 +40,7 @@ ATTEMPTS_GUEST = ("semihost-read", "semihost-write")
 STAGES = ("constructor", "operator")
 
 _PROBE_C = r"""
-/* A hostile model: it tries to leave the firmware (tests/hostile.py). */
+/* A hostile model: it tries to leave the firmware (tests/hostile/). */
 #define _GNU_SOURCE 1
 #include <stddef.h>
 #include <string.h>

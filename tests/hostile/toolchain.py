@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Dict, Sequence
 
 import hostile
-
 from project_api.modelgen import catalog
 
 SECRET_MARK = "mlf-hostile-SECRET"  # in hostile.SECRET_TEXT, the key's content

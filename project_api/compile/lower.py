@@ -1,0 +1,340 @@
+"""A read ``.tflite`` as a modelgen Network of operators with TFLite's arithmetic.
+
+Every check that can refuse the model runs here, before anything is written: one subgraph,
+static shapes, known operators at versions whose semantics are implemented, the data types
+and quantization each kernel handles. A refusal is one line naming the operator, its index
+and what is supported.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..errors import CompileError
+from ..modelgen import Network, Value
+from ..modelgen.ops import Reshape
+from ..modelgen.ops.tflite import (
+    Activation,
+    Quant,
+    Requant,
+    TflConv,
+    TflFullyConnected,
+    TflPool,
+    TflSoftmax,
+)
+from .quantize import (
+    activation_range,
+    conv_multipliers,
+    float_activation_range,
+    softmax_table,
+)
+from .schema import ACTIVATIONS, CUSTOM, PADDING
+from .tflite import Operator, Tensor, TfliteModel
+
+# Operator → the highest version whose semantics compile implements (LiteRT's versioning).
+SUPPORTED = {
+    "AVERAGE_POOL_2D": 2,
+    "CONV_2D": 3,
+    "DEPTHWISE_CONV_2D": 3,
+    "FULLY_CONNECTED": 5,
+    "MAX_POOL_2D": 2,
+    "RESHAPE": 1,
+    "SOFTMAX": 2,
+}
+DTYPES = ("int8", "float32")
+MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def supported_text() -> str:
+    return ", ".join(f"{name} (v1-{v})" for name, v in sorted(SUPPORTED.items()))
+
+
+class Unsupported(CompileError):
+    def __init__(self, op: Operator, problem: str) -> None:
+        super().__init__(
+            f"operator {op.index} ({_op_label(op)}): {problem}; compile supports "
+            f"{supported_text()} in int8 and float32"
+        )
+
+
+def _op_label(op: Operator) -> str:
+    if op.opcode == CUSTOM:
+        return f"custom {op.custom_code!r}"
+    return f"{op.name} v{op.version}"
+
+
+def check_model(model: TfliteModel) -> None:
+    """Refuses what compile cannot lower, in one line, before any lowering starts."""
+    if model.subgraphs != 1:
+        raise CompileError(
+            f"{model.subgraphs} subgraphs (control flow or several signatures): compile "
+            "lowers models of one subgraph"
+        )
+    if not model.operators:
+        raise CompileError("the model has no operators")
+    for tensor in model.tensors:
+        if tensor.dynamic:
+            raise CompileError(
+                f"tensor {tensor.index} ({tensor.name!r}) has a dynamic shape: compile needs "
+                "every shape fixed"
+            )
+    for op in model.operators:
+        if op.opcode == CUSTOM:
+            raise Unsupported(op, "custom operators are not supported")
+        if op.name not in SUPPORTED:
+            raise Unsupported(op, "not supported")
+        if op.version > SUPPORTED[op.name]:
+            raise Unsupported(op, f"version {op.version} is newer than compile implements")
+
+
+class _Lowering:
+    def __init__(self, model: TfliteModel, name: str) -> None:
+        self.model = model
+        self.net = Network(name)
+        self.values: Dict[int, Value] = {}
+
+    def tensor(self, index: int) -> Tensor:
+        return self.model.tensors[index]
+
+    def run(self) -> Network:
+        for index in self.model.inputs:
+            t = self.tensor(index)
+            if t.dtype not in DTYPES:
+                raise CompileError(f"input {t.name!r} is {t.dtype}: compile takes int8 or float32")
+            if not t.name:
+                raise CompileError(f"input tensor {index} has no name")
+            try:
+                self.values[index] = self.net.input(t.name, t.shape, t.dtype)
+            except ValueError as err:
+                raise CompileError(f"input tensor {index}: {err}") from None
+        for op in self.model.operators:
+            self.lower(op)
+        outputs = []
+        for index in self.model.outputs:
+            if index not in self.values or index in self.model.inputs:
+                raise CompileError(f"output tensor {index} is not computed by an operator")
+            outputs.append(self.values[index])
+        try:
+            self.net.output(*outputs)
+        except ValueError as err:
+            raise CompileError(str(err)) from None
+        return self.net
+
+    def operand(self, op: Operator, position: int) -> Value:
+        index = op.inputs[position] if position < len(op.inputs) else -1
+        if index < 0:
+            raise Unsupported(op, f"input {position} is missing")
+        if index in self.values:
+            return self.values[index]
+        t = self.tensor(index)
+        if t.data is None:
+            raise Unsupported(
+                op, f"input {position} (tensor {index}) is neither computed nor constant"
+            )
+        value = self.net.const(t.array())
+        self.values[index] = value
+        return value
+
+    def lower(self, op: Operator) -> None:
+        if len(op.outputs) != 1:
+            raise Unsupported(op, f"{len(op.outputs)} outputs")
+        out = self.tensor(op.outputs[0])
+        if op.outputs[0] in self.values:
+            raise Unsupported(op, f"tensor {op.outputs[0]} is written twice")
+        x = self.tensor(op.inputs[0]) if op.inputs and op.inputs[0] >= 0 else None
+        if x is None or x.dtype not in DTYPES or out.dtype != x.dtype:
+            raise Unsupported(
+                op, f"data types {x.dtype if x else None} → {out.dtype} (int8 or float32 only)"
+            )
+        method = getattr(self, "lower_" + op.name.lower())
+        try:
+            value: Value = method(op, x, out)
+        except ValueError as err:  # a modelgen operator's own shape rule
+            raise Unsupported(op, str(err)) from None
+        if value.shape != out.shape:
+            raise Unsupported(
+                op, f"computes shape {list(value.shape)}, the model says {list(out.shape)}"
+            )
+        self.values[op.outputs[0]] = value
+
+    # --- operators ----------------------------------------------------------------------------
+
+    def lower_conv_2d(self, op: Operator, x: Tensor, out: Tensor) -> Value:
+        return self._conv(op, x, out, depthwise=False)
+
+    def lower_depthwise_conv_2d(self, op: Operator, x: Tensor, out: Tensor) -> Value:
+        return self._conv(op, x, out, depthwise=True)
+
+    def _conv(self, op: Operator, x: Tensor, out: Tensor, *, depthwise: bool) -> Value:
+        o = op.options
+        w = self.tensor(op.inputs[1]) if len(op.inputs) > 1 and op.inputs[1] >= 0 else None
+        if w is None or w.data is None or len(w.shape) != 4 or len(x.shape) != 4:
+            raise Unsupported(op, "needs a constant 4-D filter and a 4-D input")
+        if w.dtype != x.dtype:
+            raise Unsupported(op, f"{w.dtype} filter on {x.dtype} data (hybrid) is not supported")
+        channels = w.shape[3] if depthwise else w.shape[0]
+        if not depthwise and w.shape[3] != x.shape[3]:
+            raise Unsupported(op, "grouped convolution is not supported")
+        multiplier = int(o.get("depth_multiplier", 1) or 1) if depthwise else 1  # type: ignore[call-overload]
+        if depthwise and channels != x.shape[3] * multiplier:
+            multiplier = channels // max(x.shape[3], 1)  # TFLite derives it from the shapes
+            if channels != x.shape[3] * multiplier:
+                raise Unsupported(op, "filter channels are not input channels × depth multiplier")
+        strides = self._positive(op, ("stride_h", "stride_w"))
+        dilations = self._positive(op, ("dilation_h", "dilation_w"))
+        kernel = (w.shape[1], w.shape[2])
+        out_hw, pads = _window(op, x.shape[1:3], kernel, strides, dilations)
+        bias = self._bias(op, channels, x.dtype)
+        activation = self._activation(op, out)
+        quant = self._quant(op, x, w, out, channels, axis=3 if depthwise else 0)
+        conv = TflConv(depthwise, out_hw, strides, dilations, pads, multiplier, bias is not None,
+                       activation, quant)  # fmt: skip
+        operands = [self.operand(op, 0), self.operand(op, 1)] + ([bias] if bias else [])
+        return self.net.apply(conv, *operands)[0]
+
+    def lower_fully_connected(self, op: Operator, x: Tensor, out: Tensor) -> Value:
+        o = op.options
+        w = self.tensor(op.inputs[1]) if len(op.inputs) > 1 and op.inputs[1] >= 0 else None
+        if w is None or w.data is None or len(w.shape) != 2:
+            raise Unsupported(op, "needs a constant 2-D filter")
+        if w.dtype != x.dtype:
+            raise Unsupported(op, f"{w.dtype} filter on {x.dtype} data (hybrid) is not supported")
+        if o.get("weights_format", 0) != 0:
+            raise Unsupported(op, "shuffled weights are not supported")
+        if x.elements % max(w.shape[1], 1) or out.elements != x.elements // w.shape[1] * w.shape[0]:
+            raise Unsupported(op, "input, filter and output shapes do not agree")
+        bias = self._bias(op, w.shape[0], x.dtype)
+        activation = self._activation(op, out)
+        quant = self._quant(op, x, w, out, w.shape[0], axis=0)
+        dense = TflFullyConnected(out.shape, bias is not None, activation, quant)
+        operands = [self.operand(op, 0), self.operand(op, 1)] + ([bias] if bias else [])
+        return self.net.apply(dense, *operands)[0]
+
+    def lower_average_pool_2d(self, op: Operator, x: Tensor, out: Tensor) -> Value:
+        return self._pool(op, x, out, "avg")
+
+    def lower_max_pool_2d(self, op: Operator, x: Tensor, out: Tensor) -> Value:
+        return self._pool(op, x, out, "max")
+
+    def _pool(self, op: Operator, x: Tensor, out: Tensor, kind: str) -> Value:
+        if len(x.shape) != 4:
+            raise Unsupported(op, "needs a 4-D input")
+        if x.dtype == "int8" and _scale_zp(x) != _scale_zp(out):
+            raise Unsupported(op, "input and output quantization differ")
+        strides = self._positive(op, ("stride_h", "stride_w"))
+        kernel = self._positive(op, ("filter_h", "filter_w"))
+        out_hw, pads = _window(op, x.shape[1:3], kernel, strides, (1, 1))
+        pool = TflPool(kind, out_hw, kernel, strides, pads, self._activation(op, out))
+        return self.net.apply(pool, self.operand(op, 0))[0]
+
+    def lower_reshape(self, op: Operator, x: Tensor, out: Tensor) -> Value:
+        if x.elements != out.elements:
+            raise Unsupported(op, f"reshapes {x.elements} elements into {out.elements}")
+        if x.dtype == "int8" and _scale_zp(x) != _scale_zp(out):
+            raise Unsupported(op, "input and output quantization differ")
+        return self.net.apply(Reshape(out.shape), self.operand(op, 0))[0]
+
+    def lower_softmax(self, op: Operator, x: Tensor, out: Tensor) -> Value:
+        beta = float(op.options.get("beta", 1.0))  # type: ignore[arg-type]
+        if not np.isfinite(beta) or beta <= 0:
+            raise Unsupported(op, f"beta {beta}")
+        if x.dtype == "float32":
+            return self.net.apply(TflSoftmax(beta), self.operand(op, 0))[0]
+        in_scale, _ = _scale_zp(x, op)
+        out_scale, out_zp = _scale_zp(out, op)
+        if out_zp != -128 or abs(out_scale - 1 / 256) > 0.001 / 256:
+            raise Unsupported(op, "int8 output must have zero point -128 and scale 1/256")
+        softmax = TflSoftmax(beta, softmax_table(in_scale, beta), out_zp, out_scale)
+        return self.net.apply(softmax, self.operand(op, 0))[0]
+
+    # --- shared -------------------------------------------------------------------------------
+
+    def _positive(self, op: Operator, keys: Sequence[str]) -> Tuple[int, int]:
+        values = tuple(int(op.options.get(k, 0)) for k in keys)  # type: ignore[call-overload]
+        if any(v < 1 or v > 4096 for v in values):
+            raise Unsupported(op, f"{'/'.join(keys)} {list(values)} must be in 1..4096")
+        return values[0], values[1]
+
+    def _bias(self, op: Operator, channels: int, dtype: str) -> Optional[Value]:
+        if len(op.inputs) < 3 or op.inputs[2] < 0:
+            return None
+        b = self.tensor(op.inputs[2])
+        want = "int32" if dtype == "int8" else "float32"
+        if b.data is None or b.dtype != want or b.shape != (channels,):
+            raise Unsupported(op, f"bias must be a constant {want}[{channels}]")
+        return self.operand(op, 2)
+
+    def _activation(self, op: Operator, out: Tensor) -> Activation:
+        name = ACTIVATIONS.get(int(op.options.get("activation", 0)), "?")  # type: ignore[call-overload]
+        if name not in ("NONE", "RELU", "RELU6", "RELU_N1_TO_1"):
+            raise Unsupported(op, f"fused activation {name} is not supported")
+        if out.dtype == "int8":
+            scale, zp = _scale_zp(out, op)
+            low, high = activation_range(name, scale, zp)
+            return Activation(low, high)
+        return Activation(*float_activation_range(name))
+
+    def _quant(
+        self, op: Operator, x: Tensor, w: Tensor, out: Tensor, channels: int, axis: int
+    ) -> Quant:
+        if x.dtype != "int8":
+            return Quant()
+        in_scale, in_zp = _scale_zp(x, op)
+        out_scale, out_zp = _scale_zp(out, op)
+        wq = w.quantization
+        if wq is None:
+            raise Unsupported(op, "the filter is not quantized")
+        if wq.per_channel and (len(wq.scales) != channels or wq.axis != axis):
+            raise Unsupported(op, f"per-channel filter quantization must be on axis {axis}")
+        filter_zp = wq.zero_points[0]
+        if any(z != filter_zp for z in wq.zero_points) or (
+            filter_zp and op.name != "FULLY_CONNECTED"
+        ):
+            raise Unsupported(op, "filter zero points must be 0")
+        multipliers, shifts = conv_multipliers(in_scale, wq.scales, out_scale, channels)
+        return Quant(-in_zp, -filter_zp, out_zp, Requant(multipliers, shifts, "single"))
+
+
+def _scale_zp(t: Tensor, op: Optional[Operator] = None) -> Tuple[float, int]:
+    q = t.quantization
+    if q is None or q.per_channel:
+        message = f"tensor {t.index} ({t.name!r}) needs per-tensor quantization"
+        if op is not None:
+            raise Unsupported(op, message)
+        raise CompileError(message)
+    return q.scales[0], q.zero_points[0]
+
+
+def _window(
+    op: Operator,
+    size: Sequence[int],
+    kernel: Tuple[int, int],
+    strides: Tuple[int, int],
+    dilations: Tuple[int, int],
+) -> Tuple[Tuple[int, int], Tuple[int, int]]:
+    """TFLite's output extent and leading padding for SAME or VALID, per axis."""
+    padding = PADDING.get(int(op.options.get("padding", 0)))  # type: ignore[call-overload]
+    if padding is None:
+        raise Unsupported(op, "unknown padding")
+    out: List[int] = []
+    pads: List[int] = []
+    for extent, k, s, d in zip(size, kernel, strides, dilations):
+        effective = (k - 1) * d + 1
+        o = (extent + s - 1) // s if padding == "SAME" else (extent + s - effective) // s
+        if o < 1:
+            raise Unsupported(op, f"a window of {effective} does not fit extent {extent}")
+        total = max((o - 1) * s + effective - extent, 0)
+        out.append(o)
+        pads.append(total // 2)
+    return (out[0], out[1]), (pads[0], pads[1])
+
+
+def lower_model(model: TfliteModel, name: str = "default") -> Network:
+    """The checked model as a Network named ``name`` (a C identifier)."""
+    if not MODULE_NAME.match(name):
+        raise CompileError(f"--name {name!r} must be a C identifier")
+    check_model(model)
+    return _Lowering(model, name).run()

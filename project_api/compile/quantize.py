@@ -1,0 +1,120 @@
+"""TFLite's quantization arithmetic, worked out at compile time (in double and float32 as
+LiteRT's kernels work it out when they are prepared).
+
+- ``quantize_multiplier``: a real multiplier as a Q31 mantissa and a power-of-two shift
+  (``frexp``, round half away from zero; a mantissa that rounds up to 2**31 is halved).
+- ``conv_multipliers``: per output channel, input_scale · filter_scale / output_scale in
+  double (the filter's one scale repeated when it is per tensor).
+- ``activation_range``: the fused activation's bounds, quantized in float32.
+- ``softmax_table``: ``expf(-input_scale · beta · i)`` for i in 0..255, in float32, from the
+  C library's own ``expf`` when it can be called (the value LiteRT's kernel computes).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import math
+from functools import lru_cache
+from typing import Callable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..errors import CompileError
+
+F32 = np.float32
+FLOAT_MAX = float(np.finfo(np.float32).max)
+
+
+def round_half_away(value: float) -> int:
+    """std::round: halves away from zero."""
+    floor = math.floor(abs(value))
+    rounded = floor + 1 if abs(value) - floor >= 0.5 else floor
+    return int(rounded if value >= 0 else -rounded)
+
+
+def quantize_multiplier(real: float, *, single_rounding: bool = True) -> Tuple[int, int]:
+    """(multiplier, shift) with real ≈ multiplier · 2**(shift - 31); shift > 0 shifts left."""
+    if real == 0.0:
+        return 0, 0
+    if not math.isfinite(real) or real < 0:
+        raise CompileError(f"requantization multiplier {real} is not finite and positive")
+    mantissa, shift = math.frexp(real)
+    fixed = round_half_away(mantissa * (1 << 31))
+    if fixed == 1 << 31:
+        fixed //= 2
+        shift += 1
+    if shift < -31:
+        return 0, 0
+    if single_rounding and shift > 30:
+        return (1 << 31) - 1, 30
+    if shift > 30:
+        raise CompileError(f"requantization multiplier {real} is too large")
+    return fixed, shift
+
+
+def conv_multipliers(
+    input_scale: float, filter_scales: Sequence[float], output_scale: float, channels: int
+) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+    """Per output channel (multiplier, shift); one pair when everything is per tensor."""
+    scales = list(filter_scales)
+    count = channels if len(scales) > 1 else 1
+    multipliers: List[int] = []
+    shifts: List[int] = []
+    for i in range(count):
+        real = float(input_scale) * float(scales[i]) / float(output_scale)
+        m, s = quantize_multiplier(real)
+        multipliers.append(m)
+        shifts.append(s)
+    return tuple(multipliers), tuple(shifts)
+
+
+def activation_range(activation: str, scale: float, zero_point: int) -> Tuple[int, int]:
+    """int8 bounds of a fused activation (``NONE``, ``RELU``, ``RELU6``, ``RELU_N1_TO_1``)."""
+
+    def quantize(value: float) -> int:
+        return zero_point + round_half_away(float(F32(value) / F32(scale)))
+
+    low, high = -128, 127
+    if activation == "RELU":
+        low = max(low, quantize(0.0))
+    elif activation == "RELU6":
+        low, high = max(low, quantize(0.0)), min(high, quantize(6.0))
+    elif activation == "RELU_N1_TO_1":
+        low, high = max(low, quantize(-1.0)), min(high, quantize(1.0))
+    return low, high
+
+
+def float_activation_range(activation: str) -> Tuple[float, float]:
+    return {
+        "NONE": (-FLOAT_MAX, FLOAT_MAX),
+        "RELU": (0.0, FLOAT_MAX),
+        "RELU6": (0.0, 6.0),
+        "RELU_N1_TO_1": (-1.0, 1.0),
+    }[activation]
+
+
+@lru_cache(maxsize=1)
+def _libm_expf() -> Optional[Callable[[float], float]]:
+    name = ctypes.util.find_library("m")
+    if name is None:
+        return None
+    try:
+        function = ctypes.CDLL(name).expf
+    except (OSError, AttributeError):
+        return None
+    function.restype = ctypes.c_float
+    function.argtypes = [ctypes.c_float]
+    return function
+
+
+def softmax_table(input_scale: float, beta: float) -> Tuple[float, ...]:
+    """table[255 - i] = expf(-input_scale · beta · i) in float32, i = 0..255."""
+    scale = F32(-F32(input_scale) * F32(beta))
+    expf = _libm_expf()
+    table = [0.0] * 256
+    for i in range(256):
+        argument = F32(scale * F32(i))
+        value = expf(float(argument)) if expf else float(np.exp(argument, dtype=np.float32))
+        table[255 - i] = float(F32(value))
+    return tuple(table)

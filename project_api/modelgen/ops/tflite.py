@@ -1,0 +1,372 @@
+"""Operators with TFLite's reference arithmetic (LiteRT's reference kernels), int8 and float32.
+
+``compile`` lowers a ``.tflite`` onto these. Everything a kernel needs that the model fixes
+is a C constant: shapes, strides, paddings, zero points, activation bounds, and the
+requantization's multipliers and shifts (worked out at compile time, per channel). The
+accumulation is exact int32 (int8) or float32 in the reference kernels' loop order.
+
+Requantization (``MultiplyByQuantizedMultiplier``) comes in TFLite's two roundings:
+``single`` (one rounding of the 64-bit product, LiteRT's) and ``double`` (a rounding doubling
+high multiply, then a rounding right shift: TFLM's and CMSIS-NN's default). An operator
+carries its rounding, so a kernel can be swapped per operator.
+
+These operators have no numpy reference: LiteRT is their oracle (tests/test_compile_ops.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..cgen import Body, Buffer, c_type, float_literal
+from .base import Op, TensorType, nest, require
+
+ROUNDINGS = ("single", "double")
+
+
+@dataclass(frozen=True)
+class Requant:
+    """Per-channel (or one, per-tensor) quantized multipliers and TFLite shifts (>0: left)."""
+
+    multipliers: Tuple[int, ...]
+    shifts: Tuple[int, ...]
+    rounding: str = "single"
+
+    def check(self) -> None:
+        require(self.rounding in ROUNDINGS, f"rounding must be one of {ROUNDINGS}")
+        require(len(self.multipliers) == len(self.shifts) >= 1, "requant: one shift a multiplier")
+        for m, s in zip(self.multipliers, self.shifts):
+            require(0 <= m < (1 << 31) and -31 <= s <= 30, f"requant ({m}, {s}) out of range")
+
+    def declare(self, body: Body) -> None:
+        if len(self.multipliers) > 1:
+            count = len(self.multipliers)
+            body.line(f"static const int32_t mult_[{count}] = {_c_ints(self.multipliers)};")
+            body.line(f"static const int8_t shift_[{len(self.shifts)}] = {_c_ints(self.shifts)};")
+
+    def emit(self, body: Body, acc: str, channel: str) -> str:
+        """Statements computing ``MultiplyByQuantizedMultiplier(acc)``; returns the variable."""
+        if len(self.multipliers) > 1:
+            mult, shift = f"mult_[{channel}]", f"shift_[{channel}]"
+        else:
+            mult, shift = str(self.multipliers[0]), str(self.shifts[0])
+        if self.rounding == "single":
+            body.line(f"int32_t ts_ = 31 - {shift};")
+            body.line(
+                f"int32_t q_ = (int32_t)((((int64_t){acc}) * ((int64_t){mult}) + "
+                "((int64_t)1 << (ts_ - 1))) >> ts_);"
+            )
+            return "q_"
+        body.line(f"int32_t ls_ = {shift} > 0 ? {shift} : 0;")
+        body.line(f"int32_t rs_ = {shift} > 0 ? 0 : -{shift};")
+        body.line(f"int64_t ab_ = ((int64_t)(int32_t)((uint32_t){acc} << ls_)) * {mult};")
+        body.line("int64_t nudge_ = ab_ >= 0 ? (1 << 30) : (1 - (1 << 30));")
+        body.line("int32_t hi_ = (int32_t)((ab_ + nudge_) / ((int64_t)1 << 31));")
+        body.line("int32_t mask_ = (int32_t)(((int64_t)1 << rs_) - 1);")
+        body.line("int32_t thr_ = (mask_ >> 1) + (hi_ < 0 ? 1 : 0);")
+        body.line("int32_t q_ = (hi_ >> rs_) + (((hi_ & mask_) > thr_) ? 1 : 0);")
+        return "q_"
+
+
+def _c_ints(values: Sequence[int]) -> str:
+    return "{" + ", ".join(str(int(v)) for v in values) + "}"
+
+
+@dataclass(frozen=True)
+class Activation:
+    """The output's clamp: int8 bounds, or float bounds (``None`` = unbounded)."""
+
+    low: float
+    high: float
+
+    def clamp(self, body: Body, value: str, dtype: str) -> str:
+        if dtype == "int8":
+            lo, hi = int(self.low), int(self.high)
+            body.line(f"int32_t c_ = {value} < {lo} ? {lo} : {value};")
+            return f"(int8_t)(c_ > {hi} ? {hi} : c_)"
+        flo, fhi = float_literal(self.low), float_literal(self.high)
+        body.line(f"float c_ = {value} < {flo} ? {flo} : {value};")
+        return f"(c_ > {fhi} ? {fhi} : c_)"
+
+
+@dataclass(frozen=True)
+class Quant:
+    """Zero points of an int8 operator's input and output, and its requantization."""
+
+    input_offset: int = 0  # -input zero point
+    filter_offset: int = 0  # -filter zero point (FULLY_CONNECTED only)
+    output_offset: int = 0  # output zero point
+    requant: Requant = Requant((1 << 30,), (0,))
+
+
+@dataclass(frozen=True)
+class TflConv(Op):
+    """CONV_2D (filter OHWI) or DEPTHWISE_CONV_2D (filter 1HWO), NHWC, optional bias."""
+
+    depthwise: bool
+    out_hw: Tuple[int, int]
+    strides: Tuple[int, int]
+    dilations: Tuple[int, int]
+    pads: Tuple[int, int]  # top, left
+    depth_multiplier: int
+    bias: bool
+    activation: Activation
+    quant: Quant = Quant()
+
+    def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
+        x, w = types[0], types[1]
+        require(len(x.shape) == 4 and len(w.shape) == 4, "conv: input NHWC and a 4-D filter")
+        out_c = w.shape[3] if self.depthwise else w.shape[0]
+        if self.depthwise:
+            require(out_c == x.shape[3] * self.depth_multiplier, "depthwise: channels mismatch")
+        else:
+            require(w.shape[3] == x.shape[3], "conv: filter input channels mismatch")
+        if x.dtype == "int8":
+            self.quant.requant.check()
+        return [TensorType((x.shape[0], *self.out_hw, out_c), x.dtype)]
+
+    def name_parts(self) -> List[str]:
+        return ["tfl_depthwise_conv_2d" if self.depthwise else "tfl_conv_2d"]
+
+    def output_names(self) -> List[str]:
+        return ["T_conv"]
+
+    def emit(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
+        x, w, out = ins[0], ins[1], outs[0]
+        n, h, wd, c = x.shape
+        _, kh, kw, _ = w.shape
+        oh, ow = self.out_hw
+        oc = out.shape[3]
+        sh, sw = self.strides
+        dh, dw = self.dilations
+        pt, pl = self.pads
+        quantized = x.dtype == "int8"
+        acc_t = "int32_t" if quantized else "float"
+        if quantized:
+            self.quant.requant.declare(body)
+        with nest(body, [("b", n), ("oy", oh), ("ox", ow), ("oc", oc)]) as (b, oy, ox, o):
+            body.line(f"{acc_t} acc = {'0' if quantized else '0.000000e+00f'};")
+            with body.loop("ky", kh):
+                body.line(f"int32_t iy = {oy} * {sh} - {pt} + ky * {dh};")
+                body.line(f"if (iy < 0 || iy >= {h}) continue;")
+                with body.loop("kx", kw):
+                    body.line(f"int32_t ix = {ox} * {sw} - {pl} + kx * {dw};")
+                    body.line(f"if (ix < 0 || ix >= {wd}) continue;")
+                    row = f"((({b} * {h} + iy) * {wd} + ix) * {c})"
+                    if self.depthwise:
+                        ic = f"({o} / {self.depth_multiplier})"
+                        wv = w[f"(ky * {kw} + kx) * {oc} + {o}"]
+                        self._mac(body, x[f"{row} + {ic}"], wv, quantized)
+                    else:
+                        with body.loop("ic", c):
+                            wi = f"(({o} * {kh} + ky) * {kw} + kx) * {c} + ic"
+                            self._mac(body, x[f"{row} + ic"], w[wi], quantized)
+            result = _finish(body, self, ins, o, "acc")
+            body.line(f"{out[f'(({b} * {oh} + {oy}) * {ow} + {ox}) * {oc} + {o}']} = {result};")
+
+    def _mac(self, body: Body, xv: str, wv: str, quantized: bool) -> None:
+        if quantized:
+            body.line(f"acc += ((int32_t){xv} + {self.quant.input_offset}) * (int32_t){wv};")
+        else:
+            body.line(f"acc += {xv} * {wv};")
+
+    def reference(self, arrays: Sequence[np.ndarray]) -> List[np.ndarray]:
+        raise NotImplementedError("LiteRT's reference kernels are this operator's reference")
+
+
+def _finish(
+    body: Body, op: Union[TflConv, TflFullyConnected], ins: Sequence[Buffer], channel: str, acc: str
+) -> str:
+    """Bias, requantization (int8) and the activation clamp of a conv or dense output."""
+    quant, activation, dtype = op.quant, op.activation, ins[0].dtype
+    if op.bias:
+        body.line(f"{acc} += {ins[2][channel]};")
+    if dtype == "int8":
+        q = quant.requant.emit(body, acc, channel)
+        return activation.clamp(body, f"({q} + {quant.output_offset})", dtype)
+    return activation.clamp(body, acc, dtype)
+
+
+@dataclass(frozen=True)
+class TflFullyConnected(Op):
+    """FULLY_CONNECTED: filter [O, D], input flattened to [batches, D], optional bias."""
+
+    out_shape: Tuple[int, ...]
+    bias: bool
+    activation: Activation
+    quant: Quant = Quant()
+
+    def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
+        x, w = types[0], types[1]
+        require(len(w.shape) == 2, "fully connected: a 2-D filter")
+        require(x.size % w.shape[1] == 0, "fully connected: input size not a multiple of depth")
+        batches = x.size // w.shape[1]
+        require(
+            int(np.prod(self.out_shape)) == batches * w.shape[0], "fully connected: output shape"
+        )
+        if x.dtype == "int8":
+            self.quant.requant.check()
+        return [TensorType(self.out_shape, x.dtype)]
+
+    def name_parts(self) -> List[str]:
+        return ["tfl_fully_connected"]
+
+    def output_names(self) -> List[str]:
+        return ["T_dense"]
+
+    def emit(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
+        x, w, out = ins[0], ins[1], outs[0]
+        o, d = w.shape
+        batches = x.size // d
+        quantized = x.dtype == "int8"
+        if quantized:
+            self.quant.requant.declare(body)
+        with nest(body, [("b", batches), ("oc", o)]) as (b, oc):
+            if quantized:
+                body.line("int32_t acc = 0;")
+                with body.loop("d", d):
+                    xv, wv = x[f"{b} * {d} + d"], w[f"{oc} * {d} + d"]
+                    body.line(
+                        f"acc += ((int32_t){wv} + {self.quant.filter_offset}) * "
+                        f"((int32_t){xv} + {self.quant.input_offset});"
+                    )
+            else:
+                body.line("float acc = 0.000000e+00f;")
+                with body.loop("d", d):
+                    body.line(f"acc += {x[f'{b} * {d} + d']} * {w[f'{oc} * {d} + d']};")
+            result = _finish(body, self, ins, oc, "acc")
+            body.line(f"{out[f'{b} * {o} + {oc}']} = {result};")
+
+    def reference(self, arrays: Sequence[np.ndarray]) -> List[np.ndarray]:
+        raise NotImplementedError("LiteRT's reference kernels are this operator's reference")
+
+
+@dataclass(frozen=True)
+class TflPool(Op):
+    """AVERAGE_POOL_2D or MAX_POOL_2D, NHWC; the window counts only what lies inside."""
+
+    mode: str  # "avg" | "max"
+    out_hw: Tuple[int, int]
+    filter_hw: Tuple[int, int]
+    strides: Tuple[int, int]
+    pads: Tuple[int, int]
+    activation: Activation
+
+    def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
+        x = types[0]
+        require(len(x.shape) == 4, "pool: input NHWC")
+        return [TensorType((x.shape[0], *self.out_hw, x.shape[3]), x.dtype)]
+
+    def name_parts(self) -> List[str]:
+        return ["tfl_average_pool_2d" if self.mode == "avg" else "tfl_max_pool_2d"]
+
+    def output_names(self) -> List[str]:
+        return ["T_pool"]
+
+    def emit(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
+        x, out = ins[0], outs[0]
+        n, h, wd, c = x.shape
+        oh, ow = self.out_hw
+        fh, fw = self.filter_hw
+        sh, sw = self.strides
+        pt, pl = self.pads
+        quantized = x.dtype == "int8"
+        with nest(body, [("b", n), ("oy", oh), ("ox", ow), ("ch", c)]) as (b, oy, ox, ch):
+            body.line(f"int32_t y0 = {oy} * {sh} - {pt};")
+            body.line(f"int32_t x0 = {ox} * {sw} - {pl};")
+            body.line("int32_t fy0 = y0 < 0 ? -y0 : 0;")
+            body.line("int32_t fx0 = x0 < 0 ? -x0 : 0;")
+            body.line(f"int32_t fy1 = {h} - y0 < {fh} ? {h} - y0 : {fh};")
+            body.line(f"int32_t fx1 = {wd} - x0 < {fw} ? {wd} - x0 : {fw};")
+            if self.mode == "avg":
+                body.line(f"{'int32_t' if quantized else 'float'} acc = 0;")
+                body.line("int32_t count = 0;")
+            else:
+                low = "-128" if quantized else "-3.40282347e+38f"
+                body.line(f"{'int32_t' if quantized else 'float'} acc = {low};")
+            with (
+                body.block("for (int32_t fy = fy0; fy < fy1; ++fy)"),
+                body.block("for (int32_t fx = fx0; fx < fx1; ++fx)"),
+            ):
+                v = x[f"((({b} * {h} + y0 + fy) * {wd} + x0 + fx) * {c}) + {ch}"]
+                if self.mode == "avg":
+                    body.line(f"acc += {v};")
+                    body.line("++count;")
+                else:
+                    body.line(f"acc = {v} > acc ? {v} : acc;")
+            if self.mode == "avg":
+                body.line("if (count == 0) return -1;")
+                if quantized:
+                    body.line(
+                        "acc = acc > 0 ? (acc + count / 2) / count : (acc - count / 2) / count;"
+                    )
+                else:
+                    body.line("acc = acc / (float)count;")
+            result = self.activation.clamp(body, "acc", x.dtype)
+            body.line(f"{out[f'(({b} * {oh} + {oy}) * {ow} + {ox}) * {c} + {ch}']} = {result};")
+
+    def reference(self, arrays: Sequence[np.ndarray]) -> List[np.ndarray]:
+        raise NotImplementedError("LiteRT's reference kernels are this operator's reference")
+
+
+@dataclass(frozen=True)
+class TflSoftmax(Op):
+    """SOFTMAX over the last axis. int8: LiteRT's table of expf (built at compile time,
+    256 float constants), a float sum, one reciprocal, round half away from zero; float32:
+    expf of (x - max) * beta over their sum."""
+
+    beta: float
+    table: Tuple[float, ...] = ()  # int8: exp(-input_scale * beta * (255 - i)), as float32
+    output_zero_point: int = 0
+    output_scale: float = 1.0
+
+    def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
+        x = types[0]
+        require(len(x.shape) >= 1, "softmax: at least one axis")
+        if x.dtype == "int8":
+            require(len(self.table) == 256, "softmax int8: a table of 256 floats")
+        return [TensorType(x.shape, x.dtype)]
+
+    def name_parts(self) -> List[str]:
+        return ["tfl_softmax"]
+
+    def output_names(self) -> List[str]:
+        return ["T_softmax"]
+
+    def emit(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
+        x, out = ins[0], outs[0]
+        depth = x.shape[-1]
+        rows = x.size // depth
+        if x.dtype == "int8":
+            values = ", ".join(float_literal(v) for v in self.table)
+            body.line(f"static const float table_[256] = {{{values}}};")
+        with nest(body, [("r", rows)]) as (r,):
+            at = f"{r} * {depth}"
+            ctype = c_type(x.dtype)
+            body.line(f"{ctype} mx = {x[at]};")
+            with body.loop("j", depth):
+                body.line(f"mx = {x[f'{at} + j']} > mx ? {x[f'{at} + j']} : mx;")
+            body.line("float sum = 0.000000e+00f;")
+            if x.dtype == "int8":
+                body.line("const float* t_ = &table_[255 - mx];")
+                with body.loop("j", depth):
+                    body.line(f"sum += t_[{x[f'{at} + j']}];")
+                body.line(f"float inv = 1.0f / (sum * {float_literal(self.output_scale)});")
+                with body.loop("j", depth):
+                    body.line(f"float p_ = t_[{x[f'{at} + j']}] * inv;")
+                    body.line(f"int32_t q_ = (int32_t)roundf(p_) + {self.output_zero_point};")
+                    body.line("q_ = q_ < -128 ? -128 : (q_ > 127 ? 127 : q_);")
+                    body.line(f"{out[f'{at} + j']} = (int8_t)q_;")
+            else:
+                beta = float_literal(self.beta)
+                with body.loop("j", depth):
+                    body.line(f"float e_ = expf(({x[f'{at} + j']} - mx) * {beta});")
+                    body.line(f"{out[f'{at} + j']} = e_;")
+                    body.line("sum += e_;")
+                with body.loop("j", depth):
+                    body.line(f"{out[f'{at} + j']} = {out[f'{at} + j']} / sum;")
+
+    def reference(self, arrays: Sequence[np.ndarray]) -> List[np.ndarray]:
+        raise NotImplementedError("LiteRT's reference kernels are this operator's reference")

@@ -16,6 +16,7 @@ from .command import Command
 
 # (module, class) of every sub-command, in help order.
 COMMANDS = [
+    ("compile", "CompileCommand"),
     ("info", "InfoCommand"),
     ("generate", "GenerateCommand"),
     ("export", "ExportCommand"),

@@ -20,7 +20,7 @@ from typing import Union
 
 from ..errors import CompileError
 from ..modelgen import GeneratedModel
-from .lower import SUPPORTED, lower_model, supported_text
+from .lower import SUPPORTED, Rounding, lower_model, supported_text
 from .tflite import TfliteModel, read_tflite
 
 EXECUTORS = ("graph",)
@@ -49,13 +49,20 @@ def is_tflite(path: PathLike) -> bool:
 
 
 def build_model(
-    path: PathLike, *, name: str = "default", executor: str = "graph"
+    path: PathLike,
+    *,
+    name: str = "default",
+    executor: str = "graph",
+    rounding: Rounding = None,
 ) -> GeneratedModel:
-    """Reads, checks and lowers a ``.tflite``; nothing is written."""
+    """Reads, checks and lowers a ``.tflite``; nothing is written. ``rounding`` forces one
+    requantization rounding on every operator (``single``, ``away`` or ``double``, TFLM's
+    default), or on the operators a mapping {index: rounding} names; by default each
+    operator rounds as LiteRT's reference kernel does."""
     if executor not in EXECUTORS:
         raise CompileError(f"executor {executor!r}: compile writes {', '.join(EXECUTORS)} only")
     model = read_tflite(path)
-    network = lower_model(model, name)
+    network = lower_model(model, name, rounding)
     try:
         return network.build(description=f"compiled from {Path(path).name}")
     except ValueError as err:

@@ -9,7 +9,7 @@ and what is supported.
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from ..errors import CompileError
 from ..modelgen import Network, Value
 from ..modelgen.ops import Reshape
 from ..modelgen.ops.tflite import (
+    ROUNDINGS,
     Activation,
     Quant,
     Requant,
@@ -45,6 +46,12 @@ SUPPORTED = {
     "SOFTMAX": 2,
 }
 DTYPES = ("int8", "float32")
+# The requantization rounding LiteRT's reference kernels use, per operator (measured against
+# LiteRT 2.3 with tests/compile_cases.py's tie cases: CONV_2D and DEPTHWISE_CONV_2D round
+# twice, as TFLM does; FULLY_CONNECTED rounds once, halves away from zero).
+# docs/compile.md has the numbers.
+LITERT_ROUNDING = {"CONV_2D": "double", "DEPTHWISE_CONV_2D": "double", "FULLY_CONNECTED": "away"}
+Rounding = Union[None, str, Mapping[int, str]]
 MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -91,8 +98,9 @@ def check_model(model: TfliteModel) -> None:
 
 
 class _Lowering:
-    def __init__(self, model: TfliteModel, name: str) -> None:
+    def __init__(self, model: TfliteModel, name: str, rounding: Rounding) -> None:
         self.model = model
+        self.rounding = rounding
         self.net = Network(name)
         self.values: Dict[int, Value] = {}
 
@@ -294,8 +302,14 @@ class _Lowering:
             filter_zp and op.name != "FULLY_CONNECTED"
         ):
             raise Unsupported(op, "filter zero points must be 0")
-        multipliers, shifts = conv_multipliers(in_scale, wq.scales, out_scale, channels)
-        return Quant(-in_zp, -filter_zp, out_zp, Requant(multipliers, shifts, "single"))
+        if isinstance(self.rounding, str):
+            rounding = self.rounding
+        else:
+            rounding = (self.rounding or {}).get(op.index) or LITERT_ROUNDING[op.name]
+        multipliers, shifts = conv_multipliers(
+            in_scale, wq.scales, out_scale, channels, single_rounding=rounding != "double"
+        )
+        return Quant(-in_zp, -filter_zp, out_zp, Requant(multipliers, shifts, rounding))
 
 
 def _scale_zp(t: Tensor, op: Optional[Operator] = None) -> Tuple[float, int]:
@@ -332,9 +346,17 @@ def _window(
     return (out[0], out[1]), (pads[0], pads[1])
 
 
-def lower_model(model: TfliteModel, name: str = "default") -> Network:
-    """The checked model as a Network named ``name`` (a C identifier)."""
+def lower_model(model: TfliteModel, name: str = "default", rounding: Rounding = None) -> Network:
+    """The checked model as a Network named ``name`` (a C identifier). ``rounding`` is the
+    requantization's for every operator: ``single``, ``away`` or ``double`` (TFLite's
+    classic rounding, TFLM's and CMSIS-NN's default build; see modelgen/ops/tflite.py); by
+    default each operator rounds as LiteRT's reference kernel does (:data:`LITERT_ROUNDING`);
+    a mapping {operator index: rounding} swaps the rounding of those operators only."""
     if not MODULE_NAME.match(name):
         raise CompileError(f"--name {name!r} must be a C identifier")
+    chosen = [rounding] if isinstance(rounding, str) else list((rounding or {}).values())
+    for value in chosen:
+        if value not in ROUNDINGS:
+            raise CompileError(f"rounding {value!r}: one of {', '.join(ROUNDINGS)}")
     check_model(model)
-    return _Lowering(model, name).run()
+    return _Lowering(model, name, rounding).run()

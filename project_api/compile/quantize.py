@@ -54,7 +54,12 @@ def quantize_multiplier(real: float, *, single_rounding: bool = True) -> Tuple[i
 
 
 def conv_multipliers(
-    input_scale: float, filter_scales: Sequence[float], output_scale: float, channels: int
+    input_scale: float,
+    filter_scales: Sequence[float],
+    output_scale: float,
+    channels: int,
+    *,
+    single_rounding: bool = True,
 ) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
     """Per output channel (multiplier, shift); one pair when everything is per tensor."""
     scales = list(filter_scales)
@@ -63,7 +68,7 @@ def conv_multipliers(
     shifts: List[int] = []
     for i in range(count):
         real = float(input_scale) * float(scales[i]) / float(output_scale)
-        m, s = quantize_multiplier(real)
+        m, s = quantize_multiplier(real, single_rounding=single_rounding)
         multipliers.append(m)
         shifts.append(s)
     return tuple(multipliers), tuple(shifts)

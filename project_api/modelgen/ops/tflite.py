@@ -5,10 +5,12 @@ is a C constant: shapes, strides, paddings, zero points, activation bounds, and 
 requantization's multipliers and shifts (worked out at compile time, per channel). The
 accumulation is exact int32 (int8) or float32 in the reference kernels' loop order.
 
-Requantization (``MultiplyByQuantizedMultiplier``) comes in TFLite's two roundings:
-``single`` (one rounding of the 64-bit product, LiteRT's) and ``double`` (a rounding doubling
-high multiply, then a rounding right shift: TFLM's and CMSIS-NN's default). An operator
-carries its rounding, so a kernel can be swapped per operator.
+Requantization (``MultiplyByQuantizedMultiplier``) comes in three roundings: ``single``
+(one rounding of the 64-bit product, halves up: TFLite's ``TFLITE_SINGLE_ROUNDING``),
+``away`` (one rounding, halves away from zero: what LiteRT 2.3's reference FULLY_CONNECTED
+computes) and ``double`` (a rounding doubling high multiply, then a rounding right shift:
+TFLite's classic rounding, LiteRT's reference convolutions, TFLM's and CMSIS-NN's default).
+An operator carries its rounding, so a kernel can be swapped per operator.
 
 These operators have no numpy reference: LiteRT is their oracle (tests/test_compile_ops.py).
 """
@@ -23,7 +25,7 @@ import numpy as np
 from ..cgen import Body, Buffer, c_type, float_literal
 from .base import Op, TensorType, nest, require
 
-ROUNDINGS = ("single", "double")
+ROUNDINGS = ("single", "away", "double")
 
 
 @dataclass(frozen=True)
@@ -59,8 +61,17 @@ class Requant:
                 "((int64_t)1 << (ts_ - 1))) >> ts_);"
             )
             return "q_"
+        if self.rounding == "away":
+            body.line(f"int32_t ts_ = 31 - {shift};")
+            body.line(f"int64_t mag_ = ((int64_t){acc}) * ((int64_t){mult});")
+            body.line("int64_t half_ = (int64_t)1 << (ts_ - 1);")
+            body.line(
+                "int32_t q_ = (int32_t)(mag_ >= 0 ? (mag_ + half_) >> ts_ "
+                ": -((-mag_ + half_) >> ts_));"
+            )
+            return "q_"
         body.line(f"int32_t ls_ = {shift} > 0 ? {shift} : 0;")
-        body.line(f"int32_t rs_ = {shift} > 0 ? 0 : -{shift};")
+        body.line(f"int32_t rs_ = {shift} > 0 ? 0 : -({shift});")
         body.line(f"int64_t ab_ = ((int64_t)(int32_t)((uint32_t){acc} << ls_)) * {mult};")
         body.line("int64_t nudge_ = ab_ >= 0 ? (1 << 30) : (1 - (1 << 30));")
         body.line("int32_t hi_ = (int32_t)((ab_ + nudge_) / ((int64_t)1 << 31));")

@@ -1,0 +1,245 @@
+"""Operator cases for ``compile``: one ``.tflite`` of many independent branches.
+
+Each case is one operator with its options, fed by an input of its own and writing an output
+of its own, so one compiled firmware (and one LiteRT interpreter) covers every case at once.
+Quantization parameters are chosen so that outputs spread over the int8 range rather than
+saturate (a saturated output would hide a wrong requantization).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Sequence, Tuple
+
+import numpy as np
+from tflite_builders import (
+    TfliteWriter,
+    conv_options,
+    depthwise_options,
+    fc_options,
+    pool_options,
+    reshape_options,
+    softmax_options,
+)
+
+CONTROL = "fc_ties_double_rounding"
+
+
+@dataclass
+class Case:
+    name: str
+    add: Callable[[TfliteWriter, np.random.Generator, str], Tuple[int, int]]
+
+
+def _act_scale(in_scale: float, filter_scales: np.ndarray, depth: int) -> float:
+    """An output scale that spreads the accumulators over about ±2.5 sigma of int8."""
+    acc_std = 74.0 * 74.0 * np.sqrt(depth)
+    return float(in_scale * float(np.mean(filter_scales)) * acc_std / 50.0)
+
+
+def conv_case(
+    x_shape: Sequence[int],
+    filter_shape: Sequence[int],
+    options: Dict[str, object],
+    *,
+    depthwise: bool = False,
+    per_channel: bool = True,
+    bias: bool = True,
+    ties: bool = False,
+) -> Callable[[TfliteWriter, np.random.Generator, str], Tuple[int, int]]:
+    """``ties``: powers of two for every scale and weights in -1..1, so that one in eight
+    requantizations is a tie, where single and double rounding differ (on negative ties)."""
+
+    def add(w: TfliteWriter, rng: np.random.Generator, dtype: str) -> Tuple[int, int]:
+        channels = filter_shape[3] if depthwise else filter_shape[0]
+        depth = int(np.prod(filter_shape[1:3])) * (1 if depthwise else filter_shape[3])
+        in_scale, in_zp = (2.0**-4 if ties else 0.05), int(rng.integers(-20, 20))
+        x = w.tensor(x_shape, dtype, scale=in_scale if dtype == "int8" else None, zero_point=in_zp)
+        axis = 3 if depthwise else 0
+        out_shape = _conv_out(x_shape, filter_shape, options, depthwise)
+        if dtype == "int8":
+            count = channels if per_channel else 1
+            f_scales = rng.uniform(0.002, 0.02, count).astype(np.float32)
+            weights = rng.integers(-127, 128, filter_shape).astype(np.int8)
+            if ties:
+                f_scales = np.full(count, 2.0**-6, dtype=np.float32)
+                weights = rng.integers(-1, 2, filter_shape).astype(np.int8)
+            f = w.tensor(
+                filter_shape, "int8", data=weights, scale=f_scales, zero_point=0, axis=axis
+            )
+            operands = [x, f]
+            if bias:
+                b_scales = (np.float32(in_scale) * f_scales).astype(np.float32)
+                acc_std = int(74 * (1 if ties else 74) * np.sqrt(depth))
+                b_data = rng.integers(-acc_std, acc_std, channels).astype(np.int32)
+                operands.append(w.tensor((channels,), "int32", data=b_data, scale=b_scales,
+                                         zero_point=0))  # fmt: skip
+            out_scale = 2.0**-7 if ties else _act_scale(in_scale, f_scales, depth)
+            y = w.tensor(out_shape, "int8", scale=out_scale, zero_point=int(rng.integers(-10, 10)))
+        else:
+            weights = rng.uniform(-1, 1, filter_shape).astype(np.float32)
+            operands = [x, w.tensor(filter_shape, "float32", data=weights)]
+            if bias:
+                b_data = rng.uniform(-1, 1, channels).astype(np.float32)
+                operands.append(w.tensor((channels,), "float32", data=b_data))
+            y = w.tensor(out_shape, "float32")
+        name = "DEPTHWISE_CONV_2D" if depthwise else "CONV_2D"
+        make = depthwise_options if depthwise else conv_options
+        version = 3 if dtype == "int8" else (2 if depthwise else 1)
+        w.op(name, operands, [y], options=make(**options), version=version)  # type: ignore[arg-type]
+        return x, y
+
+    return add
+
+
+def _conv_out(x_shape, filter_shape, options, depthwise) -> Tuple[int, ...]:
+    stride = options.get("stride", (1, 1))
+    dilation = options.get("dilation", (1, 1))
+    same = options.get("padding", "SAME") == "SAME"
+    out = []
+    for axis in (0, 1):
+        k = (filter_shape[1 + axis] - 1) * dilation[axis] + 1
+        n = x_shape[1 + axis]
+        s = stride[axis]
+        out.append((n + s - 1) // s if same else (n + s - k) // s)
+    channels = filter_shape[3] if depthwise else filter_shape[0]
+    return (x_shape[0], out[0], out[1], channels)
+
+
+def pool_case(kind: str, x_shape: Sequence[int], options: Dict[str, object]):
+    def add(w: TfliteWriter, rng: np.random.Generator, dtype: str) -> Tuple[int, int]:
+        scale, zp = 0.1, int(rng.integers(-20, 20))
+        q = {"scale": scale, "zero_point": zp} if dtype == "int8" else {}
+        x = w.tensor(x_shape, dtype, **q)
+        size, stride = options.get("size", (2, 2)), options.get("stride", (2, 2))
+        same = options.get("padding", "VALID") == "SAME"
+        out = [
+            (x_shape[1 + a] + stride[a] - 1) // stride[a]
+            if same
+            else (x_shape[1 + a] + stride[a] - size[a]) // stride[a]
+            for a in (0, 1)
+        ]
+        y = w.tensor((x_shape[0], out[0], out[1], x_shape[3]), dtype, **q)
+        w.op(kind, [x], [y], options=pool_options(**options), version=2 if dtype == "int8" else 1)  # type: ignore[arg-type]
+        return x, y
+
+    return add
+
+
+def fc_case(x_shape: Sequence[int], units: int, act: str, bias: bool = True, ties: bool = False):
+    def add(w: TfliteWriter, rng: np.random.Generator, dtype: str) -> Tuple[int, int]:
+        depth = x_shape[-1] if len(x_shape) == 2 else int(np.prod(x_shape[1:]))
+        batches = int(np.prod(x_shape)) // depth
+        in_scale, in_zp = (2.0**-4 if ties else 0.05), int(rng.integers(-20, 20))
+        x = w.tensor(x_shape, dtype, scale=in_scale if dtype == "int8" else None, zero_point=in_zp)
+        if dtype == "int8":
+            f_scale = np.float32(2.0**-6 if ties else rng.uniform(0.002, 0.02))
+            weights = rng.integers(-1 if ties else -127, 2 if ties else 128, (units, depth))
+            weights = weights.astype(np.int8)
+            operands = [x, w.tensor((units, depth), "int8", data=weights, scale=f_scale)]
+            if bias:
+                acc_std = int(74 * (1 if ties else 74) * np.sqrt(depth))
+                b_data = rng.integers(-acc_std, acc_std, units).astype(np.int32)
+                operands.append(w.tensor((units,), "int32", data=b_data,
+                                         scale=np.float32(in_scale) * f_scale))  # fmt: skip
+            out_scale = 2.0**-7 if ties else _act_scale(in_scale, np.array([f_scale]), depth)
+            y = w.tensor((batches, units), "int8", scale=out_scale,
+                         zero_point=int(rng.integers(-10, 10)))  # fmt: skip
+        else:
+            weights = rng.uniform(-1, 1, (units, depth)).astype(np.float32)
+            operands = [x, w.tensor((units, depth), "float32", data=weights)]
+            if bias:
+                b_data = rng.uniform(-1, 1, units).astype(np.float32)
+                operands.append(w.tensor((units,), "float32", data=b_data))
+            y = w.tensor((batches, units), "float32")
+        if not bias:
+            operands.append(-1)
+        w.op("FULLY_CONNECTED", operands, [y], options=fc_options(act),
+             version=4 if dtype == "int8" else 1)  # fmt: skip
+        return x, y
+
+    return add
+
+
+def softmax_case(x_shape: Sequence[int], beta: float, in_scale: float):
+    def add(w: TfliteWriter, rng: np.random.Generator, dtype: str) -> Tuple[int, int]:
+        if dtype == "int8":
+            x = w.tensor(x_shape, "int8", scale=in_scale, zero_point=int(rng.integers(-20, 20)))
+            y = w.tensor(x_shape, "int8", scale=1 / 256, zero_point=-128)
+        else:
+            x, y = w.tensor(x_shape, "float32"), w.tensor(x_shape, "float32")
+        w.op("SOFTMAX", [x], [y], options=softmax_options(beta),
+             version=2 if dtype == "int8" else 1)  # fmt: skip
+        return x, y
+
+    return add
+
+
+def reshape_then_fc_case():
+    """RESHAPE (a __nop) between an input and a FULLY_CONNECTED, and as a model output."""
+
+    def add(w: TfliteWriter, rng: np.random.Generator, dtype: str) -> Tuple[int, int]:
+        x, y = fc_case((1, 2, 3, 4), 5, "RELU")(w, rng, dtype)
+        q = {"scale": 0.1, "zero_point": 0} if dtype == "int8" else {}
+        shape = w.tensor((2,), "int32", data=np.array([5, 1], dtype=np.int32))
+        z = w.tensor((5, 1), dtype, **q)
+        # the FC output's quantization must carry over: copy it
+        w.tensors[z].scales = w.tensors[y].scales
+        w.tensors[z].zero_points = w.tensors[y].zero_points
+        w.op("RESHAPE", [y, shape], [z], options=reshape_options((5, 1)))
+        return x, z
+
+    return add
+
+
+CASES: List[Case] = [
+    Case("conv_same_relu_pc", conv_case((1, 7, 9, 3), (5, 3, 3, 3), {"act": "RELU"})),
+    Case("conv_valid_s2_dil_relu6_pt",
+         conv_case((1, 9, 11, 5), (6, 3, 2, 5),
+                   {"padding": "VALID", "stride": (2, 1), "dilation": (1, 2), "act": "RELU6"},
+                   per_channel=False)),
+    Case("conv_1x1_batch2_n1to1",
+         conv_case((2, 4, 5, 3), (7, 1, 1, 3), {"act": "RELU_N1_TO_1"})),
+    Case("conv_same_s2_even", conv_case((1, 8, 6, 4), (3, 4, 3, 4), {"stride": (2, 2)})),
+    Case("dw_m2_same_s2_relu",
+         conv_case((1, 8, 7, 3), (1, 3, 3, 6),
+                   {"stride": (2, 2), "multiplier": 2, "act": "RELU"}, depthwise=True)),
+    Case("dw_dil2_valid",
+         conv_case((1, 9, 9, 5), (1, 3, 3, 5), {"padding": "VALID", "dilation": (2, 2)},
+                   depthwise=True)),
+    Case("dw_m3_pt_relu6",
+         conv_case((1, 5, 6, 2), (1, 2, 3, 6), {"multiplier": 3, "act": "RELU6"},
+                   depthwise=True, per_channel=False)),
+    Case("conv_ties", conv_case((1, 5, 6, 4), (6, 3, 3, 4), {}, ties=True)),
+    Case("dw_ties", conv_case((1, 6, 5, 8), (1, 3, 3, 8), {}, depthwise=True, ties=True)),
+    Case("avg_same_3x3_s2_relu",
+         pool_case("AVERAGE_POOL_2D", (1, 7, 9, 5),
+                   {"padding": "SAME", "size": (3, 3), "stride": (2, 2), "act": "RELU"})),
+    Case("avg_valid_2x2_s12", pool_case("AVERAGE_POOL_2D", (1, 6, 7, 3), {"stride": (1, 2)})),
+    Case("max_same_3x3_s2_relu6",
+         pool_case("MAX_POOL_2D", (1, 7, 8, 3),
+                   {"padding": "SAME", "size": (3, 3), "stride": (2, 2), "act": "RELU6"})),
+    Case("max_valid_2x2", pool_case("MAX_POOL_2D", (2, 4, 6, 5), {})),
+    Case("fc_batch2_relu", fc_case((2, 13), 7, "RELU")),
+    Case("fc_4d_input_nobias", fc_case((1, 2, 2, 5), 6, "NONE", bias=False)),
+    Case("fc_relu6", fc_case((1, 33), 9, "RELU6")),
+    Case("fc_ties", fc_case((3, 40), 16, "NONE", ties=True)),
+    # the control: compiled with TFLM's double rounding, it must differ from LiteRT
+    Case(CONTROL, fc_case((3, 40), 16, "NONE", ties=True)),
+    Case("softmax_beta1", softmax_case((2, 10), 1.0, 0.1)),
+    Case("softmax_beta05_4d", softmax_case((1, 1, 3, 7), 0.5, 0.25)),
+    Case("reshape_fc", reshape_then_fc_case()),
+]  # fmt: skip
+
+
+def cases_model(dtype: str, seed: int = 0) -> Tuple[bytes, List[str]]:
+    """The ``.tflite`` of every case in ``dtype`` and the case names in output order."""
+    rng = np.random.default_rng(seed)
+    w = TfliteWriter()
+    inputs, outputs = [], []
+    for case in CASES:
+        x, y = case.add(w, rng, dtype)
+        w.tensors[x].name = f"{case.name}_in"
+        inputs.append(x)
+        outputs.append(y)
+    return w.finish(inputs, outputs), [case.name for case in CASES]

@@ -1,0 +1,92 @@
+"""``compile``'s operators against LiteRT's reference kernels, on the host.
+
+One ``.tflite`` per data type holds every case of tests/compile_cases.py as an independent
+branch; it is compiled once, built once, and run with a few random inputs. int8 outputs must
+equal LiteRT's (``OpResolverType.BUILTIN_REF``) exactly, float32 within rtol 1e-5. The
+control, one FULLY_CONNECTED compiled with TFLM's double rounding, must differ.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterator, List, Tuple
+
+import numpy as np
+import pytest
+from compile_cases import CONTROL, cases_model
+
+from project_api.compile import build_model, read_tflite
+from project_api.driver import Project
+from project_api.modelgen import compare_outputs
+
+litert = pytest.importorskip(
+    "ai_edge_litert.interpreter", reason="LiteRT (ai-edge-litert, the test extra) is the oracle"
+)
+
+RUNS = 5
+
+
+def litert_outputs(model: bytes, inputs: Dict[str, np.ndarray]) -> List[np.ndarray]:
+    interpreter = litert.Interpreter(
+        model_content=model, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF
+    )
+    interpreter.allocate_tensors()
+    for detail in interpreter.get_input_details():
+        interpreter.set_tensor(detail["index"], inputs[detail["name"]])
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+
+
+def random_inputs(model: bytes, seed: int) -> Dict[str, np.ndarray]:
+    interpreter = litert.Interpreter(model_content=model)
+    rng = np.random.default_rng(seed)
+    inputs = {}
+    for detail in interpreter.get_input_details():
+        shape = tuple(detail["shape"])
+        if detail["dtype"] == np.int8:
+            inputs[detail["name"]] = rng.integers(-128, 128, shape).astype(np.int8)
+        else:
+            inputs[detail["name"]] = rng.uniform(-2, 2, shape).astype(np.float32)
+    return inputs
+
+
+@pytest.fixture(scope="module", params=["int8", "float32"])
+def compiled(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Tuple[str, bytes, List[str], Project]]:
+    dtype = request.param
+    work = tmp_path_factory.mktemp(f"compile_{dtype}")
+    model, names = cases_model(dtype)
+    path = work / "cases.tflite"
+    path.write_bytes(model)
+    # the control case's operator rounds as TFLM does, every other as LiteRT's kernel
+    read = read_tflite(path)
+    control = read.outputs[names.index(CONTROL)]
+    index = next(op.index for op in read.operators if op.outputs[0] == control)
+    archive = build_model(path, rounding={index: "double"}).write(work / "cases.tar")
+    project = Project.generate(archive, work / "project")
+    project.build()
+    yield dtype, model, names, project
+
+
+def test_every_case_matches_litert(compiled: Tuple[str, bytes, List[str], Project]) -> None:
+    dtype, model, names, project = compiled
+    problems: List[str] = []
+    control_differs = 0
+    with project.session(timeout=60) as session:
+        for seed in range(RUNS):
+            inputs = random_inputs(model, seed)
+            got = session.run(inputs)
+            want = litert_outputs(model, inputs)
+            for i, name in enumerate(names):
+                expected = {f"output{i}": want[i].reshape(got[f"output{i}"].shape)}
+                found = compare_outputs(got, expected, rtol=1e-5)
+                if name == CONTROL:
+                    control_differs += len(found)
+                    continue
+                problems.extend(f"{name} (seed {seed}): {problem}" for problem in found)
+                if dtype == "int8" and seed == 0:
+                    # the case must exercise the range, not saturate into a constant
+                    assert len(np.unique(want[i])) > 2, f"{name}: LiteRT's output is degenerate"
+    assert problems == []
+    if dtype == "int8":
+        assert control_differs, "double rounding should differ from LiteRT's FULLY_CONNECTED"

@@ -243,3 +243,31 @@ def cases_model(dtype: str, seed: int = 0) -> Tuple[bytes, List[str]]:
         inputs.append(x)
         outputs.append(y)
     return w.finish(inputs, outputs), [case.name for case in CASES]
+
+
+def tiny_model(dtype: str = "int8", seed: int = 0) -> bytes:
+    """A small chain (CONV_2D → DEPTHWISE_CONV_2D → AVERAGE_POOL_2D → RESHAPE →
+    FULLY_CONNECTED → SOFTMAX) to mutate: a few hundred bytes of tables around its weights."""
+    rng = np.random.default_rng(seed)
+    w = TfliteWriter()
+    x, y = conv_case((1, 5, 5, 2), (3, 3, 3, 2), {"act": "RELU"})(w, rng, dtype)
+    w.tensors[x].name = "input"
+    _, z = conv_case((1, 5, 5, 3), (1, 3, 3, 3), {}, depthwise=True)(w, rng, dtype)
+    # chain: the depthwise conv reads the conv's output
+    w.ops[-1].inputs[0] = y
+    q = {"scale": 0.1, "zero_point": 0} if dtype == "int8" else {}
+    pooled = w.tensor((1, 1, 1, 3), dtype, **q)
+    w.tensors[pooled].scales = w.tensors[z].scales
+    w.tensors[pooled].zero_points = w.tensors[z].zero_points
+    w.op("AVERAGE_POOL_2D", [z], [pooled],
+         options=pool_options(size=(5, 5), stride=(1, 1)), version=2)  # fmt: skip
+    shape = w.tensor((2,), "int32", data=np.array([1, 3], dtype=np.int32))
+    flat = w.tensor((1, 3), dtype)
+    w.tensors[flat].scales = w.tensors[z].scales
+    w.tensors[flat].zero_points = w.tensors[z].zero_points
+    w.op("RESHAPE", [pooled, shape], [flat], options=reshape_options((1, 3)))
+    fx, fy = fc_case((1, 3), 4, "NONE")(w, rng, dtype)
+    w.ops[-1].inputs[0] = flat
+    _, out = softmax_case((1, 4), 1.0, 0.1)(w, rng, dtype)
+    w.ops[-1].inputs[0] = fy
+    return w.finish([x], [out])

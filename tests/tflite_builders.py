@@ -98,6 +98,8 @@ class TfliteWriter:
     ops: List[_Op] = field(default_factory=list)
     opcodes: List[Tuple[int, int, str]] = field(default_factory=list)
     subgraphs: int = 1
+    # hostile: the tensors vector names every tensor table this many times
+    repeat_tensors: int = 1
 
     def tensor(
         self,
@@ -168,7 +170,7 @@ class TfliteWriter:
         ops = [self._op(b, op) for op in self.ops]
         subgraph_offsets = []
         for _ in range(self.subgraphs):
-            t_vec = _offsets(b, tensors)
+            t_vec = _offsets(b, tensors * self.repeat_tensors)
             o_vec = _offsets(b, ops)
             in_vec = _ints(b, inputs)
             out_vec = _ints(b, outputs)

@@ -33,6 +33,7 @@ __all__ = [
     "build_model",
     "compile_tflite",
     "is_tflite",
+    "lower_to_model",
     "read_tflite",
     "supported_text",
 ]
@@ -61,12 +62,18 @@ def build_model(
     operator rounds as LiteRT's reference kernel does."""
     if executor not in EXECUTORS:
         raise CompileError(f"executor {executor!r}: compile writes {', '.join(EXECUTORS)} only")
-    model = read_tflite(path)
+    return lower_to_model(read_tflite(path), name=name, rounding=rounding)
+
+
+def lower_to_model(
+    model: TfliteModel, *, name: str = "default", rounding: Rounding = None
+) -> GeneratedModel:
+    """A read ``.tflite`` checked and lowered (its C rendered); nothing is written."""
     network = lower_model(model, name, rounding)
     try:
-        return network.build(description=f"compiled from {Path(path).name}")
-    except ValueError as err:
-        raise CompileError(f"{path}: {err}") from None
+        return network.build(description=f"compiled from {model.path.name}")
+    except ValueError as err:  # a rule of the archive writer the checks did not foresee
+        raise CompileError(f"{model.path}: {err}") from None
 
 
 def compile_tflite(

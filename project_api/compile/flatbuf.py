@@ -14,9 +14,7 @@ never recurse without end.
 from __future__ import annotations
 
 import struct
-from typing import List, Optional, Tuple
-
-import numpy as np
+from typing import Any, List, Optional, Tuple
 
 from ..errors import CompileError
 
@@ -31,7 +29,7 @@ _F32 = struct.Struct("<f")
 
 SCALARS = {"u8": _U8, "i8": _I8, "u16": _U16, "i32": _I32, "u32": _U32, "i64": _I64,
            "u64": _U64, "f32": _F32, "bool": _U8}  # fmt: skip
-VECTOR_DTYPES = {"u8": "<u1", "i8": "<i1", "i32": "<i4", "i64": "<i8", "f32": "<f4"}
+VECTOR_CODES = {"u8": "B", "i8": "b", "i32": "i", "i64": "q", "f32": "f"}
 
 
 class Budget:
@@ -70,9 +68,15 @@ class Buffer:
 
     def scalar(self, kind: str, pos: int, what: str) -> object:
         fmt = SCALARS[kind]
-        self.need(pos, fmt.size, what)
+        if pos < 0 or pos + fmt.size > self.size:
+            self.need(pos, fmt.size, what)
         value = fmt.unpack_from(self.data, pos)[0]
         return bool(value) if kind == "bool" else value
+
+    def u16(self, pos: int, what: str) -> int:
+        if pos < 0 or pos + 2 > self.size:
+            self.need(pos, 2, what)
+        return int(_U16.unpack_from(self.data, pos)[0])
 
     def follow(self, pos: int, what: str) -> int:
         """The position a uoffset at ``pos`` points to."""
@@ -109,7 +113,7 @@ class Table:
         entry = 4 + 2 * slot
         if entry + 2 > self.vsize:
             return 0
-        offset = int(self.buf.scalar("u16", self.vtable + entry, f"{self.what} vtable"))  # type: ignore[call-overload]
+        offset = self.buf.u16(self.vtable + entry, "vtable")
         if offset == 0:
             return 0
         if offset < 4 or offset >= max(self.tsize, 4):
@@ -157,14 +161,13 @@ class Table:
         raw = self.buf.data[first : first + count]
         return raw.decode("utf-8", errors="replace")
 
-    def numbers(self, slot: int, kind: str, what: str, limit: int) -> np.ndarray:
-        """A vector of scalars as a (copied, little-endian) numpy array."""
-        dtype = np.dtype(VECTOR_DTYPES[kind])
-        count, first = self._vector(slot, dtype.itemsize, what, limit)
+    def numbers(self, slot: int, kind: str, what: str, limit: int) -> Tuple[Any, ...]:
+        """A vector of scalars (ints, or floats for ``f32``) as a tuple."""
+        code = VECTOR_CODES[kind]
+        count, first = self._vector(slot, struct.calcsize("<" + code), what, limit)
         if not count:
-            return np.zeros(0, dtype=dtype.newbyteorder("="))
-        data = np.frombuffer(self.buf.data, dtype=dtype, count=count, offset=first)
-        return data.astype(dtype.newbyteorder("="))
+            return ()
+        return struct.unpack_from(f"<{count}{code}", self.buf.data, first)
 
     def bytes_view(self, slot: int, what: str, limit: int) -> memoryview:
         """A vector of bytes, without copying."""

@@ -8,6 +8,7 @@ and what is supported.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -82,6 +83,8 @@ def check_model(model: TfliteModel) -> None:
         )
     if not model.operators:
         raise CompileError("the model has no operators")
+    if not model.outputs:
+        raise CompileError("the model has no outputs")
     for tensor in model.tensors:
         if tensor.dynamic:
             raise CompileError(
@@ -293,8 +296,8 @@ class _Lowering:
         in_scale, in_zp = _scale_zp(x, op)
         out_scale, out_zp = _scale_zp(out, op)
         wq = w.quantization
-        if wq is None:
-            raise Unsupported(op, "the filter is not quantized")
+        if wq is None or not _good_scales(wq.scales):
+            raise Unsupported(op, "the filter needs quantization scales, finite and positive")
         if wq.per_channel and (len(wq.scales) != channels or wq.axis != axis):
             raise Unsupported(op, f"per-channel filter quantization must be on axis {axis}")
         filter_zp = wq.zero_points[0]
@@ -314,12 +317,21 @@ class _Lowering:
 
 def _scale_zp(t: Tensor, op: Optional[Operator] = None) -> Tuple[float, int]:
     q = t.quantization
-    if q is None or q.per_channel:
-        message = f"tensor {t.index} ({t.name!r}) needs per-tensor quantization"
+    if (
+        q is None
+        or q.per_channel
+        or not _good_scales(q.scales)
+        or not -128 <= q.zero_points[0] < 128
+    ):
+        message = f"tensor {t.index} ({t.name!r}) needs per-tensor int8 quantization"
         if op is not None:
             raise Unsupported(op, message)
         raise CompileError(message)
     return q.scales[0], q.zero_points[0]
+
+
+def _good_scales(scales: Sequence[float]) -> bool:
+    return all(math.isfinite(s) and s > 0 for s in scales)
 
 
 def _window(

@@ -38,9 +38,11 @@ MAX_OPERATORS = 65536
 MAX_BUFFERS = 65536
 MAX_OPERANDS = 1024
 MAX_RANK = 8
-MAX_TENSOR_ELEMENTS = 1 << 26
+MAX_TENSOR_ELEMENTS = 1 << 24
+MAX_ACTIVATION_BYTES = 256 << 20  # every computed tensor at once: far beyond any MCU's RAM
 MAX_NAME = 4096
 MAX_QUANT_CHANNELS = 1 << 16
+NUMERIC_ITEMSIZE = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8, "float32": 4}
 READ_BUDGET = 4_000_000  # elements of tables and vectors one file may make us read
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -50,7 +52,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 class Quantization:
     """A tensor's affine quantization: per tensor (one scale) or per channel on ``axis``."""
 
-    scales: Tuple[float, ...]  # float32 values, exactly
+    scales: Tuple[float, ...]  # float32 values, exactly (checked where they are used)
     zero_points: Tuple[int, ...]
     axis: int = 0
 
@@ -165,6 +167,12 @@ def parse_tflite(data: bytes, path: Path = Path("model.tflite")) -> TfliteModel:
         _tensor(i, t, buffers, buf, cache)
         for i, t in enumerate(graph.tables(0, "tensors", MAX_TENSORS))
     ]
+    computed = sum(t.elements * NUMERIC_ITEMSIZE.get(t.dtype, 8) for t in tensors if t.data is None)
+    if computed > MAX_ACTIVATION_BYTES:
+        raise CompileError(
+            f"its tensors take {computed} bytes of RAM, beyond any microcontroller "
+            f"(compile takes up to {MAX_ACTIVATION_BYTES >> 20} MiB)"
+        )
     count = len(tensors)
     inputs = _indices(graph, 1, "subgraph inputs", count, optional=False)
     outputs = _indices(graph, 2, "subgraph outputs", count, optional=False)
@@ -194,10 +202,10 @@ def _opcode(table: Table) -> Tuple[int, int, str]:
 
 def _indices(table: Table, slot: int, what: str, count: int, *, optional: bool) -> Tuple[int, ...]:
     values = table.numbers(slot, "i32", what, MAX_OPERANDS)
-    for value in values.tolist():
+    for value in values:
         if value >= count or value < (-1 if optional else 0):
             raise CompileError(f"{what}: tensor index {value} of {count} tensors")
-    return tuple(int(v) for v in values.tolist())
+    return tuple(values)
 
 
 def _tensor(
@@ -209,9 +217,9 @@ def _tensor(
 ) -> Tensor:
     what = f"tensor {index}"
     dims = table.numbers(0, "i32", f"{what} shape", MAX_RANK)
-    if np.any(dims < 0):
-        raise CompileError(f"{what}: negative dimension in shape {dims.tolist()}")
-    shape = tuple(int(d) for d in dims.tolist())
+    if any(d < 0 for d in dims):
+        raise CompileError(f"{what}: negative dimension in shape {list(dims)}")
+    shape = tuple(dims)
     elements = math.prod(shape)  # Python integers: no overflow
     if elements > MAX_TENSOR_ELEMENTS:
         raise CompileError(
@@ -227,7 +235,7 @@ def _tensor(
         dtype=dtype,
         buffer=table.integer(2, "u32"),
         # A -1 in the batch axis is what every Keras export has; LiteRT runs the shape given.
-        dynamic=bool(np.any(signature[1:] < 0)) or (signature.size not in (0, len(shape))),
+        dynamic=any(d < 0 for d in signature[1:]) or len(signature) not in (0, len(shape)),
         variable=bool(table.scalar(5, "bool", False)),
         sparse=table.has(6) or table.has(10),
     )
@@ -250,17 +258,15 @@ def _quantization(table: Table, what: str) -> Optional[Quantization]:
     zero_points = table.numbers(3, "i64", f"{what} zero points", MAX_QUANT_CHANNELS)
     if table.has(5):
         raise CompileError(f"{what}: custom quantization details are not supported")
-    if scales.size == 0:
+    if not scales:
         return None  # min/max only: not quantized for inference
-    if zero_points.size != scales.size:
-        raise CompileError(f"{what}: {scales.size} scales but {zero_points.size} zero points")
-    if not np.all(np.isfinite(scales)) or np.any(scales <= 0):
-        raise CompileError(f"{what}: quantization scales must be finite and positive")
-    if np.any(np.abs(zero_points) > 1 << 16):
+    if len(zero_points) != len(scales):
+        raise CompileError(f"{what}: {len(scales)} scales but {len(zero_points)} zero points")
+    if any(abs(z) > 1 << 16 for z in zero_points):
         raise CompileError(f"{what}: zero point out of range")
     return Quantization(
-        tuple(float(s) for s in scales.tolist()),
-        tuple(int(z) for z in zero_points.tolist()),
+        tuple(float(s) for s in scales),
+        tuple(int(z) for z in zero_points),
         table.integer(6, "i32"),
     )
 
@@ -291,9 +297,6 @@ def _check_data(tensor: Tensor) -> None:
             f"tensor {tensor.index}: buffer {tensor.buffer} holds {len(tensor.data)} bytes for a "
             f"{tensor.dtype}{list(tensor.shape)} tensor of {want} bytes"
         )
-
-
-NUMERIC_ITEMSIZE = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8, "float32": 4}
 
 
 def _operator(
@@ -330,7 +333,7 @@ def _options(
     values: Dict[str, object] = {}
     for name, (slot, kind, default) in fields.items():
         if kind == "[i32]":
-            values[name] = tuple(table.numbers(slot, "i32", f"{what} {name}", MAX_RANK).tolist())
+            values[name] = table.numbers(slot, "i32", f"{what} {name}", MAX_RANK)
         elif kind == "f32":
             values[name] = table.real(slot, float(default))  # type: ignore[arg-type]
         else:

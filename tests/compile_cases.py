@@ -46,6 +46,7 @@ def conv_case(
     per_channel: bool = True,
     bias: bool = True,
     ties: bool = False,
+    hybrid: bool = False,
 ) -> Callable[[TfliteWriter, np.random.Generator, str], Tuple[int, int]]:
     """``ties``: powers of two for every scale and weights in -1..1, so that one in eight
     requantizations is a tie, where single and double rounding differ (on negative ties)."""
@@ -76,6 +77,13 @@ def conv_case(
                                          zero_point=0))  # fmt: skip
             out_scale = 2.0**-7 if ties else _act_scale(in_scale, f_scales, depth)
             y = w.tensor(out_shape, "int8", scale=out_scale, zero_point=int(rng.integers(-10, 10)))
+        elif hybrid:  # float32 data, an int8 filter with one scale (LiteRT's EvalHybrid)
+            weights = rng.integers(-127, 128, filter_shape).astype(np.int8)
+            operands = [x, w.tensor(filter_shape, "int8", data=weights, scale=0.01, zero_point=0)]
+            if bias:
+                b_data = rng.uniform(-1, 1, channels).astype(np.float32)
+                operands.append(w.tensor((channels,), "float32", data=b_data))
+            y = w.tensor(out_shape, "float32")
         else:
             weights = rng.uniform(-1, 1, filter_shape).astype(np.float32)
             operands = [x, w.tensor(filter_shape, "float32", data=weights)]
@@ -85,7 +93,7 @@ def conv_case(
             y = w.tensor(out_shape, "float32")
         name = "DEPTHWISE_CONV_2D" if depthwise else "CONV_2D"
         make = depthwise_options if depthwise else conv_options
-        version = 3 if dtype == "int8" else (2 if depthwise else 1)
+        version = 3 if dtype == "int8" else (2 if depthwise or hybrid else 1)
         w.op(name, operands, [y], options=make(**options), version=version)  # type: ignore[arg-type]
         return x, y
 
@@ -126,12 +134,19 @@ def pool_case(kind: str, x_shape: Sequence[int], options: Dict[str, object]):
     return add
 
 
-def fc_case(x_shape: Sequence[int], units: int, act: str, bias: bool = True, ties: bool = False):
+def fc_case(
+    x_shape: Sequence[int],
+    units: int,
+    act: str,
+    bias: bool = True,
+    ties: bool = False,
+    in_scale: float = 0.05,
+):
     def add(w: TfliteWriter, rng: np.random.Generator, dtype: str) -> Tuple[int, int]:
         depth = x_shape[-1] if len(x_shape) == 2 else int(np.prod(x_shape[1:]))
         batches = int(np.prod(x_shape)) // depth
-        in_scale, in_zp = (2.0**-4 if ties else 0.05), int(rng.integers(-20, 20))
-        x = w.tensor(x_shape, dtype, scale=in_scale if dtype == "int8" else None, zero_point=in_zp)
+        in_scale_, in_zp = (2.0**-4 if ties else in_scale), int(rng.integers(-20, 20))
+        x = w.tensor(x_shape, dtype, scale=in_scale_ if dtype == "int8" else None, zero_point=in_zp)
         if dtype == "int8":
             f_scale = np.float32(2.0**-6 if ties else rng.uniform(0.002, 0.02))
             weights = rng.integers(-1 if ties else -127, 2 if ties else 128, (units, depth))
@@ -141,8 +156,8 @@ def fc_case(x_shape: Sequence[int], units: int, act: str, bias: bool = True, tie
                 acc_std = int(74 * (1 if ties else 74) * np.sqrt(depth))
                 b_data = rng.integers(-acc_std, acc_std, units).astype(np.int32)
                 operands.append(w.tensor((units,), "int32", data=b_data,
-                                         scale=np.float32(in_scale) * f_scale))  # fmt: skip
-            out_scale = 2.0**-7 if ties else _act_scale(in_scale, np.array([f_scale]), depth)
+                                         scale=np.float32(in_scale_) * f_scale))  # fmt: skip
+            out_scale = 2.0**-7 if ties else _act_scale(in_scale_, np.array([f_scale]), depth)
             y = w.tensor((batches, units), "int8", scale=out_scale,
                          zero_point=int(rng.integers(-10, 10)))  # fmt: skip
         else:
@@ -211,6 +226,8 @@ CASES: List[Case] = [
          conv_case((1, 5, 6, 2), (1, 2, 3, 6), {"multiplier": 3, "act": "RELU6"},
                    depthwise=True, per_channel=False)),
     Case("conv_ties", conv_case((1, 5, 6, 4), (6, 3, 3, 4), {}, ties=True)),
+    Case("conv_hybrid_in_float",  # int8: a plain conv; float32: an int8 filter (hybrid)
+         conv_case((2, 6, 5, 3), (4, 3, 2, 3), {"stride": (2, 1), "act": "RELU"}, hybrid=True)),
     Case("dw_ties", conv_case((1, 6, 5, 8), (1, 3, 3, 8), {}, depthwise=True, ties=True)),
     Case("avg_same_3x3_s2_relu",
          pool_case("AVERAGE_POOL_2D", (1, 7, 9, 5),
@@ -222,7 +239,7 @@ CASES: List[Case] = [
     Case("max_valid_2x2", pool_case("MAX_POOL_2D", (2, 4, 6, 5), {})),
     Case("fc_batch2_relu", fc_case((2, 13), 7, "RELU")),
     Case("fc_4d_input_nobias", fc_case((1, 2, 2, 5), 6, "NONE", bias=False)),
-    Case("fc_relu6", fc_case((1, 33), 9, "RELU6")),
+    Case("fc_relu6", fc_case((1, 33), 9, "RELU6", in_scale=0.005)),
     Case("fc_ties", fc_case((3, 40), 16, "NONE", ties=True)),
     # the control: compiled with TFLM's double rounding, it must differ from LiteRT
     Case(CONTROL, fc_case((3, 40), 16, "NONE", ties=True)),

@@ -184,8 +184,9 @@ class _Lowering:
         w = self.tensor(op.inputs[1]) if len(op.inputs) > 1 and op.inputs[1] >= 0 else None
         if w is None or w.data is None or len(w.shape) != 4 or len(x.shape) != 4:
             raise Unsupported(op, "needs a constant 4-D filter and a 4-D input")
+        hybrid_scale = 0.0
         if w.dtype != x.dtype:
-            raise Unsupported(op, f"{w.dtype} filter on {x.dtype} data (hybrid) is not supported")
+            hybrid_scale = self._hybrid(op, x, w, depthwise)
         channels = w.shape[3] if depthwise else w.shape[0]
         if not depthwise and w.shape[3] != x.shape[3]:
             raise Unsupported(op, "grouped convolution is not supported")
@@ -202,9 +203,18 @@ class _Lowering:
         activation = self._activation(op, out)
         quant = self._quant(op, x, w, out, channels, axis=3 if depthwise else 0)
         conv = TflConv(depthwise, out_hw, strides, dilations, pads, multiplier, bias is not None,
-                       activation, quant)  # fmt: skip
+                       activation, quant, hybrid_scale)  # fmt: skip
         operands = [self.operand(op, 0), self.operand(op, 1)] + ([bias] if bias else [])
         return self.net.apply(conv, *operands)[0]
+
+    def _hybrid(self, op: Operator, x: Tensor, w: Tensor, depthwise: bool) -> float:
+        """The filter scale of a hybrid CONV_2D (int8 filter, float32 data, one scale)."""
+        q = w.quantization
+        if depthwise or x.dtype != "float32" or w.dtype != "int8" or q is None:
+            raise Unsupported(op, f"{w.dtype} filter on {x.dtype} data is not supported")
+        if len(set(q.scales)) != 1 or any(q.zero_points) or not _good_scales(q.scales):
+            raise Unsupported(op, "hybrid with per-channel filter scales is not supported")
+        return q.scales[0]
 
     def lower_fully_connected(self, op: Operator, x: Tensor, out: Tensor) -> Value:
         o = op.options

@@ -114,7 +114,8 @@ class Quant:
 
 @dataclass(frozen=True)
 class TflConv(Op):
-    """CONV_2D (filter OHWI) or DEPTHWISE_CONV_2D (filter 1HWO), NHWC, optional bias."""
+    """CONV_2D (filter OHWI) or DEPTHWISE_CONV_2D (filter 1HWO), NHWC, optional bias; int8,
+    float32, or hybrid (an int8 filter on float32 data, the input quantized per batch)."""
 
     depthwise: bool
     out_hw: Tuple[int, int]
@@ -125,10 +126,13 @@ class TflConv(Op):
     bias: bool
     activation: Activation
     quant: Quant = Quant()
+    hybrid_scale: float = 0.0  # an int8 filter's scale on float32 data (0: not hybrid)
 
     def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
         x, w = types[0], types[1]
         require(len(x.shape) == 4 and len(w.shape) == 4, "conv: input NHWC and a 4-D filter")
+        hybrid = x.dtype == "float32" and w.dtype == "int8"
+        require(hybrid == bool(self.hybrid_scale), "conv: an int8 filter on float32 data is hybrid")
         out_c = w.shape[3] if self.depthwise else w.shape[0]
         if self.depthwise:
             require(out_c == x.shape[3] * self.depth_multiplier, "depthwise: channels mismatch")
@@ -153,33 +157,69 @@ class TflConv(Op):
         sh, sw = self.strides
         dh, dw = self.dilations
         pt, pl = self.pads
-        quantized = x.dtype == "int8"
-        acc_t = "int32_t" if quantized else "float"
-        if quantized:
+        mode = self.mode(x.dtype)
+        if mode == "int8":
             self.quant.requant.declare(body)
-        with nest(body, [("b", n), ("oy", oh), ("ox", ow), ("oc", oc)]) as (b, oy, ox, o):
-            body.line(f"{acc_t} acc = {'0' if quantized else '0.000000e+00f'};")
-            with body.loop("ky", kh):
-                body.line(f"int32_t iy = {oy} * {sh} - {pt} + ky * {dh};")
-                body.line(f"if (iy < 0 || iy >= {h}) continue;")
-                with body.loop("kx", kw):
-                    body.line(f"int32_t ix = {ox} * {sw} - {pl} + kx * {dw};")
-                    body.line(f"if (ix < 0 || ix >= {wd}) continue;")
-                    row = f"((({b} * {h} + iy) * {wd} + ix) * {c})"
-                    if self.depthwise:
-                        ic = f"({o} / {self.depth_multiplier})"
-                        wv = w[f"(ky * {kw} + kx) * {oc} + {o}"]
-                        self._mac(body, x[f"{row} + {ic}"], wv, quantized)
-                    else:
-                        with body.loop("ic", c):
-                            wi = f"(({o} * {kh} + ky) * {kw} + kx) * {c} + ic"
-                            self._mac(body, x[f"{row} + ic"], w[wi], quantized)
-            result = _finish(body, self, ins, o, "acc")
-            body.line(f"{out[f'(({b} * {oh} + {oy}) * {ow} + {ox}) * {oc} + {o}']} = {result};")
+        with nest(body, [("b", n)]) as (b,):
+            if mode == "hybrid":
+                self._quantize_input(body, x, b)
+            with nest(body, [("oy", oh), ("ox", ow), ("oc", oc)]) as (oy, ox, o):
+                body.line("float acc = 0.000000e+00f;" if mode == "float" else "int32_t acc = 0;")
+                with body.loop("ky", kh):
+                    body.line(f"int32_t iy = {oy} * {sh} - {pt} + ky * {dh};")
+                    body.line(f"if (iy < 0 || iy >= {h}) continue;")
+                    with body.loop("kx", kw):
+                        body.line(f"int32_t ix = {ox} * {sw} - {pl} + kx * {dw};")
+                        body.line(f"if (ix < 0 || ix >= {wd}) continue;")
+                        row = f"((({b} * {h} + iy) * {wd} + ix) * {c})"
+                        if self.depthwise:
+                            ic = f"({o} / {self.depth_multiplier})"
+                            wv = w[f"(ky * {kw} + kx) * {oc} + {o}"]
+                            self._mac(body, x[f"{row} + {ic}"], wv, mode)
+                        else:
+                            with body.loop("ic", c):
+                                wi = f"(({o} * {kh} + ky) * {kw} + kx) * {c} + ic"
+                                self._mac(body, x[f"{row} + ic"], w[wi], mode)
+                if mode == "hybrid":
+                    body.line("float accf_ = (float)acc * s_;")
+                    if self.bias:
+                        body.line(f"accf_ += {ins[2][o]};")
+                    result = self.activation.clamp(body, "accf_", "float32")
+                else:
+                    result = _finish(body, self, ins, o, "acc")
+                at = f"(({b} * {oh} + {oy}) * {ow} + {ox}) * {oc} + {o}"
+                body.line(f"{out[at]} = {result};")
 
-    def _mac(self, body: Body, xv: str, wv: str, quantized: bool) -> None:
-        if quantized:
+    def mode(self, dtype: str) -> str:
+        """``int8``, ``float`` or ``hybrid`` (an int8 filter on float32 data)."""
+        if dtype == "int8":
+            return "int8"
+        return "hybrid" if self.hybrid_scale else "float"
+
+    def _quantize_input(self, body: Body, x: Buffer, b: str) -> None:
+        """LiteRT's hybrid convolution quantizes each batch of its input symmetrically:
+        range = max(|min|, |max|), q = round(x · 127 / range) clipped to ±127, and scales
+        the accumulator by range / 127 · filter scale (all in float32)."""
+        size = x.size // x.shape[0]
+        body.line(f"float mn_ = {x[f'{b} * {size}']};")
+        body.line("float mx_ = mn_;")
+        with body.loop("i", size):
+            v = x[f"{b} * {size} + i"]
+            body.line(f"mn_ = {v} < mn_ ? {v} : mn_;")
+            body.line(f"mx_ = {v} > mx_ ? {v} : mx_;")
+        body.line("float r_ = fabsf(mn_) > fabsf(mx_) ? fabsf(mn_) : fabsf(mx_);")
+        body.line("float inv_ = r_ == 0.0f ? 0.0f : 127.0f / r_;")
+        body.line(
+            f"float s_ = (r_ == 0.0f ? 1.0f : r_ / 127.0f) * {float_literal(self.hybrid_scale)};"
+        )
+
+    def _mac(self, body: Body, xv: str, wv: str, mode: str) -> None:
+        if mode == "int8":
             body.line(f"acc += ((int32_t){xv} + {self.quant.input_offset}) * (int32_t){wv};")
+        elif mode == "hybrid":
+            body.line(f"int32_t hq_ = (int32_t)roundf({xv} * inv_);")
+            body.line("hq_ = hq_ < -127 ? -127 : (hq_ > 127 ? 127 : hq_);")
+            body.line(f"acc += hq_ * (int32_t){wv};")
         else:
             body.line(f"acc += {xv} * {wv};")
 

@@ -86,6 +86,12 @@ def check_model(model: TfliteModel) -> None:
     if not model.outputs:
         raise CompileError("the model has no outputs")
     for tensor in model.tensors:
+        if tensor.sparse or tensor.variable:
+            kind = "sparse" if tensor.sparse else "a variable (state)"
+            raise CompileError(
+                f"tensor {tensor.index} ({tensor.name!r}) is {kind}: compile takes dense "
+                "constant weights and computed tensors"
+            )
         if tensor.dynamic:
             raise CompileError(
                 f"tensor {tensor.index} ({tensor.name!r}) has a dynamic shape: compile needs "

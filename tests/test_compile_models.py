@@ -88,3 +88,24 @@ def test_float_kws_equals_litert(tmp_path: Path) -> None:
             want = litert_run(model, x)
             got = session.run({detail["name"]: x})["output0"].reshape(want.shape)
             assert compare_outputs({"output0": got}, {"output0": want}, rtol=1e-5) == []
+
+
+def test_archive_states_the_io_quantization(tmp_path: Path) -> None:
+    """The Relay text states the int8 input's and output's scale and zero point as TVM's
+    does, so read/quant.py (and export's header) find them."""
+    from compile_cases import tiny_model
+
+    from project_api.compile import read_tflite
+    from project_api.read import open_archive
+    from project_api.read.quant import Quantization, tensor_quantization
+
+    path = tmp_path / "tiny.tflite"
+    path.write_bytes(tiny_model("int8"))
+    model = read_tflite(path)
+    want_in = model.tensors[model.inputs[0]].quantization
+    want_out = model.tensors[model.outputs[0]].quantization
+    assert want_in is not None and want_out is not None
+    with open_archive(compile_tflite(path, tmp_path / "tiny.tar")) as archive:
+        found = tensor_quantization(archive.models[0])
+    assert found.inputs == [Quantization(want_in.scales[0], want_in.zero_points[0])]
+    assert found.outputs == [Quantization(want_out.scales[0], want_out.zero_points[0])]

@@ -127,13 +127,19 @@ class _Lowering:
                 self.values[index] = self.net.input(t.name, t.shape, t.dtype)
             except ValueError as err:
                 raise CompileError(f"input tensor {index}: {err}") from None
+            if t.dtype == "int8" and t.quantization and not t.quantization.per_channel:
+                scale, zero_point = t.quantization.scales[0], t.quantization.zero_points[0]
+                self.net.input_quantization[t.name] = (scale, zero_point)
         for op in self.model.operators:
             self.lower(op)
         outputs = []
-        for index in self.model.outputs:
+        for number, index in enumerate(self.model.outputs):
             if index not in self.values or index in self.model.inputs:
                 raise CompileError(f"output tensor {index} is not computed by an operator")
             outputs.append(self.values[index])
+            quant = self.tensor(index).quantization
+            if self.tensor(index).dtype == "int8" and quant and not quant.per_channel:
+                self.net.output_quantization[number] = (quant.scales[0], quant.zero_points[0])
         try:
             self.net.output(*outputs)
         except ValueError as err:

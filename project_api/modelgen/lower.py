@@ -47,6 +47,9 @@ class Lowered:
     storage_ids: List[int] = field(default_factory=list)
     storage_bytes: List[int] = field(default_factory=list)
     input_bindings: Dict[int, str] = field(default_factory=dict)  # storage id -> null node
+    # (scale, zero point) of quantized inputs (by name) and outputs (by index), when known
+    input_quantization: Dict[str, Tuple[float, int]] = field(default_factory=dict)
+    output_quantization: Dict[int, Tuple[float, int]] = field(default_factory=dict)
 
     @property
     def workspace_size_bytes(self) -> int:
@@ -79,6 +82,8 @@ class _Lowering:
         if not self.out.functions:
             raise ValueError(f"model {self.net.name!r} needs at least one operator function")
         self.out.heads = [self.entry_pair(v) for v in self.net.outputs]
+        self.out.input_quantization = dict(self.net.input_quantization)
+        self.out.output_quantization = dict(self.net.output_quantization)
         self.plan()
         return self.out
 

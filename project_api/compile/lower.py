@@ -97,6 +97,13 @@ def check_model(model: TfliteModel) -> None:
                 f"tensor {tensor.index} ({tensor.name!r}) has a dynamic shape: compile needs "
                 "every shape fixed"
             )
+    used = {i for op in model.operators for i in (*op.inputs, *op.outputs) if i >= 0}
+    for index in sorted(used | set(model.inputs) | set(model.outputs)):
+        if 0 in model.tensors[index].shape:
+            raise CompileError(
+                f"tensor {index} ({model.tensors[index].name!r}) has no elements "
+                f"(shape {list(model.tensors[index].shape)})"
+            )
     for op in model.operators:
         if op.opcode == CUSTOM:
             raise Unsupported(op, "custom operators are not supported")

@@ -78,7 +78,11 @@ def activation_range(activation: str, scale: float, zero_point: int) -> Tuple[in
     """int8 bounds of a fused activation (``NONE``, ``RELU``, ``RELU6``, ``RELU_N1_TO_1``)."""
 
     def quantize(value: float) -> int:
-        return zero_point + round_half_away(float(F32(value) / F32(scale)))
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            quotient = float(F32(value) / F32(scale))
+        if not math.isfinite(quotient):  # a scale too small for float32: beyond int8 anyway
+            return -(1 << 31) if quotient < 0 else (1 << 31)
+        return zero_point + round_half_away(quotient)
 
     low, high = -128, 127
     if activation == "RELU":
@@ -115,11 +119,15 @@ def _libm_expf() -> Optional[Callable[[float], float]]:
 
 def softmax_table(input_scale: float, beta: float) -> Tuple[float, ...]:
     """table[255 - i] = expf(-input_scale · beta · i) in float32, i = 0..255."""
-    scale = F32(-F32(input_scale) * F32(beta))
+    with np.errstate(over="ignore"):
+        scale = F32(-F32(input_scale) * F32(beta))
+    if not math.isfinite(float(scale)):
+        raise CompileError(f"softmax: input scale {input_scale} times beta {beta} overflows")
     expf = _libm_expf()
     table = [0.0] * 256
     for i in range(256):
-        argument = F32(scale * F32(i))
+        with np.errstate(over="ignore"):
+            argument = F32(scale * F32(i))
         value = expf(float(argument)) if expf else float(np.exp(argument, dtype=np.float32))
         table[255 - i] = float(F32(value))
     return tuple(table)

@@ -9,6 +9,7 @@ factory has exactly the calling convention generated code has (spec tvm-c-abi.md
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass, field
 from typing import Iterator, List, Sequence, Tuple
 
@@ -47,7 +48,10 @@ def c_type(dtype: str) -> str:
 
 def float_literal(value: float) -> str:
     """A float32 constant spelled so that it parses back to the identical float32."""
-    as_float32 = float(np.float32(value))
+    with np.errstate(over="ignore"):
+        as_float32 = float(np.float32(value))
+    if not math.isfinite(as_float32):
+        raise ValueError(f"{value} has no finite float32 spelling in C")
     if as_float32 == 0.0:
         return "0.000000e+00f"
     return f"{as_float32:.8e}f"

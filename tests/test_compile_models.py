@@ -109,3 +109,34 @@ def test_archive_states_the_io_quantization(tmp_path: Path) -> None:
         found = tensor_quantization(archive.models[0])
     assert found.inputs == [Quantization(want_in.scales[0], want_in.zero_points[0])]
     assert found.outputs == [Quantization(want_out.scales[0], want_out.zero_points[0])]
+
+
+def test_run_takes_a_tflite_and_compiles_it_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """`run model.tflite` compiles into the cache (keyed by the file's hash), generates, builds
+    and runs; the output equals LiteRT's; a second run finds the cached archive."""
+    import json
+
+    from compile_cases import tiny_model
+
+    from project_api.cli import main
+
+    monkeypatch.setenv("MLF_PROJECT_CACHE", str(tmp_path / "cache"))
+    model = tmp_path / "tiny.tflite"
+    model.write_bytes(tiny_model("int8"))
+    x = np.random.default_rng(3).integers(-128, 128, (1, 5, 5, 2)).astype(np.int8)
+    np.savez(tmp_path / "in.npz", input=x)
+    argv = ["run", str(model), "--input", str(tmp_path / "in.npz"),
+            "--output", str(tmp_path / "out.npz")]  # fmt: skip
+    first = main(argv)
+    assert first == 0, capsys.readouterr().err
+    capsys.readouterr()
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npz")["output0"], litert_run(model, x))
+    cached = list((tmp_path / "cache" / "compiled").glob("*.tar"))
+    assert len(cached) == 1
+    stamp = cached[0].stat().st_mtime_ns
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["outputs"]
+    assert list((tmp_path / "cache" / "compiled").glob("*.tar")) == cached
+    assert cached[0].stat().st_mtime_ns >= stamp

@@ -13,6 +13,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 from tflite_builders import (
+    ACTIVATION,
     TfliteWriter,
     conv_options,
     depthwise_options,
@@ -190,6 +191,40 @@ def softmax_case(x_shape: Sequence[int], beta: float, in_scale: float):
     return add
 
 
+def binary_case(
+    name: str, a_shape: Sequence[int], b_shape: Sequence[int], act: str = "NONE",
+    const_b: bool = False, ties: bool = False,
+):  # fmt: skip
+    """ADD or MUL, broadcast; ``const_b``: the second operand a constant (a graph param);
+    ``ties``: scales 2**-4, 2**-4 -> 2**-3, so that half of ADD's sums end on a tie."""
+
+    def add(w: TfliteWriter, rng: np.random.Generator, dtype: str) -> Tuple[int, int]:
+        out_shape = tuple(np.broadcast_shapes(tuple(a_shape), tuple(b_shape)))
+        s1, s2 = 0.05, float(rng.uniform(0.01, 0.1))
+        so = float(rng.uniform(0.05, 0.12)) if name == "ADD" else s1 * s2 * 74 * 74 / 50
+        if ties:
+            s1, s2, so = 2.0**-4, 2.0**-4, 2.0**-3
+
+        def q(scale: float) -> Dict[str, object]:
+            if dtype != "int8":
+                return {}
+            return {"scale": scale, "zero_point": int(rng.integers(-20, 20))}
+
+        x = w.tensor(a_shape, dtype, **q(s1))
+        if const_b:
+            data = (rng.integers(-128, 128, b_shape) if dtype == "int8"
+                    else rng.uniform(-2, 2, b_shape)).astype(dtype)  # fmt: skip
+            y = w.tensor(b_shape, dtype, data=data, **q(s2))
+        else:
+            y = w.tensor(b_shape, dtype, **q(s2))
+        z = w.tensor(out_shape, dtype, **q(so))
+        w.op(name, [x, y], [z], options=[(0, "i8", ACTIVATION[act])],
+             version=2 if dtype == "int8" else 1)  # fmt: skip
+        return (x, z) if const_b else ((x, y), z)  # type: ignore[return-value]
+
+    return add
+
+
 def reshape_then_fc_case():
     """RESHAPE (a __nop) between an input and a FULLY_CONNECTED, and as a model output."""
 
@@ -246,6 +281,13 @@ CASES: List[Case] = [
     Case("softmax_beta1", softmax_case((2, 10), 1.0, 0.1)),
     Case("softmax_beta05_4d", softmax_case((1, 1, 3, 7), 0.5, 0.25)),
     Case("reshape_fc", reshape_then_fc_case()),
+    Case("add_same_shape_relu", binary_case("ADD", (1, 4, 5, 3), (1, 4, 5, 3), "RELU")),
+    Case("add_broadcast_const", binary_case("ADD", (2, 3, 4), (4,), const_b=True)),
+    Case("add_broadcast_both", binary_case("ADD", (3, 1, 5), (1, 4, 1), "RELU6")),
+    Case("add_ties", binary_case("ADD", (2, 9), (2, 9), ties=True)),
+    Case("mul_same_shape", binary_case("MUL", (2, 7), (2, 7))),
+    Case("mul_broadcast_const_relu", binary_case("MUL", (1, 3, 3, 4), (1, 1, 1, 4), "RELU",
+                                                 const_b=True)),
 ]  # fmt: skip
 
 
@@ -256,8 +298,10 @@ def cases_model(dtype: str, seed: int = 0) -> Tuple[bytes, List[str]]:
     inputs, outputs = [], []
     for case in CASES:
         x, y = case.add(w, rng, dtype)
-        w.tensors[x].name = f"{case.name}_in"
-        inputs.append(x)
+        fed = x if isinstance(x, tuple) else (x,)  # a case may take several inputs
+        for number, tensor in enumerate(fed):
+            w.tensors[tensor].name = f"{case.name}_in" + (f"{number}" if number else "")
+            inputs.append(tensor)
         outputs.append(y)
     return w.finish(inputs, outputs), [case.name for case in CASES]
 

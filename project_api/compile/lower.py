@@ -27,10 +27,13 @@ from ..modelgen.ops.tflite import (
     TflPool,
     TflSoftmax,
 )
+from ..modelgen.ops.tflite_elementwise import LEFT_SHIFT, TflBinary, broadcast_shape
 from .quantize import (
     activation_range,
+    add_multipliers,
     conv_multipliers,
     float_activation_range,
+    mul_multiplier,
     softmax_table,
 )
 from .schema import ACTIVATIONS, CUSTOM, PADDING
@@ -38,11 +41,13 @@ from .tflite import Operator, Tensor, TfliteModel
 
 # Operator → the highest version whose semantics compile implements (LiteRT's versioning).
 SUPPORTED = {
+    "ADD": 2,
     "AVERAGE_POOL_2D": 2,
     "CONV_2D": 3,
     "DEPTHWISE_CONV_2D": 3,
     "FULLY_CONNECTED": 5,
     "MAX_POOL_2D": 2,
+    "MUL": 2,
     "RESHAPE": 1,
     "SOFTMAX": 2,
 }
@@ -51,7 +56,13 @@ DTYPES = ("int8", "float32")
 # LiteRT 2.3 with tests/compile_cases.py's tie cases: CONV_2D and DEPTHWISE_CONV_2D round
 # twice, as TFLM does; FULLY_CONNECTED rounds once, halves away from zero).
 # docs/compile.md has the numbers.
-LITERT_ROUNDING = {"CONV_2D": "double", "DEPTHWISE_CONV_2D": "double", "FULLY_CONNECTED": "away"}
+LITERT_ROUNDING = {
+    "ADD": "double",
+    "CONV_2D": "double",
+    "DEPTHWISE_CONV_2D": "double",
+    "FULLY_CONNECTED": "away",
+    "MUL": "double",
+}
 Rounding = Union[None, str, Mapping[int, str]]
 MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -270,6 +281,39 @@ class _Lowering:
         pool = TflPool(kind, out_hw, kernel, strides, pads, self._activation(op, out))
         return self.net.apply(pool, self.operand(op, 0))[0]
 
+    def lower_add(self, op: Operator, x: Tensor, out: Tensor) -> Value:
+        return self._binary(op, x, out, "add")
+
+    def lower_mul(self, op: Operator, x: Tensor, out: Tensor) -> Value:
+        return self._binary(op, x, out, "mul")
+
+    def _binary(self, op: Operator, x: Tensor, out: Tensor, operation: str) -> Value:
+        if len(op.inputs) != 2 or op.inputs[1] < 0:
+            raise Unsupported(op, "needs two inputs")
+        y = self.tensor(op.inputs[1])
+        if y.dtype != x.dtype:
+            raise Unsupported(op, f"inputs of {x.dtype} and {y.dtype}")
+        try:
+            shape = broadcast_shape(x.shape, y.shape)
+        except ValueError as err:
+            raise Unsupported(op, str(err)) from None
+        if shape != out.shape:
+            raise Unsupported(op, f"broadcasts to {list(shape)}, the model says {list(out.shape)}")
+        activation = self._activation(op, out)
+        if x.dtype == "float32":
+            binary = TflBinary(operation, activation)
+        else:
+            (s1, z1), (s2, z2), (so, zo) = (_scale_zp(t, op) for t in (x, y, out))
+            rounding = self._rounding(op)
+            single = rounding != "double"
+            if operation == "add":
+                pairs = add_multipliers(s1, s2, so, LEFT_SHIFT, single_rounding=single)
+            else:
+                pairs = [mul_multiplier(s1, s2, so, single_rounding=single)]
+            requants = tuple(Requant((m,), (s,), rounding) for m, s in pairs)
+            binary = TflBinary(operation, activation, (-z1, -z2, zo), requants)
+        return self.net.apply(binary, self.operand(op, 0), self.operand(op, 1))[0]
+
     def lower_reshape(self, op: Operator, x: Tensor, out: Tensor) -> Value:
         if x.elements != out.elements:
             raise Unsupported(op, f"reshapes {x.elements} elements into {out.elements}")
@@ -317,6 +361,11 @@ class _Lowering:
             return Activation(low, high)
         return Activation(*float_activation_range(name))
 
+    def _rounding(self, op: Operator) -> str:
+        if isinstance(self.rounding, str):
+            return self.rounding
+        return (self.rounding or {}).get(op.index) or LITERT_ROUNDING[op.name]
+
     def _quant(
         self, op: Operator, x: Tensor, w: Tensor, out: Tensor, channels: int, axis: int
     ) -> Quant:
@@ -334,10 +383,7 @@ class _Lowering:
             filter_zp and op.name != "FULLY_CONNECTED"
         ):
             raise Unsupported(op, "filter zero points must be 0")
-        if isinstance(self.rounding, str):
-            rounding = self.rounding
-        else:
-            rounding = (self.rounding or {}).get(op.index) or LITERT_ROUNDING[op.name]
+        rounding = self._rounding(op)
         multipliers, shifts = conv_multipliers(
             in_scale, wq.scales, out_scale, channels, single_rounding=rounding != "double"
         )

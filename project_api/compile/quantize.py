@@ -74,6 +74,33 @@ def conv_multipliers(
     return tuple(multipliers), tuple(shifts)
 
 
+def add_multipliers(
+    scale1: float, scale2: float, output_scale: float, left_shift: int, *, single_rounding: bool
+) -> List[Tuple[int, int]]:
+    """int8 ADD's (multiplier, shift) for input 1, input 2 and the output: both inputs to
+    twice the larger input scale, the sum from there (and the left shift) to the output."""
+    twice_max = float(F32(2) * max(F32(scale1), F32(scale2)))
+    reals = [
+        float(scale1) / twice_max,
+        float(scale2) / twice_max,
+        twice_max / float(F32(1 << left_shift) * F32(output_scale)),
+    ]
+    pairs = [quantize_multiplier(r, single_rounding=single_rounding) for r in reals]
+    if any(shift > 0 for _, shift in pairs):
+        raise CompileError(f"ADD: scales {scale1}, {scale2} -> {output_scale} need a gain")
+    return pairs
+
+
+def mul_multiplier(
+    scale1: float, scale2: float, output_scale: float, *, single_rounding: bool
+) -> Tuple[int, int]:
+    """int8 MUL's (multiplier, shift): scale1 · scale2 / output_scale, in float32 as LiteRT
+    works it out."""
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        real = float(F32(F32(scale1) * F32(scale2)) / F32(output_scale))
+    return quantize_multiplier(real, single_rounding=single_rounding)
+
+
 def activation_range(activation: str, scale: float, zero_point: int) -> Tuple[int, int]:
     """int8 bounds of a fused activation (``NONE``, ``RELU``, ``RELU6``, ``RELU_N1_TO_1``)."""
 

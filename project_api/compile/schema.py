@@ -61,6 +61,8 @@ DEPTHWISE_CONV_2D_OPTIONS = 2
 POOL_2D_OPTIONS = 5
 FULLY_CONNECTED_OPTIONS = 8
 SOFTMAX_OPTIONS = 9
+ADD_OPTIONS = 11
+MUL_OPTIONS = 21
 RESHAPE_OPTIONS = 17
 
 OptionFields = Dict[str, Tuple[int, str, object]]
@@ -99,6 +101,8 @@ OPTION_FIELDS: Dict[int, OptionFields] = {
         "quantized_bias_type": (4, "i8", 0),
     },
     SOFTMAX_OPTIONS: {"beta": (0, "f32", 0.0)},
+    ADD_OPTIONS: {"activation": (0, "i8", 0), "pot_scale_int16": (1, "bool", True)},
+    MUL_OPTIONS: {"activation": (0, "i8", 0)},
     RESHAPE_OPTIONS: {"new_shape": (0, "[i32]", ())},
 }
 

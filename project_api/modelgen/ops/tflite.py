@@ -48,37 +48,41 @@ class Requant:
             body.line(f"static const int32_t mult_[{count}] = {_c_ints(self.multipliers)};")
             body.line(f"static const int8_t shift_[{len(self.shifts)}] = {_c_ints(self.shifts)};")
 
-    def emit(self, body: Body, acc: str, channel: str) -> str:
-        """Statements computing ``MultiplyByQuantizedMultiplier(acc)``; returns the variable."""
+    def emit(self, body: Body, acc: str, channel: str, tag: str = "") -> str:
+        """Statements computing ``MultiplyByQuantizedMultiplier(acc)``; returns the variable.
+        ``tag`` keeps the statements' variables apart when one scope requantizes twice."""
         if len(self.multipliers) > 1:
             mult, shift = f"mult_[{channel}]", f"shift_[{channel}]"
         else:
             mult, shift = str(self.multipliers[0]), str(self.shifts[0])
+        t = tag
         if self.rounding == "single":
-            body.line(f"int32_t ts_ = 31 - {shift};")
+            body.line(f"int32_t ts{t}_ = 31 - {shift};")
             body.line(
-                f"int32_t q_ = (int32_t)((((int64_t){acc}) * ((int64_t){mult}) + "
-                "((int64_t)1 << (ts_ - 1))) >> ts_);"
+                f"int32_t q{t}_ = (int32_t)((((int64_t){acc}) * ((int64_t){mult}) + "
+                f"((int64_t)1 << (ts{t}_ - 1))) >> ts{t}_);"
             )
-            return "q_"
+            return f"q{t}_"
         if self.rounding == "away":
-            body.line(f"int32_t ts_ = 31 - {shift};")
-            body.line(f"int64_t mag_ = ((int64_t){acc}) * ((int64_t){mult});")
-            body.line("int64_t half_ = (int64_t)1 << (ts_ - 1);")
+            body.line(f"int32_t ts{t}_ = 31 - {shift};")
+            body.line(f"int64_t mag{t}_ = ((int64_t){acc}) * ((int64_t){mult});")
+            body.line(f"int64_t half{t}_ = (int64_t)1 << (ts{t}_ - 1);")
             body.line(
-                "int32_t q_ = (int32_t)(mag_ >= 0 ? (mag_ + half_) >> ts_ "
-                ": -((-mag_ + half_) >> ts_));"
+                f"int32_t q{t}_ = (int32_t)(mag{t}_ >= 0 ? (mag{t}_ + half{t}_) >> ts{t}_ "
+                f": -((-mag{t}_ + half{t}_) >> ts{t}_));"
             )
-            return "q_"
-        body.line(f"int32_t ls_ = {shift} > 0 ? {shift} : 0;")
-        body.line(f"int32_t rs_ = {shift} > 0 ? 0 : -({shift});")
-        body.line(f"int64_t ab_ = ((int64_t)(int32_t)((uint32_t){acc} << ls_)) * {mult};")
-        body.line("int64_t nudge_ = ab_ >= 0 ? (1 << 30) : (1 - (1 << 30));")
-        body.line("int32_t hi_ = (int32_t)((ab_ + nudge_) / ((int64_t)1 << 31));")
-        body.line("int32_t mask_ = (int32_t)(((int64_t)1 << rs_) - 1);")
-        body.line("int32_t thr_ = (mask_ >> 1) + (hi_ < 0 ? 1 : 0);")
-        body.line("int32_t q_ = (hi_ >> rs_) + (((hi_ & mask_) > thr_) ? 1 : 0);")
-        return "q_"
+            return f"q{t}_"
+        body.line(f"int32_t ls{t}_ = {shift} > 0 ? {shift} : 0;")
+        body.line(f"int32_t rs{t}_ = {shift} > 0 ? 0 : -({shift});")
+        body.line(f"int64_t ab{t}_ = ((int64_t)(int32_t)((uint32_t){acc} << ls{t}_)) * {mult};")
+        body.line(f"int64_t nudge{t}_ = ab{t}_ >= 0 ? (1 << 30) : (1 - (1 << 30));")
+        body.line(f"int32_t hi{t}_ = (int32_t)((ab{t}_ + nudge{t}_) / ((int64_t)1 << 31));")
+        body.line(f"int32_t mask{t}_ = (int32_t)(((int64_t)1 << rs{t}_) - 1);")
+        body.line(f"int32_t thr{t}_ = (mask{t}_ >> 1) + (hi{t}_ < 0 ? 1 : 0);")
+        body.line(
+            f"int32_t q{t}_ = (hi{t}_ >> rs{t}_) + (((hi{t}_ & mask{t}_) > thr{t}_) ? 1 : 0);"
+        )
+        return f"q{t}_"
 
 
 def _c_ints(values: Sequence[int]) -> str:

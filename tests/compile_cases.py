@@ -308,7 +308,8 @@ def cases_model(dtype: str, seed: int = 0) -> Tuple[bytes, List[str]]:
 
 def tiny_model(dtype: str = "int8", seed: int = 0) -> bytes:
     """A small chain (CONV_2D → DEPTHWISE_CONV_2D → AVERAGE_POOL_2D → RESHAPE →
-    FULLY_CONNECTED → SOFTMAX) to mutate: a few hundred bytes of tables around its weights."""
+    FULLY_CONNECTED → ADD → SOFTMAX) to mutate: a few hundred bytes of tables around its
+    weights."""
     rng = np.random.default_rng(seed)
     w = TfliteWriter()
     x, y = conv_case((1, 5, 5, 2), (3, 3, 3, 2), {"act": "RELU"})(w, rng, dtype)
@@ -329,6 +330,8 @@ def tiny_model(dtype: str = "int8", seed: int = 0) -> bytes:
     w.op("RESHAPE", [pooled, shape], [flat], options=reshape_options((1, 3)))
     fx, fy = fc_case((1, 3), 4, "NONE")(w, rng, dtype)
     w.ops[-1].inputs[0] = flat
-    _, out = softmax_case((1, 4), 1.0, 0.1)(w, rng, dtype)
+    _, summed = binary_case("ADD", (1, 4), (4,), const_b=True)(w, rng, dtype)
     w.ops[-1].inputs[0] = fy
+    _, out = softmax_case((1, 4), 1.0, 0.1)(w, rng, dtype)
+    w.ops[-1].inputs[0] = summed
     return w.finish([x], [out])

@@ -179,8 +179,10 @@ def test_unsupported_operator_names_it_and_its_index(tmp_path: Path) -> None:
     w = TfliteWriter()
     x, y = conv_case((1, 4, 4, 2), (2, 3, 3, 2), {})(w, np.random.default_rng(0), "float32")
     z = w.tensor((1, 4, 4, 2), "float32")
-    w.op("ADD", [y, y], [z], version=1)
-    line = assert_refused(write(tmp_path, w.finish([x], [z])), tmp_path, "operator 1 (ADD v1)")
+    w.op("SQUARED_DIFFERENCE", [y, y], [z], version=1)
+    line = assert_refused(
+        write(tmp_path, w.finish([x], [z])), tmp_path, "operator 1 (SQUARED_DIFFERENCE v1)"
+    )
     assert "CONV_2D" in line and "FULLY_CONNECTED" in line  # what is supported
 
 

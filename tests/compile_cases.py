@@ -225,6 +225,87 @@ def binary_case(
     return add
 
 
+def _q(rng: np.random.Generator, dtype: str, scale: float) -> Dict[str, object]:
+    return {"scale": scale, "zero_point": int(rng.integers(-20, 20))} if dtype == "int8" else {}
+
+
+def pad_case(x_shape: Sequence[int], pads: Sequence[Tuple[int, int]]):
+    def add(w: TfliteWriter, rng: np.random.Generator, dtype: str) -> Tuple[int, int]:
+        q = _q(rng, dtype, 0.1)
+        x = w.tensor(x_shape, dtype, **q)
+        p = w.tensor((len(x_shape), 2), "int32", data=np.array(pads, dtype=np.int32))
+        out = tuple(d + b + a for d, (b, a) in zip(x_shape, pads))
+        y = w.tensor(out, dtype, **q)
+        w.op("PAD", [x, p], [y], version=2 if dtype == "int8" else 1)
+        return x, y
+
+    return add
+
+
+def concat_case(shapes: Sequence[Sequence[int]], axis: int):
+    def add(w: TfliteWriter, rng: np.random.Generator, dtype: str):
+        q = _q(rng, dtype, 0.1)
+        xs = tuple(w.tensor(s, dtype, **q) for s in shapes)
+        out = list(shapes[0])
+        out[axis] = sum(s[axis] for s in shapes)
+        y = w.tensor(out, dtype, **q)
+        w.op("CONCATENATION", list(xs), [y], options=[(0, "i32", axis), (1, "i8", 0)],
+             version=2 if dtype == "int8" else 1)  # fmt: skip
+        return xs, y
+
+    return add
+
+
+def quantize_case(shape: Sequence[int], ties: bool = False):
+    """float32 model: QUANTIZE float → int8; int8 model: int8 → int8 (a requantization;
+    ``ties``: scale 2**-4 → 2**-3, half the values on a tie)."""
+
+    def add(w: TfliteWriter, rng: np.random.Generator, dtype: str) -> Tuple[int, int]:
+        x = w.tensor(shape, dtype, **_q(rng, dtype, 2.0**-4 if ties else 0.07))
+        out_scale = 2.0**-3 if ties else 0.013
+        y = w.tensor(shape, "int8", scale=out_scale, zero_point=int(rng.integers(-20, 20)))
+        w.op("QUANTIZE", [x], [y], version=2)
+        return x, y
+
+    return add
+
+
+def dequantize_case(shape: Sequence[int]):
+    def add(w: TfliteWriter, rng: np.random.Generator, dtype: str) -> Tuple[int, int]:
+        x = w.tensor(shape, "int8", **_q(rng, "int8", 0.0371))
+        y = w.tensor(shape, "float32")
+        w.op("DEQUANTIZE", [x], [y], version=2)
+        return x, y
+
+    return add
+
+
+def unary_case(name: str, shape: Sequence[int], in_scale: float):
+    def add(w: TfliteWriter, rng: np.random.Generator, dtype: str) -> Tuple[int, int]:
+        x = w.tensor(shape, dtype, **_q(rng, dtype, in_scale))
+        if dtype == "int8":
+            scale, zp = (1 / 256, -128) if name == "LOGISTIC" else (1 / 128, 0)
+            y = w.tensor(shape, "int8", scale=scale, zero_point=zp)
+        else:
+            y = w.tensor(shape, "float32")
+        w.op(name, [x], [y], version=2 if dtype == "int8" else 1)
+        return x, y
+
+    return add
+
+
+def squeeze_then_fc_case():
+    def add(w: TfliteWriter, rng: np.random.Generator, dtype: str) -> Tuple[int, int]:
+        x, y = fc_case((1, 6), 4, "RELU")(w, rng, dtype)
+        z = w.tensor((4,), dtype)
+        w.tensors[z].scales = w.tensors[y].scales
+        w.tensors[z].zero_points = w.tensors[y].zero_points
+        w.op("SQUEEZE", [y], [z], options=[(0, "[i32]", [0])])
+        return x, z
+
+    return add
+
+
 def reshape_then_fc_case():
     """RESHAPE (a __nop) between an input and a FULLY_CONNECTED, and as a model output."""
 
@@ -281,6 +362,16 @@ CASES: List[Case] = [
     Case("softmax_beta1", softmax_case((2, 10), 1.0, 0.1)),
     Case("softmax_beta05_4d", softmax_case((1, 1, 3, 7), 0.5, 0.25)),
     Case("reshape_fc", reshape_then_fc_case()),
+    Case("pad_4d", pad_case((1, 3, 4, 2), ((0, 0), (1, 2), (2, 0), (0, 1)))),
+    Case("pad_2d", pad_case((3, 5), ((1, 1), (0, 3)))),
+    Case("concat_axis3", concat_case([(1, 2, 3, 2), (1, 2, 3, 5)], 3)),
+    Case("concat_axis1_three", concat_case([(2, 1, 4), (2, 3, 4), (2, 2, 4)], 1)),
+    Case("quantize", quantize_case((2, 11))),
+    Case("quantize_ties", quantize_case((4, 16), ties=True)),
+    Case("dequantize", dequantize_case((3, 7))),
+    Case("logistic", unary_case("LOGISTIC", (4, 64), 0.05)),
+    Case("tanh", unary_case("TANH", (4, 64), 0.03)),
+    Case("squeeze_fc", squeeze_then_fc_case()),
     Case("add_same_shape_relu", binary_case("ADD", (1, 4, 5, 3), (1, 4, 5, 3), "RELU")),
     Case("add_broadcast_const", binary_case("ADD", (2, 3, 4), (4,), const_b=True)),
     Case("add_broadcast_both", binary_case("ADD", (3, 1, 5), (1, 4, 1), "RELU6")),

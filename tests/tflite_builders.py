@@ -31,6 +31,9 @@ OPTION_TYPES = {
     "SOFTMAX": 9,
     "RESHAPE": 17,
     "ADD": 11,
+    "MUL": 21,
+    "CONCATENATION": 10,
+    "SQUEEZE": 30,
 }
 PADDING = {"SAME": 0, "VALID": 1}
 ACTIVATION = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}

@@ -8,9 +8,7 @@ and what is supported.
 
 from __future__ import annotations
 
-import math
-import re
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -27,101 +25,35 @@ from ..modelgen.ops.tflite import (
     TflPool,
     TflSoftmax,
 )
+from ..modelgen.ops.tflite_data import TflConcat, TflDequantize, TflPad, TflQuantize, TflUnary
 from ..modelgen.ops.tflite_elementwise import LEFT_SHIFT, TflBinary, broadcast_shape
 from .quantize import (
     activation_range,
     add_multipliers,
     conv_multipliers,
     float_activation_range,
+    lookup_table,
     mul_multiplier,
+    quantize_multiplier,
     softmax_table,
 )
-from .schema import ACTIVATIONS, CUSTOM, PADDING
+from .schema import ACTIVATIONS, PADDING
+from .support import (
+    CONVERSIONS,
+    DTYPES,
+    LITERT_ROUNDING,
+    MODULE_NAME,
+    SUPPORTED,
+    Rounding,
+    Unsupported,
+    check_model,
+    good_scales,
+    scale_zp,
+    supported_text,
+)
 from .tflite import Operator, Tensor, TfliteModel
 
-# Operator → the highest version whose semantics compile implements (LiteRT's versioning).
-SUPPORTED = {
-    "ADD": 2,
-    "AVERAGE_POOL_2D": 2,
-    "CONV_2D": 3,
-    "DEPTHWISE_CONV_2D": 3,
-    "FULLY_CONNECTED": 5,
-    "MAX_POOL_2D": 2,
-    "MUL": 2,
-    "RESHAPE": 1,
-    "SOFTMAX": 2,
-}
-DTYPES = ("int8", "float32")
-# The requantization rounding LiteRT's reference kernels use, per operator (measured against
-# LiteRT 2.3 with tests/compile_cases.py's tie cases: CONV_2D and DEPTHWISE_CONV_2D round
-# twice, as TFLM does; FULLY_CONNECTED rounds once, halves away from zero).
-# docs/compile.md has the numbers.
-LITERT_ROUNDING = {
-    "ADD": "double",
-    "CONV_2D": "double",
-    "DEPTHWISE_CONV_2D": "double",
-    "FULLY_CONNECTED": "away",
-    "MUL": "double",
-}
-Rounding = Union[None, str, Mapping[int, str]]
-MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def supported_text() -> str:
-    return ", ".join(f"{name} (v1-{v})" for name, v in sorted(SUPPORTED.items()))
-
-
-class Unsupported(CompileError):
-    def __init__(self, op: Operator, problem: str) -> None:
-        super().__init__(
-            f"operator {op.index} ({_op_label(op)}): {problem}; compile supports "
-            f"{supported_text()} in int8 and float32"
-        )
-
-
-def _op_label(op: Operator) -> str:
-    if op.opcode == CUSTOM:
-        return f"custom {op.custom_code!r}"
-    return f"{op.name} v{op.version}"
-
-
-def check_model(model: TfliteModel) -> None:
-    """Refuses what compile cannot lower, in one line, before any lowering starts."""
-    if model.subgraphs != 1:
-        raise CompileError(
-            f"{model.subgraphs} subgraphs (control flow or several signatures): compile "
-            "lowers models of one subgraph"
-        )
-    if not model.operators:
-        raise CompileError("the model has no operators")
-    if not model.outputs:
-        raise CompileError("the model has no outputs")
-    for tensor in model.tensors:
-        if tensor.sparse or tensor.variable:
-            kind = "sparse" if tensor.sparse else "a variable (state)"
-            raise CompileError(
-                f"tensor {tensor.index} ({tensor.name!r}) is {kind}: compile takes dense "
-                "constant weights and computed tensors"
-            )
-        if tensor.dynamic:
-            raise CompileError(
-                f"tensor {tensor.index} ({tensor.name!r}) has a dynamic shape: compile needs "
-                "every shape fixed"
-            )
-    used = {i for op in model.operators for i in (*op.inputs, *op.outputs) if i >= 0}
-    for index in sorted(used | set(model.inputs) | set(model.outputs)):
-        if 0 in model.tensors[index].shape:
-            raise CompileError(
-                f"tensor {index} ({model.tensors[index].name!r}) has no elements "
-                f"(shape {list(model.tensors[index].shape)})"
-            )
-    for op in model.operators:
-        if op.opcode == CUSTOM:
-            raise Unsupported(op, "custom operators are not supported")
-        if op.name not in SUPPORTED:
-            raise Unsupported(op, "not supported")
-        if op.version > SUPPORTED[op.name]:
-            raise Unsupported(op, f"version {op.version} is newer than compile implements")
+__all__ = ["SUPPORTED", "Rounding", "check_model", "lower_model", "supported_text"]
 
 
 class _Lowering:
@@ -186,20 +118,24 @@ class _Lowering:
         if op.outputs[0] in self.values:
             raise Unsupported(op, f"tensor {op.outputs[0]} is written twice")
         x = self.tensor(op.inputs[0]) if op.inputs and op.inputs[0] >= 0 else None
-        if x is None or x.dtype not in DTYPES or out.dtype != x.dtype:
+        converts = CONVERSIONS.get(op.name, ((t, t) for t in DTYPES))
+        if x is None or (x.dtype, out.dtype) not in set(converts):
             raise Unsupported(
-                op, f"data types {x.dtype if x else None} → {out.dtype} (int8 or float32 only)"
+                op, f"data types {x.dtype if x else None} → {out.dtype} are not supported"
             )
         method = getattr(self, "lower_" + op.name.lower())
         try:
             value: Value = method(op, x, out)
         except ValueError as err:  # a modelgen operator's own shape rule
             raise Unsupported(op, str(err)) from None
+        self._check_shape(op, value, out)
+        self.values[op.outputs[0]] = value
+
+    def _check_shape(self, op: Operator, value: Value, out: Tensor) -> None:
         if value.shape != out.shape:
             raise Unsupported(
                 op, f"computes shape {list(value.shape)}, the model says {list(out.shape)}"
             )
-        self.values[op.outputs[0]] = value
 
     # --- operators ----------------------------------------------------------------------------
 
@@ -242,7 +178,7 @@ class _Lowering:
         q = w.quantization
         if depthwise or x.dtype != "float32" or w.dtype != "int8" or q is None:
             raise Unsupported(op, f"{w.dtype} filter on {x.dtype} data is not supported")
-        if len(set(q.scales)) != 1 or any(q.zero_points) or not _good_scales(q.scales):
+        if len(set(q.scales)) != 1 or any(q.zero_points) or not good_scales(q.scales):
             raise Unsupported(op, "hybrid with per-channel filter scales is not supported")
         return q.scales[0]
 
@@ -273,7 +209,7 @@ class _Lowering:
     def _pool(self, op: Operator, x: Tensor, out: Tensor, kind: str) -> Value:
         if len(x.shape) != 4:
             raise Unsupported(op, "needs a 4-D input")
-        if x.dtype == "int8" and _scale_zp(x) != _scale_zp(out):
+        if x.dtype == "int8" and scale_zp(x) != scale_zp(out):
             raise Unsupported(op, "input and output quantization differ")
         strides = self._positive(op, ("stride_h", "stride_w"))
         kernel = self._positive(op, ("filter_h", "filter_w"))
@@ -303,7 +239,7 @@ class _Lowering:
         if x.dtype == "float32":
             binary = TflBinary(operation, activation)
         else:
-            (s1, z1), (s2, z2), (so, zo) = (_scale_zp(t, op) for t in (x, y, out))
+            (s1, z1), (s2, z2), (so, zo) = (scale_zp(t, op) for t in (x, y, out))
             rounding = self._rounding(op)
             single = rounding != "double"
             if operation == "add":
@@ -314,10 +250,84 @@ class _Lowering:
             binary = TflBinary(operation, activation, (-z1, -z2, zo), requants)
         return self.net.apply(binary, self.operand(op, 0), self.operand(op, 1))[0]
 
+    def lower_squeeze(self, op: Operator, x: Tensor, out: Tensor) -> Value:
+        return self.lower_reshape(op, x, out)
+
+    def lower_pad(self, op: Operator, x: Tensor, out: Tensor) -> Value:
+        if len(op.inputs) != 2 or op.inputs[1] < 0:
+            raise Unsupported(op, "needs the input and a constant paddings tensor")
+        paddings = self.tensor(op.inputs[1])
+        rank = len(x.shape)
+        if paddings.data is None or paddings.dtype != "int32" or paddings.shape != (rank, 2):
+            raise Unsupported(op, f"paddings must be a constant int32[{rank}, 2]")
+        pads = tuple((int(b), int(a)) for b, a in paddings.array().tolist())
+        if any(b < 0 or a < 0 or b > 1 << 16 or a > 1 << 16 for b, a in pads):
+            raise Unsupported(op, f"paddings {list(pads)} out of range")
+        value = 0.0
+        if x.dtype == "int8":
+            if scale_zp(x, op) != scale_zp(out, op):
+                raise Unsupported(op, "input and output quantization differ")
+            value = float(scale_zp(out, op)[1])
+        return self.net.apply(TflPad(pads, value), self.operand(op, 0))[0]
+
+    def lower_concatenation(self, op: Operator, x: Tensor, out: Tensor) -> Value:
+        if not op.inputs or any(i < 0 for i in op.inputs):
+            raise Unsupported(op, "an input is missing")
+        parts = [self.tensor(i) for i in op.inputs]
+        rank = len(out.shape)
+        axis = int(op.options.get("axis", 0))  # type: ignore[call-overload]
+        axis = axis + rank if axis < 0 else axis
+        if not 0 <= axis < rank:
+            raise Unsupported(op, f"axis {axis} of a rank-{rank} output")
+        if ACTIVATIONS.get(int(op.options.get("activation", 0))) != "NONE":  # type: ignore[call-overload]
+            raise Unsupported(op, "a fused activation is not supported")
+        for t in parts:
+            if t.dtype != out.dtype:
+                raise Unsupported(op, "inputs of different types")
+            if out.dtype == "int8" and scale_zp(t, op) != scale_zp(out, op):
+                raise Unsupported(op, "int8 inputs must share the output's quantization")
+        operands = [self.operand(op, k) for k in range(len(parts))]
+        return self.net.apply(TflConcat(axis), *operands)[0]
+
+    def lower_quantize(self, op: Operator, x: Tensor, out: Tensor) -> Value:
+        scale, zero_point = scale_zp(out, op)
+        if x.dtype == "float32":
+            quantize = TflQuantize(scale, zero_point)
+        else:
+            in_scale, in_zp = scale_zp(x, op)
+            rounding = self._rounding(op)
+            real = float(in_scale) / float(scale)
+            m, s = quantize_multiplier(real, single_rounding=rounding != "double")
+            quantize = TflQuantize(scale, zero_point, in_zp, Requant((m,), (s,), rounding))
+        return self.net.apply(quantize, self.operand(op, 0))[0]
+
+    def lower_dequantize(self, op: Operator, x: Tensor, out: Tensor) -> Value:
+        scale, zero_point = scale_zp(x, op)
+        return self.net.apply(TflDequantize(scale, zero_point), self.operand(op, 0))[0]
+
+    def lower_logistic(self, op: Operator, x: Tensor, out: Tensor) -> Value:
+        return self._unary(op, x, out, "logistic", (1 / 256, -128))
+
+    def lower_tanh(self, op: Operator, x: Tensor, out: Tensor) -> Value:
+        return self._unary(op, x, out, "tanh", (1 / 128, 0))
+
+    def _unary(
+        self, op: Operator, x: Tensor, out: Tensor, function: str, output: Tuple[float, int]
+    ) -> Value:
+        if x.dtype == "float32":
+            return self.net.apply(TflUnary(function), self.operand(op, 0))[0]
+        scale, zero_point = scale_zp(out, op)
+        if zero_point != output[1] or abs(scale - output[0]) > 1e-6 * output[0]:
+            raise Unsupported(
+                op, f"int8 output must have scale {output[0]} and zero point {output[1]}"
+            )
+        table = lookup_table(function, *scale_zp(x, op), scale, zero_point)
+        return self.net.apply(TflUnary(function, table), self.operand(op, 0))[0]
+
     def lower_reshape(self, op: Operator, x: Tensor, out: Tensor) -> Value:
         if x.elements != out.elements:
             raise Unsupported(op, f"reshapes {x.elements} elements into {out.elements}")
-        if x.dtype == "int8" and _scale_zp(x) != _scale_zp(out):
+        if x.dtype == "int8" and scale_zp(x) != scale_zp(out):
             raise Unsupported(op, "input and output quantization differ")
         return self.net.apply(Reshape(out.shape), self.operand(op, 0))[0]
 
@@ -327,8 +337,8 @@ class _Lowering:
             raise Unsupported(op, f"beta {beta}")
         if x.dtype == "float32":
             return self.net.apply(TflSoftmax(beta), self.operand(op, 0))[0]
-        in_scale, _ = _scale_zp(x, op)
-        out_scale, out_zp = _scale_zp(out, op)
+        in_scale, _ = scale_zp(x, op)
+        out_scale, out_zp = scale_zp(out, op)
         if out_zp != -128 or abs(out_scale - 1 / 256) > 0.001 / 256:
             raise Unsupported(op, "int8 output must have zero point -128 and scale 1/256")
         softmax = TflSoftmax(beta, softmax_table(in_scale, beta), out_zp, out_scale)
@@ -356,7 +366,7 @@ class _Lowering:
         if name not in ("NONE", "RELU", "RELU6", "RELU_N1_TO_1"):
             raise Unsupported(op, f"fused activation {name} is not supported")
         if out.dtype == "int8":
-            scale, zp = _scale_zp(out, op)
+            scale, zp = scale_zp(out, op)
             low, high = activation_range(name, scale, zp)
             return Activation(low, high)
         return Activation(*float_activation_range(name))
@@ -371,10 +381,10 @@ class _Lowering:
     ) -> Quant:
         if x.dtype != "int8":
             return Quant()
-        in_scale, in_zp = _scale_zp(x, op)
-        out_scale, out_zp = _scale_zp(out, op)
+        in_scale, in_zp = scale_zp(x, op)
+        out_scale, out_zp = scale_zp(out, op)
         wq = w.quantization
-        if wq is None or not _good_scales(wq.scales):
+        if wq is None or not good_scales(wq.scales):
             raise Unsupported(op, "the filter needs quantization scales, finite and positive")
         if wq.per_channel and (len(wq.scales) != channels or wq.axis != axis):
             raise Unsupported(op, f"per-channel filter quantization must be on axis {axis}")
@@ -388,25 +398,6 @@ class _Lowering:
             in_scale, wq.scales, out_scale, channels, single_rounding=rounding != "double"
         )
         return Quant(-in_zp, -filter_zp, out_zp, Requant(multipliers, shifts, rounding))
-
-
-def _scale_zp(t: Tensor, op: Optional[Operator] = None) -> Tuple[float, int]:
-    q = t.quantization
-    if (
-        q is None
-        or q.per_channel
-        or not _good_scales(q.scales)
-        or not -128 <= q.zero_points[0] < 128
-    ):
-        message = f"tensor {t.index} ({t.name!r}) needs per-tensor int8 quantization"
-        if op is not None:
-            raise Unsupported(op, message)
-        raise CompileError(message)
-    return q.scales[0], q.zero_points[0]
-
-
-def _good_scales(scales: Sequence[float]) -> bool:
-    return all(math.isfinite(s) and s > 0 for s in scales)
 
 
 def _window(

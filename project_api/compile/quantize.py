@@ -130,6 +130,46 @@ def float_activation_range(activation: str) -> Tuple[float, float]:
     }[activation]
 
 
+@lru_cache(maxsize=4)
+def _libm(name: str) -> Optional[Callable[[float], float]]:
+    library = ctypes.util.find_library("m")
+    if library is None:
+        return None
+    try:
+        function = getattr(ctypes.CDLL(library), name)
+    except (OSError, AttributeError):
+        return None
+    function.restype = ctypes.c_float
+    function.argtypes = [ctypes.c_float]
+    return function
+
+
+def lookup_table(
+    function: str, input_scale: float, input_zp: int, output_scale: float, output_zp: int
+) -> Tuple[int, ...]:
+    """int8 LOGISTIC / TANH as LiteRT tabulates them: for x in -128..127, the function of
+    ``input_scale · (x - zp)`` in float32 (the C library's ``expf`` / ``tanhf``), times
+    ``1 / output_scale``, rounded half away from zero, plus the zero point, clamped."""
+    expf, tanhf = _libm("expf"), _libm("tanhf")
+    inverse = F32(F32(1.0) / F32(output_scale))
+    table = []
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for value in range(-128, 128):
+            x = F32(F32(input_scale) * F32(value - input_zp))
+            if function == "tanh":
+                y = F32(tanhf(float(x)) if tanhf else np.tanh(x))
+            else:
+                e = F32(expf(float(-x)) if expf else np.exp(-x))
+                y = F32(F32(1.0) / F32(F32(1.0) + e))
+            scaled = float(F32(y * inverse))
+            if not math.isfinite(scaled):
+                raise CompileError(f"{function}: output scale {output_scale} is out of range")
+            rounded = float(F32(round_half_away(scaled)))
+            quantized = int(F32(rounded + output_zp))
+            table.append(max(-128, min(127, quantized)))
+    return tuple(table)
+
+
 @lru_cache(maxsize=1)
 def _libm_expf() -> Optional[Callable[[float], float]]:
     name = ctypes.util.find_library("m")

@@ -61,7 +61,9 @@ DEPTHWISE_CONV_2D_OPTIONS = 2
 POOL_2D_OPTIONS = 5
 FULLY_CONNECTED_OPTIONS = 8
 SOFTMAX_OPTIONS = 9
+CONCATENATION_OPTIONS = 10
 ADD_OPTIONS = 11
+SQUEEZE_OPTIONS = 30
 MUL_OPTIONS = 21
 RESHAPE_OPTIONS = 17
 
@@ -103,6 +105,8 @@ OPTION_FIELDS: Dict[int, OptionFields] = {
     SOFTMAX_OPTIONS: {"beta": (0, "f32", 0.0)},
     ADD_OPTIONS: {"activation": (0, "i8", 0), "pot_scale_int16": (1, "bool", True)},
     MUL_OPTIONS: {"activation": (0, "i8", 0)},
+    CONCATENATION_OPTIONS: {"axis": (0, "i32", 0), "activation": (1, "i8", 0)},
+    SQUEEZE_OPTIONS: {"squeeze_dims": (0, "[i32]", ())},
     RESHAPE_OPTIONS: {"new_shape": (0, "[i32]", ())},
 }
 

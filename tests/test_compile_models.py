@@ -140,3 +140,25 @@ def test_run_takes_a_tflite_and_compiles_it_once(
     assert json.loads(capsys.readouterr().out)["outputs"]
     assert list((tmp_path / "cache" / "compiled").glob("*.tar")) == cached
     assert cached[0].stat().st_mtime_ns >= stamp
+
+
+def test_project_api_generate_project_takes_a_tflite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TVM's Project API door: generate_project given a .tflite generates from the archive
+    compiled into the cache, and the project carries that archive."""
+    from compile_cases import tiny_model
+
+    from project_api.read import open_archive
+    from project_api.resources import template_dir
+    from project_api.serve.handler import ProjectApiHandler
+
+    monkeypatch.setenv("MLF_PROJECT_CACHE", str(tmp_path / "cache"))
+    model = tmp_path / "tiny.tflite"
+    model.write_bytes(tiny_model("int8"))
+    handler = ProjectApiHandler(template_dir())
+    options = {"board": "host", "project_type": "host_driven"}
+    handler.generate_project(str(model), None, str(tmp_path / "p"), options)
+    with open_archive(tmp_path / "p" / "model.tar") as archive:
+        assert [spec.name for spec in archive.models[0].inputs] == ["input"]
+    assert len(list((tmp_path / "cache" / "compiled").glob("*.tar"))) == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import resource
 import struct
 import subprocess
@@ -240,3 +241,19 @@ def test_two_thousand_mutants_are_refused_or_compiled_never_crash() -> None:
     assert report.refused > 500 and report.accepted > 50  # the mutants reach both sides
     assert report.slowest < 1.0
     assert elapsed < 30
+
+
+def test_info_describes_a_tflite(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    model = write(tmp_path, tiny_model())
+    assert main(["info", str(model)]) == 0
+    text = capsys.readouterr().out
+    assert "CONV_2D v3" in text and "SOFTMAX v2" in text and "compile: compiles" in text
+    assert "scale" in text and "zero point" in text
+    assert main(["info", str(model), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert [op["operator"] for op in summary["operators"]][:2] == ["CONV_2D", "DEPTHWISE_CONV_2D"]
+    w = TfliteWriter()
+    x, y = w.tensor((1, 4), "float32"), w.tensor((1, 4), "float32")
+    w.op("CUSTOM", [x], [y], custom="MyOp")
+    assert main(["info", str(write(tmp_path, w.finish([x], [y]), "custom.tflite"))]) == 0
+    assert "compile: refused: operator 0 (custom 'MyOp')" in capsys.readouterr().out

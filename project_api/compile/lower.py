@@ -191,6 +191,8 @@ class _Lowering:
             raise Unsupported(op, f"{w.dtype} filter on {x.dtype} data (hybrid) is not supported")
         if o.get("weights_format", 0) != 0:
             raise Unsupported(op, "shuffled weights are not supported")
+        if w.quantization is not None and w.quantization.per_channel:
+            raise Unsupported(op, "per-channel filter quantization is not supported here yet")
         if x.elements % max(w.shape[1], 1) or out.elements != x.elements // w.shape[1] * w.shape[0]:
             raise Unsupported(op, "input, filter and output shapes do not agree")
         bias = self._bias(op, w.shape[0], x.dtype)

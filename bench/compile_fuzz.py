@@ -25,6 +25,7 @@ TARGET_RUNS = 1_000_000
 RUNS = int(os.environ.get("MLF_BENCH_COMPILE_FUZZ_RUNS", TARGET_RUNS))
 SMOKE_RUNS = 2_000
 WORKERS = 2
+CHUNK = 25_000
 SHARED_MODELS = ("kws_ref_model", "ad01_int8", "kws_ref_model_float32")
 
 
@@ -51,10 +52,23 @@ def seeds() -> List[bytes]:
 def _worker(args: Any) -> Dict[str, Any]:
     count, seed = args
     _tests_path()
-    from tflite_fuzz import fuzz
+    from tflite_fuzz import FuzzReport, fuzz
 
     start = time.perf_counter()
-    report = fuzz(seeds(), count, seed=seed)
+    report = FuzzReport()
+    seeded = seeds()
+    done = 0
+    while done < count:  # in chunks, each with its own seed, so progress can be reported
+        chunk = fuzz(seeded, min(CHUNK, count - done), seed=seed * 1_000_003 + done)
+        report.mutants += chunk.mutants
+        report.refused += chunk.refused
+        report.accepted += chunk.accepted
+        report.findings += chunk.findings
+        report.slowest = max(report.slowest, chunk.slowest)
+        done += chunk.mutants
+        print(f"[bench]   worker {seed}: {done:,} of {count:,} mutants, "
+              f"{len(report.findings)} findings, {time.perf_counter() - start:.0f} s",
+              file=sys.stderr, flush=True)  # fmt: skip
     return {
         "worker": seed,
         "mutants": report.mutants,

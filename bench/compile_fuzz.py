@@ -4,7 +4,7 @@ Mutants of the shared models (``../shared/models``: KWS int8 and float32, ad01 i
 the tests' small models (tests/compile_cases.py, mostly tables: mutations there reach the
 schema rather than the weights), made by tests/tflite_fuzz.py: byte flips, interesting
 32-bit words, nudged offsets, copied runs, truncations, 16-bit vtable entries. Each is read
-and, when it reads, checked and lowered to a Network, as ``compile`` does before it writes.
+(with ``MLF_BENCH_COMPILE_FUZZ_LOWER=1`` also checked and lowered to a Network).
 A mutant must be refused with one line (CompileError) or accepted: any other exception is a
 finding, and the slowest mutant shows there is no hang. ``MLF_BENCH_COMPILE_FUZZ_RUNS`` sets
 the count (the issue's target: 1,000,000); ``--smoke`` runs 2,000. Two worker processes.
@@ -27,6 +27,10 @@ SMOKE_RUNS = 2_000
 WORKERS = 2
 CHUNK = 25_000
 SHARED_MODELS = ("kws_ref_model", "ad01_int8", "kws_ref_model_float32")
+# MLF_BENCH_COMPILE_FUZZ_LOWER=1: also check and lower each mutant that reads (about three
+# times the cost); by default the long run fuzzes the reader, as the issue asks, and the
+# tests' 2,000 mutants go through checks, lowering and C rendering.
+LOWER = os.environ.get("MLF_BENCH_COMPILE_FUZZ_LOWER", "0") == "1"
 
 
 def _tests_path() -> None:
@@ -37,9 +41,9 @@ def _tests_path() -> None:
 
 def seeds() -> List[bytes]:
     _tests_path()
-    from compile_cases import cases_model, tiny_model
+    from compile_cases import tiny_model
 
-    found = [tiny_model("int8"), tiny_model("float32", seed=1), cases_model("int8")[0]]
+    found = [tiny_model("int8"), tiny_model("float32", seed=1)]
     models = REPO_ROOT.parent / "shared" / "models"
     found += [
         (models / f"{m}.tflite").read_bytes()
@@ -59,7 +63,7 @@ def _worker(args: Any) -> Dict[str, Any]:
     seeded = seeds()
     done = 0
     while done < count:  # in chunks, each with its own seed, so progress can be reported
-        chunk = fuzz(seeded, min(CHUNK, count - done), seed=seed * 1_000_003 + done)
+        chunk = fuzz(seeded, min(CHUNK, count - done), seed=seed * 1_000_003 + done, lower=LOWER)
         report.mutants += chunk.mutants
         report.refused += chunk.refused
         report.accepted += chunk.accepted

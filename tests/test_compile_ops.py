@@ -13,7 +13,7 @@ from typing import Dict, Iterator, List, Tuple
 
 import numpy as np
 import pytest
-from compile_cases import CONTROL, cases_model
+from compile_cases import CONTROL, cases_model, tiny_model
 from conftest import requires_arm
 
 from project_api.compile import build_model, compile_tflite, read_tflite
@@ -115,3 +115,19 @@ def test_every_case_matches_litert_on_cortex_m(dtype: str, board: str, tmp_path:
             expected = {f"output{i}": want[i].reshape(got[f"output{i}"].shape)}
             problems.extend(f"{name}: {p}" for p in compare_outputs(got, expected, rtol=1e-5))
     assert problems == []
+
+
+def test_aot_archive_matches_litert(tmp_path: Path) -> None:
+    """The small chain (every kind of operator the shared models use) compiled for TVM's AOT
+    executor (interface c, unpacked operators, weights as const arrays) equals LiteRT."""
+    path = tmp_path / "tiny.tflite"
+    path.write_bytes(tiny_model("int8"))
+    archive = compile_tflite(path, tmp_path / "aot.tar", executor="aot")
+    project = Project.generate(archive, tmp_path / "project")
+    project.build()
+    model = path.read_bytes()
+    with project.session(timeout=60) as session:
+        for seed in range(3):
+            inputs = random_inputs(model, seed)
+            got = session.run(inputs)["output0"]
+            np.testing.assert_array_equal(got, litert_outputs(model, inputs)[0].reshape(got.shape))

@@ -28,7 +28,11 @@ class CompileCommand(Command):
         parser.add_argument("model", help="the .tflite file")
         parser.add_argument("out", help="the archive to write (.tar)")
         parser.add_argument(
-            "--executor", choices=EXECUTORS, default="graph", help="executor (default graph)"
+            "--executor",
+            choices=EXECUTORS,
+            default="graph",
+            help="graph (default: graph.json and params) or aot (TVM's interface c: "
+            "tvmgen_<name>_run, weights as const arrays)",
         )
         parser.add_argument(
             "--name", default="default", help="the module name (default 'default', as tvmc)"

@@ -23,7 +23,7 @@ from ..modelgen import GeneratedModel
 from .lower import SUPPORTED, Rounding, lower_model, supported_text
 from .tflite import TfliteModel, read_tflite
 
-EXECUTORS = ("graph",)
+EXECUTORS = ("graph", "aot")
 PathLike = Union[str, "os.PathLike[str]"]
 
 __all__ = [
@@ -91,7 +91,7 @@ def compile_tflite(
     if out.is_dir():
         raise CompileError(f"{out} is a directory")
     generated = build_model(path, name=name, executor=executor)
-    data = generated.members(version=7)
+    data = generated.members(version=7, executor=executor)
     from ..modelgen.emit import tar_bytes
 
     archive = tar_bytes(data)

@@ -205,3 +205,35 @@ def render_function(arg_names: Sequence[str], body: Body) -> FunctionText:
         ]
     lines += ["  return 0;", "}", ""]
     return FunctionText("\n".join(lines) + "\n", tuple(workspace))
+
+
+UNPACKED_SIGNATURE = "TVM_DLL int32_t {name}({params}) {{"
+
+
+def render_unpacked(arg_names: Sequence[str], body: Body) -> FunctionText:
+    """The same body as an unpacked function (TVM's ``unpacked-api``, AOT's interface c):
+    each argument a data pointer, named as the body reads it (``p0_1``)."""
+    params = ", ".join(f"void* {data_var(arg)}" for arg in arg_names)
+    lines = ["#ifdef __cplusplus", 'extern "C"', "#endif"]
+    lines.append(UNPACKED_SIGNATURE.format(name=NAME_PLACEHOLDER, params=params))
+    workspace = list(body.scratches)
+    if workspace:
+        lines.append("  int32_t dev_id = 0;")
+    for scratch in workspace:
+        hint = parse_dtype(scratch.dtype)
+        lines += [
+            f"  void* {scratch.name} = TVMBackendAllocWorkspace(1, dev_id, "
+            f"(uint64_t){scratch.nbytes}, {hint.code}, {hint.bits});",
+            f"  if ({scratch.name} == NULL) {{",
+            "    return -1;",
+            "  }",
+        ]
+    lines += body.lines
+    for scratch in reversed(workspace):
+        lines += [
+            f"  if (TVMBackendFreeWorkspace(1, dev_id, {scratch.name}) != 0) {{",
+            "    return -1;",
+            "  }",
+        ]
+    lines += ["  return 0;", "}", ""]
+    return FunctionText("\n".join(lines) + "\n", tuple(workspace))

@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
-from .cgen import Body, Buffer, FunctionText, data_var, render_function
+from .cgen import Body, Buffer, FunctionText, data_var, render_function, render_unpacked
 from .network import ConstNode, InputNode, Network, OpNode, Value
 from .ops import TensorType
 from .plan import PlanNode, plan_storage, storage_sizes
@@ -28,6 +28,7 @@ class Function:
     name: str
     text: FunctionText
     hash: str
+    unpacked: Optional[FunctionText] = None  # the same body for AOT's unpacked calls
 
 
 @dataclass
@@ -157,7 +158,8 @@ class _Lowering:
         if name is None:
             name = self.unique_name(op.name_parts(), digest)
             self.by_text[text.text] = name
-            self.out.functions[name] = Function(name, text, digest)
+            unpacked = render_unpacked(arg_names, body)
+            self.out.functions[name] = Function(name, text, digest, unpacked)
         return name, {**op.graph_attrs(), "hash": digest}
 
     def unique_name(self, parts: List[str], digest: str) -> str:

@@ -294,6 +294,23 @@ def unary_case(name: str, shape: Sequence[int], in_scale: float):
     return add
 
 
+def mean_case(shape: Sequence[int], ties: bool = False):
+    """MEAN over axes 1 and 2, kept (a global average pool); ``ties``: equal power-of-two
+    scales, so that sums land on halves of the count."""
+
+    def add(w: TfliteWriter, rng: np.random.Generator, dtype: str) -> Tuple[int, int]:
+        in_scale = 2.0**-4 if ties else 0.05
+        out_scale = 2.0**-4 if ties else float(rng.uniform(0.02, 0.08))
+        x = w.tensor(shape, dtype, **_q(rng, dtype, in_scale))
+        axes = w.tensor((2,), "int32", data=np.array([1, 2], dtype=np.int32))
+        y = w.tensor((shape[0], 1, 1, shape[3]), dtype, **_q(rng, dtype, out_scale))
+        w.op("MEAN", [x, axes], [y], options=[(0, "bool", True)],
+             version=2 if dtype == "int8" else 1)  # fmt: skip
+        return x, y
+
+    return add
+
+
 def squeeze_then_fc_case():
     def add(w: TfliteWriter, rng: np.random.Generator, dtype: str) -> Tuple[int, int]:
         x, y = fc_case((1, 6), 4, "RELU")(w, rng, dtype)
@@ -372,6 +389,8 @@ CASES: List[Case] = [
     Case("logistic", unary_case("LOGISTIC", (4, 64), 0.05)),
     Case("tanh", unary_case("TANH", (4, 64), 0.03)),
     Case("squeeze_fc", squeeze_then_fc_case()),
+    Case("mean_spatial", mean_case((2, 5, 6, 7))),
+    Case("mean_ties", mean_case((1, 4, 2, 9), ties=True)),
     Case("add_same_shape_relu", binary_case("ADD", (1, 4, 5, 3), (1, 4, 5, 3), "RELU")),
     Case("add_broadcast_const", binary_case("ADD", (2, 3, 4), (4,), const_b=True)),
     Case("add_broadcast_both", binary_case("ADD", (3, 1, 5), (1, 4, 1), "RELU6")),

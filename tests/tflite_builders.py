@@ -34,6 +34,7 @@ OPTION_TYPES = {
     "MUL": 21,
     "CONCATENATION": 10,
     "SQUEEZE": 30,
+    "MEAN": 27,
 }
 PADDING = {"SAME": 0, "VALID": 1}
 ACTIVATION = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}

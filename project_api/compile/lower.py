@@ -25,7 +25,14 @@ from ..modelgen.ops.tflite import (
     TflPool,
     TflSoftmax,
 )
-from ..modelgen.ops.tflite_data import TflConcat, TflDequantize, TflPad, TflQuantize, TflUnary
+from ..modelgen.ops.tflite_data import (
+    TflConcat,
+    TflDequantize,
+    TflMean,
+    TflPad,
+    TflQuantize,
+    TflUnary,
+)
 from ..modelgen.ops.tflite_elementwise import LEFT_SHIFT, TflBinary, broadcast_shape
 from .quantize import (
     activation_range,
@@ -33,6 +40,7 @@ from .quantize import (
     conv_multipliers,
     float_activation_range,
     lookup_table,
+    mean_multiplier,
     mul_multiplier,
     quantize_multiplier,
     softmax_table,
@@ -325,6 +333,27 @@ class _Lowering:
             )
         table = lookup_table(function, *scale_zp(x, op), scale, zero_point)
         return self.net.apply(TflUnary(function, table), self.operand(op, 0))[0]
+
+    def lower_mean(self, op: Operator, x: Tensor, out: Tensor) -> Value:
+        axes_tensor = (
+            self.tensor(op.inputs[1]) if len(op.inputs) > 1 and op.inputs[1] >= 0 else None
+        )
+        if axes_tensor is None or axes_tensor.data is None or axes_tensor.dtype != "int32":
+            raise Unsupported(op, "needs constant int32 axes")
+        rank = len(x.shape)
+        axes = sorted({a + rank if a < 0 else a for a in axes_tensor.array().reshape(-1).tolist()})
+        if not axes or any(not 0 <= a < rank for a in axes):
+            raise Unsupported(op, f"axes {axes} of a rank-{rank} input")
+        if x.dtype == "float32":
+            return self.net.apply(TflMean(tuple(axes), out.shape), self.operand(op, 0))[0]
+        if rank != 4 or axes != [1, 2] or not op.options.get("keep_dims"):
+            raise Unsupported(op, "int8 MEAN is supported over axes 1 and 2 of a 4-D input, kept")
+        (in_scale, in_zp), (out_scale, out_zp) = scale_zp(x, op), scale_zp(out, op)
+        count = x.shape[1] * x.shape[2]
+        multiplier, shift = mean_multiplier(in_scale, out_scale, count)
+        requant = Requant((multiplier,), (shift,), self._rounding(op))
+        mean = TflMean(tuple(axes), out.shape, in_zp, out_zp, requant)
+        return self.net.apply(mean, self.operand(op, 0))[0]
 
     def lower_reshape(self, op: Operator, x: Tensor, out: Tensor) -> Value:
         if x.elements != out.elements:

@@ -101,6 +101,16 @@ def mul_multiplier(
     return quantize_multiplier(real, single_rounding=single_rounding)
 
 
+def mean_multiplier(input_scale: float, output_scale: float, count: int) -> Tuple[int, int]:
+    """int8 MEAN's (multiplier, shift): input_scale / output_scale in double, then the
+    multiplier divided by the count with up to 32 bits of headroom, as LiteRT prepares it."""
+    multiplier, shift = quantize_multiplier(float(input_scale) / float(output_scale))
+    headroom = min(count.bit_length() - 1, 32, 31 + shift)
+    if headroom < 0:
+        raise CompileError(f"MEAN: scales {input_scale} -> {output_scale} are out of range")
+    return (multiplier << headroom) // count, shift - headroom
+
+
 def activation_range(activation: str, scale: float, zero_point: int) -> Tuple[int, int]:
     """int8 bounds of a fused activation (``NONE``, ``RELU``, ``RELU6``, ``RELU_N1_TO_1``)."""
 

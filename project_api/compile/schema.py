@@ -63,6 +63,7 @@ FULLY_CONNECTED_OPTIONS = 8
 SOFTMAX_OPTIONS = 9
 CONCATENATION_OPTIONS = 10
 ADD_OPTIONS = 11
+REDUCER_OPTIONS = 27
 SQUEEZE_OPTIONS = 30
 MUL_OPTIONS = 21
 RESHAPE_OPTIONS = 17
@@ -107,6 +108,7 @@ OPTION_FIELDS: Dict[int, OptionFields] = {
     MUL_OPTIONS: {"activation": (0, "i8", 0)},
     CONCATENATION_OPTIONS: {"axis": (0, "i32", 0), "activation": (1, "i8", 0)},
     SQUEEZE_OPTIONS: {"squeeze_dims": (0, "[i32]", ())},
+    REDUCER_OPTIONS: {"keep_dims": (0, "bool", False)},
     RESHAPE_OPTIONS: {"new_shape": (0, "[i32]", ())},
 }
 

@@ -26,6 +26,7 @@ SUPPORTED = {
     "FULLY_CONNECTED": 5,
     "LOGISTIC": 2,
     "MAX_POOL_2D": 2,
+    "MEAN": 2,
     "MUL": 2,
     "PAD": 2,
     "QUANTIZE": 2,
@@ -50,6 +51,7 @@ LITERT_ROUNDING = {
     "DEPTHWISE_CONV_2D": "double",
     "FULLY_CONNECTED": "away",
     "MUL": "double",
+    "MEAN": "double",
     "QUANTIZE": "double",
 }
 # ``rounding`` of lower_model: one for every operator, {operator index: rounding}, or None

@@ -220,3 +220,61 @@ class TflUnary(Op):
 
     def reference(self, arrays: Sequence[np.ndarray]) -> List[np.ndarray]:
         return _reference_is_litert(arrays)
+
+
+@dataclass(frozen=True)
+class TflMean(Op):
+    """MEAN over ``axes``. float32: the float sum in row-major order over the count. int8:
+    the sum of ``x - input_zero_point`` requantized with the multiplier already divided by
+    the count (LiteRT's int8 mean over the two spatial axes), plus the output zero point."""
+
+    axes: Tuple[int, ...]
+    out_shape: Tuple[int, ...]
+    input_zero_point: int = 0
+    output_zero_point: int = 0
+    requant: Requant = Requant((1 << 30,), (0,))
+
+    def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
+        x = types[0]
+        require(all(0 <= a < len(x.shape) for a in self.axes), "mean: axis out of range")
+        kept = [d for k, d in enumerate(x.shape) if k not in self.axes]
+        require(math.prod(kept) == math.prod(self.out_shape), "mean: output shape")
+        if x.dtype == "int8":
+            self.requant.check()
+        return [TensorType(self.out_shape, x.dtype)]
+
+    def name_parts(self) -> List[str]:
+        return ["tfl_mean"]
+
+    def output_names(self) -> List[str]:
+        return ["T_mean"]
+
+    def emit(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
+        x, out = ins[0], outs[0]
+        strides = row_major_strides(x.shape)
+        kept = [k for k in range(len(x.shape)) if k not in self.axes]
+        count = math.prod(x.shape[k] for k in self.axes)
+        outer = [(f"o{k}", x.shape[k]) for k in kept]
+        inner = [(f"r{k}", x.shape[k]) for k in self.axes]
+        quantized = x.dtype == "int8"
+        with nest(body, outer) as o_idx:
+            body.line("int32_t acc = 0;" if quantized else "float acc = 0.000000e+00f;")
+            with nest(body, inner) as r_idx:
+                terms = [(v, strides[k]) for v, k in zip(o_idx, kept)]
+                terms += [(v, strides[k]) for v, k in zip(r_idx, self.axes)]
+                value = x[index(*terms)]
+                if quantized:
+                    body.line(f"acc += (int32_t){value} - ({self.input_zero_point});")
+                else:
+                    body.line(f"acc += {value};")
+            out_strides = row_major_strides(tuple(x.shape[k] for k in kept))
+            at = index(*zip(o_idx, out_strides))
+            if quantized:
+                q = self.requant.emit(body, "acc", "0")
+                body.line(f"int32_t u_ = {q} + ({self.output_zero_point});")
+                body.line(f"{out[at]} = (int8_t)(u_ < -128 ? -128 : (u_ > 127 ? 127 : u_));")
+            else:
+                body.line(f"{out[at]} = acc / {float_literal(float(count))};")
+
+    def reference(self, arrays: Sequence[np.ndarray]) -> List[np.ndarray]:
+        return _reference_is_litert(arrays)

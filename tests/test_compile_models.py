@@ -42,7 +42,7 @@ def litert_run(path: Path, x: np.ndarray) -> np.ndarray:
     return interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
 
 
-@pytest.mark.parametrize("stem", ["kws_ref_model", "ad01_int8", "pretrainedResnet_quant"])
+@pytest.mark.parametrize("stem", ["kws_ref_model", "ad01_int8"])  # IC and VWW: by hand
 def test_shared_int8_model_equals_litert(stem: str, tmp_path: Path) -> None:
     model = shared_model(stem)
     archive = tmp_path / f"{stem}.tar"

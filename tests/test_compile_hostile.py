@@ -275,3 +275,16 @@ def test_info_describes_a_tflite(tmp_path: Path, capsys: pytest.CaptureFixture) 
     w.op("CUSTOM", [x], [y], custom="MyOp")
     assert main(["info", str(write(tmp_path, w.finish([x], [y]), "custom.tflite"))]) == 0
     assert "compile: refused: operator 0 (custom 'MyOp')" in capsys.readouterr().out
+
+
+def test_aot_refuses_input_names_that_make_no_c_identifier(tmp_path: Path) -> None:
+    """AOT's header names each input as a struct member: a name that sanitizes to no C
+    identifier (or two to the same) is refused in one line; the graph executor takes it."""
+    w = TfliteWriter()
+    x, y = fc_case((1, 4), 2, "NONE")(w, np.random.default_rng(0), "float32")
+    w.tensors[x].name = "1 input"
+    model = write(tmp_path, w.finish([x], [y]))
+    with pytest.raises(CompileError, match="distinct C identifiers"):
+        compile_tflite(model, tmp_path / "aot.tar", executor="aot")
+    assert not (tmp_path / "aot.tar").exists()
+    assert compile_tflite(model, tmp_path / "graph.tar").is_file()

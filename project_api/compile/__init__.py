@@ -91,7 +91,10 @@ def compile_tflite(
     if out.is_dir():
         raise CompileError(f"{out} is a directory")
     generated = build_model(path, name=name, executor=executor)
-    data = generated.members(version=7, executor=executor)
+    try:
+        data = generated.members(version=7, executor=executor)
+    except ValueError as err:  # a rule of the archive's layout (AOT's C names, ...)
+        raise CompileError(f"{path}: {err}") from None
     from ..modelgen.emit import tar_bytes
 
     archive = tar_bytes(data)

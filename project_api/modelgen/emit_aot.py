@@ -12,6 +12,7 @@ the graph plan, freed in reverse) and calls each operator with its tensors' poin
 
 from __future__ import annotations
 
+import re
 from typing import Dict, List, Tuple
 
 import numpy as np
@@ -32,6 +33,7 @@ from .emit import (
 from .lower import Lowered
 
 ALIGN = 16  # TVM's workspace-byte-alignment
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 VALUES_PER_LINE = 16
 
 
@@ -199,6 +201,12 @@ def aot_module_members(lowered: Lowered) -> Dict[str, bytes]:
     mod = lowered.module
     main = _Main(lowered)
     ins = [(sanitize(s.name), s.nbytes) for s in input_types(lowered)]
+    c_names = [n for n, _ in ins]
+    if len(set(c_names)) != len(c_names) or not all(IDENTIFIER.match(n) for n in c_names):
+        raise ValueError(
+            f"AOT: the input names {[s.name for s in input_types(lowered)]} do not make "
+            "distinct C identifiers for tvmgen_<name>_inputs"
+        )
     outs = [(n, t.nbytes) for n, t in zip(output_names(lowered), output_types(lowered))]
     in_names, out_names = [n for n, _ in ins], [n for n, _ in outs]
     parts = [

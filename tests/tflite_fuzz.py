@@ -15,7 +15,7 @@ from typing import List, Sequence
 
 import numpy as np
 
-from project_api.compile import lower_to_model
+from project_api.compile import EXECUTORS, archive_members, lower_to_model
 from project_api.compile.lower import lower_model
 from project_api.compile.tflite import parse_tflite
 from project_api.errors import CompileError
@@ -68,7 +68,8 @@ def fuzz(
     seeds: Sequence[bytes], count: int, seed: int = 0, *, lower: bool = True, build: bool = False
 ) -> FuzzReport:
     """``count`` mutants of ``seeds``: each read (and, with ``lower``, checked and lowered to
-    a Network; with ``build``, an accepted one also rendered to C as compile writes it);
+    a Network; with ``build``, an accepted one also rendered to C as compile writes it, for
+    every executor);
     findings are the mutants that raised anything but CompileError."""
     rng = np.random.default_rng(seed)
     report = FuzzReport()
@@ -78,7 +79,9 @@ def fuzz(
         try:
             model = parse_tflite(data, Path("mutant.tflite"))
             if build:
-                lower_to_model(model).members()
+                generated = lower_to_model(model)
+                for executor in EXECUTORS:
+                    archive_members(generated, executor)
             elif lower:
                 lower_model(model)
             report.accepted += 1

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Union
+from typing import Dict, Union
 
 from ..errors import CompileError
 from ..modelgen import GeneratedModel
@@ -28,6 +28,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 __all__ = [
     "EXECUTORS",
+    "archive_members",
     "SUPPORTED",
     "TfliteModel",
     "build_model",
@@ -76,6 +77,17 @@ def lower_to_model(
         raise CompileError(f"{model.path}: {err}") from None
 
 
+def archive_members(
+    generated: GeneratedModel, executor: str = "graph", source: Path = Path("model.tflite")
+) -> Dict[str, bytes]:
+    """The archive's members (version 7) for ``executor``; a rule of its layout that the
+    model breaks (AOT's C names, ...) is a one-line CompileError."""
+    try:
+        return generated.members(version=7, executor=executor)
+    except ValueError as err:
+        raise CompileError(f"{source}: {err}") from None
+
+
 def compile_tflite(
     path: PathLike,
     out: PathLike,
@@ -91,10 +103,7 @@ def compile_tflite(
     if out.is_dir():
         raise CompileError(f"{out} is a directory")
     generated = build_model(path, name=name, executor=executor)
-    try:
-        data = generated.members(version=7, executor=executor)
-    except ValueError as err:  # a rule of the archive's layout (AOT's C names, ...)
-        raise CompileError(f"{path}: {err}") from None
+    data = archive_members(generated, executor, Path(path))
     from ..modelgen.emit import tar_bytes
 
     archive = tar_bytes(data)

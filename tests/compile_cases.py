@@ -142,6 +142,7 @@ def fc_case(
     bias: bool = True,
     ties: bool = False,
     in_scale: float = 0.05,
+    hybrid: bool = False,
 ):
     def add(w: TfliteWriter, rng: np.random.Generator, dtype: str) -> Tuple[int, int]:
         depth = x_shape[-1] if len(x_shape) == 2 else int(np.prod(x_shape[1:]))
@@ -161,6 +162,13 @@ def fc_case(
             out_scale = 2.0**-7 if ties else _act_scale(in_scale_, np.array([f_scale]), depth)
             y = w.tensor((batches, units), "int8", scale=out_scale,
                          zero_point=int(rng.integers(-10, 10)))  # fmt: skip
+        elif hybrid:  # float32 data, an int8 filter with one scale (LiteRT's hybrid dense)
+            weights = rng.integers(-127, 128, (units, depth)).astype(np.int8)
+            operands = [x, w.tensor((units, depth), "int8", data=weights, scale=0.02)]
+            if bias:
+                b_data = rng.uniform(-1, 1, units).astype(np.float32)
+                operands.append(w.tensor((units,), "float32", data=b_data))
+            y = w.tensor((batches, units), "float32")
         else:
             weights = rng.uniform(-1, 1, (units, depth)).astype(np.float32)
             operands = [x, w.tensor((units, depth), "float32", data=weights)]
@@ -373,6 +381,7 @@ CASES: List[Case] = [
     Case("fc_batch2_relu", fc_case((2, 13), 7, "RELU")),
     Case("fc_4d_input_nobias", fc_case((1, 2, 2, 5), 6, "NONE", bias=False)),
     Case("fc_relu6", fc_case((1, 33), 9, "RELU6", in_scale=0.005)),
+    Case("fc_hybrid_in_float", fc_case((3, 21), 5, "RELU", hybrid=True)),  # int8: plain
     Case("fc_ties", fc_case((3, 40), 16, "NONE", ties=True)),
     # the control: compiled with TFLM's double rounding, it must differ from LiteRT
     Case(CONTROL, fc_case((3, 40), 16, "NONE", ties=True)),

@@ -182,7 +182,8 @@ class _Lowering:
         return self.net.apply(conv, *operands)[0]
 
     def _hybrid(self, op: Operator, x: Tensor, w: Tensor, depthwise: bool) -> float:
-        """The filter scale of a hybrid CONV_2D (int8 filter, float32 data, one scale)."""
+        """The filter scale of a hybrid CONV_2D or FULLY_CONNECTED (int8 filter, float32 data,
+        one scale)."""
         q = w.quantization
         if depthwise or x.dtype != "float32" or w.dtype != "int8" or q is None:
             raise Unsupported(op, f"{w.dtype} filter on {x.dtype} data is not supported")
@@ -195,8 +196,11 @@ class _Lowering:
         w = self.tensor(op.inputs[1]) if len(op.inputs) > 1 and op.inputs[1] >= 0 else None
         if w is None or w.data is None or len(w.shape) != 2:
             raise Unsupported(op, "needs a constant 2-D filter")
+        hybrid_scale = 0.0
         if w.dtype != x.dtype:
-            raise Unsupported(op, f"{w.dtype} filter on {x.dtype} data (hybrid) is not supported")
+            if o.get("asymmetric_quantize_inputs"):
+                raise Unsupported(op, "hybrid with asymmetric input quantization is not supported")
+            hybrid_scale = self._hybrid(op, x, w, depthwise=False)
         if o.get("weights_format", 0) != 0:
             raise Unsupported(op, "shuffled weights are not supported")
         if w.quantization is not None and w.quantization.per_channel:
@@ -206,7 +210,7 @@ class _Lowering:
         bias = self._bias(op, w.shape[0], x.dtype)
         activation = self._activation(op, out)
         quant = self._quant(op, x, w, out, w.shape[0], axis=0)
-        dense = TflFullyConnected(out.shape, bias is not None, activation, quant)
+        dense = TflFullyConnected(out.shape, bias is not None, activation, quant, hybrid_scale)
         operands = [self.operand(op, 0), self.operand(op, 1)] + ([bias] if bias else [])
         return self.net.apply(dense, *operands)[0]
 

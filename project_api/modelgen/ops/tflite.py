@@ -166,7 +166,8 @@ class TflConv(Op):
             self.quant.requant.declare(body)
         with nest(body, [("b", n)]) as (b,):
             if mode == "hybrid":
-                self._quantize_input(body, x, b)
+                size = x.size // x.shape[0]
+                emit_quantize_batch(body, x, f"{b} * {size}", size, self.hybrid_scale)
             with nest(body, [("oy", oh), ("ox", ow), ("oc", oc)]) as (oy, ox, o):
                 body.line("float acc = 0.000000e+00f;" if mode == "float" else "int32_t acc = 0;")
                 with body.loop("ky", kh):
@@ -200,35 +201,39 @@ class TflConv(Op):
             return "int8"
         return "hybrid" if self.hybrid_scale else "float"
 
-    def _quantize_input(self, body: Body, x: Buffer, b: str) -> None:
-        """LiteRT's hybrid convolution quantizes each batch of its input symmetrically:
-        range = max(|min|, |max|), q = round(x · 127 / range) clipped to ±127, and scales
-        the accumulator by range / 127 · filter scale (all in float32)."""
-        size = x.size // x.shape[0]
-        body.line(f"float mn_ = {x[f'{b} * {size}']};")
-        body.line("float mx_ = mn_;")
-        with body.loop("i", size):
-            v = x[f"{b} * {size} + i"]
-            body.line(f"mn_ = {v} < mn_ ? {v} : mn_;")
-            body.line(f"mx_ = {v} > mx_ ? {v} : mx_;")
-        body.line("float r_ = fabsf(mn_) > fabsf(mx_) ? fabsf(mn_) : fabsf(mx_);")
-        body.line("float inv_ = r_ == 0.0f ? 0.0f : 127.0f / r_;")
-        body.line(
-            f"float s_ = (r_ == 0.0f ? 1.0f : r_ / 127.0f) * {float_literal(self.hybrid_scale)};"
-        )
-
     def _mac(self, body: Body, xv: str, wv: str, mode: str) -> None:
         if mode == "int8":
             body.line(f"acc += ((int32_t){xv} + {self.quant.input_offset}) * (int32_t){wv};")
         elif mode == "hybrid":
-            body.line(f"int32_t hq_ = (int32_t)roundf({xv} * inv_);")
-            body.line("hq_ = hq_ < -127 ? -127 : (hq_ > 127 ? 127 : hq_);")
-            body.line(f"acc += hq_ * (int32_t){wv};")
+            emit_hybrid_mac(body, xv, wv)
         else:
             body.line(f"acc += {xv} * {wv};")
 
     def reference(self, arrays: Sequence[np.ndarray]) -> List[np.ndarray]:
         raise NotImplementedError("LiteRT's reference kernels are this operator's reference")
+
+
+def emit_quantize_batch(body: Body, x: Buffer, start: str, size: int, filter_scale: float) -> None:
+    """LiteRT's hybrid kernels quantize each batch of their float input symmetrically:
+    range = max(|min|, |max|), q = round(x · 127 / range) clipped to ±127 (``inv_``), and
+    scale the accumulator by range / 127 · filter scale (``s_``), all in float32."""
+    body.line(f"float mn_ = {x[start]};")
+    body.line("float mx_ = mn_;")
+    with body.loop("i", size):
+        v = x[f"{start} + i"]
+        body.line(f"mn_ = {v} < mn_ ? {v} : mn_;")
+        body.line(f"mx_ = {v} > mx_ ? {v} : mx_;")
+    body.line("float r_ = fabsf(mn_) > fabsf(mx_) ? fabsf(mn_) : fabsf(mx_);")
+    body.line("float inv_ = r_ == 0.0f ? 0.0f : 127.0f / r_;")
+    body.line(f"float s_ = (r_ == 0.0f ? 1.0f : r_ / 127.0f) * {float_literal(filter_scale)};")
+
+
+def emit_hybrid_mac(body: Body, xv: str, wv: str) -> None:
+    """One tap of a hybrid kernel: the input quantized on the fly (``inv_``), times the int8
+    weight, into the int32 ``acc``."""
+    body.line(f"int32_t hq_ = (int32_t)roundf({xv} * inv_);")
+    body.line("hq_ = hq_ < -127 ? -127 : (hq_ > 127 ? 127 : hq_);")
+    body.line(f"acc += hq_ * (int32_t){wv};")
 
 
 def _finish(
@@ -246,16 +251,20 @@ def _finish(
 
 @dataclass(frozen=True)
 class TflFullyConnected(Op):
-    """FULLY_CONNECTED: filter [O, D], input flattened to [batches, D], optional bias."""
+    """FULLY_CONNECTED: filter [O, D], input flattened to [batches, D], optional bias; int8,
+    float32, or hybrid (an int8 filter on float32 data, each batch row quantized)."""
 
     out_shape: Tuple[int, ...]
     bias: bool
     activation: Activation
     quant: Quant = Quant()
+    hybrid_scale: float = 0.0  # an int8 filter's scale on float32 data (0: not hybrid)
 
     def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
         x, w = types[0], types[1]
         require(len(w.shape) == 2, "fully connected: a 2-D filter")
+        hybrid = x.dtype == "float32" and w.dtype == "int8"
+        require(hybrid == bool(self.hybrid_scale), "fully connected: hybrid needs its scale")
         require(x.size % w.shape[1] == 0, "fully connected: input size not a multiple of depth")
         batches = x.size // w.shape[1]
         require(
@@ -278,6 +287,19 @@ class TflFullyConnected(Op):
         quantized = x.dtype == "int8"
         if quantized:
             self.quant.requant.declare(body)
+        if self.hybrid_scale:
+            with nest(body, [("b", batches)]) as (b,):
+                emit_quantize_batch(body, x, f"{b} * {d}", d, self.hybrid_scale)
+                with nest(body, [("oc", o)]) as (oc,):
+                    body.line("int32_t acc = 0;")
+                    with body.loop("d", d):
+                        emit_hybrid_mac(body, x[f"{b} * {d} + d"], w[f"{oc} * {d} + d"])
+                    body.line("float accf_ = (float)acc * s_;")
+                    if self.bias:
+                        body.line(f"accf_ += {ins[2][oc]};")
+                    result = self.activation.clamp(body, "accf_", "float32")
+                    body.line(f"{out[f'{b} * {o} + {oc}']} = {result};")
+            return
         with nest(body, [("b", batches), ("oc", o)]) as (b, oc):
             if quantized:
                 body.line("int32_t acc = 0;")

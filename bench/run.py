@@ -31,6 +31,7 @@ from bench import (  # noqa: E402
     buildtime,
     cmsis_nn,
     codesize,
+    compile_fuzz,
     dispatch,
     export,
     fuzz,
@@ -56,7 +57,7 @@ REGISTERED: List[Part] = [
     module.PART
     for module in (codesize, ram, dispatch, buildtime, streaming, params, aot, hostile, fuzz,
                    soak, matrix, bare, project_types, idle, machines, utvm, trial, sandbox,
-                   export, cmsis_nn, plan)
+                   export, cmsis_nn, plan, compile_fuzz)
 ]  # fmt: skip
 PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
     (part.name, part.title, part.run) for part in REGISTERED

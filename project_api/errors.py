@@ -99,6 +99,14 @@ class UnsupportedModelError(MlfProjectError):
     unknown model name in a multi-model archive, ...)."""
 
 
+# --- compile ----------------------------------------------------------------------------
+
+
+class CompileError(MlfProjectError):
+    """A ``.tflite`` cannot be compiled: unreadable, corrupt or hostile, beyond the caps, or
+    using what ``compile`` does not support (the message names the operator and its index)."""
+
+
 # --- resolve ----------------------------------------------------------------------------
 
 

@@ -16,6 +16,7 @@ from .command import Command
 
 # (module, class) of every sub-command, in help order.
 COMMANDS = [
+    ("compile", "CompileCommand"),
     ("info", "InfoCommand"),
     ("generate", "GenerateCommand"),
     ("export", "ExportCommand"),
@@ -71,7 +72,8 @@ class _VersionAction(argparse.Action):
 def build_parser(commands: Sequence[Command]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mlf-project",
-        description="Turn a TVM Model Library Format archive into firmware that runs.",
+        description="Turn a TVM Model Library Format archive (or a .tflite) into firmware "
+        "that runs.",
     )
     parser.add_argument(
         "--version", action=_VersionAction, help="show the version and this machine's sandbox"

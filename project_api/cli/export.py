@@ -28,7 +28,11 @@ class ExportCommand(Command):
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("archive", help="the MLF archive (.tar, .tar.gz or a directory)")
+        parser.add_argument(
+            "archive",
+            help="the MLF archive (.tar, .tar.gz or a directory), or a .tflite "
+            "(compiled on the fly)",
+        )
         parser.add_argument("dir", help="the folder to write (new or empty; --force replaces "
                             "an earlier export)")  # fmt: skip
         parser.add_argument("--model", help="the model of a multi-model archive, or '*' for all")

@@ -28,7 +28,9 @@ class FootprintCommand(Command):
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("target", help="an MLF archive, or a generated project directory")
+        parser.add_argument(
+            "target", help="an MLF archive or a .tflite, or a generated project directory"
+        )
         parser.add_argument(
             "--board",
             help="target board (required for an archive; a project knows its own board)",

@@ -177,7 +177,11 @@ class GenerateCommand(Command):
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("archive", help="MLF archive (.tar, .tar.gz) or extracted directory")
+        parser.add_argument(
+            "archive",
+            help="MLF archive (.tar, .tar.gz) or extracted directory, or a .tflite "
+            "(compiled on the fly)",
+        )
         parser.add_argument("project_dir", help="directory to create (new or empty)")
         add_generate_arguments(parser, board_default="host")
         parser.add_argument(

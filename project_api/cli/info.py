@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from ..compile import is_tflite
 from ..generate.dependencies import archive_base_dir
 from ..generate.memory_plan import model_memory
 from ..read import Archive, Model, TensorSpec, open_archive
@@ -16,6 +17,7 @@ from ..resolve.cmsis_nn_calls import API_CMSIS5, API_V4, CmsisNnCalls, find_cmsi
 from ..resolve.features import LEVELS
 from ..resolve.trust import TrustPolicy, Verdict, assess_all
 from .command import EXIT_OK, Command
+from .compile import describe_tflite, tflite_lines
 from .generate import add_trust_arguments, trust_options
 
 
@@ -31,11 +33,19 @@ class InfoCommand(Command):
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("archive", help="MLF archive (.tar, .tar.gz) or extracted directory")
+        parser.add_argument(
+            "archive",
+            help="MLF archive (.tar, .tar.gz) or extracted directory, or a .tflite (its "
+            "operators, tensors and quantization, and whether compile takes it)",
+        )
         parser.add_argument("--json", action="store_true", help="print one JSON object")
         add_trust_arguments(parser.add_argument_group("what the archive's dependencies may do"))
 
     def do_run(self, args: argparse.Namespace) -> int:
+        if is_tflite(args.archive):
+            summary = describe_tflite(args.archive)
+            print(json.dumps(summary, indent=2) if args.json else "\n".join(tflite_lines(summary)))
+            return EXIT_OK
         policy = TrustPolicy.from_options(trust_options(args, {}))
         with open_archive(args.archive) as archive:
             verdicts = check_archive_dependencies(archive, policy)

@@ -26,7 +26,9 @@ class MatrixCommand(Command):
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("archives", nargs="+", help="MLF archives")
+        parser.add_argument(
+            "archives", nargs="+", help="MLF archives (or .tflite files, compiled on the fly)"
+        )
         parser.add_argument(
             "--board", action="append", default=[], help="a board to run on (repeatable)"
         )

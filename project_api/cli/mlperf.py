@@ -30,7 +30,7 @@ class MlperfCommand(RunCommand):
         "instructions. Exit status 1 when a result differs from the dataset's reference."
     )
 
-    target_help = "an MLF archive, or a generated mlperftiny project"
+    target_help = "an MLF archive or a .tflite, or a generated mlperftiny project"
     icount_help = "QEMU boards: -icount shift=0, so latencies are also exact instruction counts"
     timeout_help = (
         "seconds to wait for each answer (default by board: host 10, QEMU 60, real 30); a "

@@ -47,7 +47,10 @@ class RunCommand(Command):
         "--project-dir); given a generated project, it is built (incrementally) and run."
     )
 
-    target_help = "an MLF archive, or a generated project directory"
+    target_help = (
+        "an MLF archive or a .tflite (compiled on the fly, cached), or a generated project "
+        "directory"
+    )
     icount_help = (
         "QEMU boards: -icount shift=0, so 'instructions' counts the guest's instructions, "
         "to within one tick of the board's timer (instructions_per_tick: 1 is exact)"

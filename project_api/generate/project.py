@@ -40,6 +40,7 @@ from ..options import normalize_options
 from ..read import open_archive
 from .dependencies import declare_dependencies
 from .extra_files import check_extra_files, unpack_extra_files
+from .model_source import archive_source
 from .plan import MODEL_TAR, PROJECT_FILE, PathLike, Progress, _plan_models
 from .project_types import project_type_for
 from .render import _write_project
@@ -67,10 +68,10 @@ def generate_project(
         )  # fmt: skip
     opts = normalize_options(options)
     the_board = load_board(board)
-    archive_path = Path(archive)
     destination = Path(project_dir)
     _check_destination(destination, force)
     extra = check_extra_files(opts["extra_files_tar"])
+    archive_path = archive_source(archive, say)
     say(f"reading {archive_path}")
     with open_archive(archive_path) as opened:
         plans = _plan_models(opened, model, the_board, project_type, opts)

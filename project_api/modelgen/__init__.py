@@ -1,4 +1,6 @@
-"""Test-model factory: MLF archives with TVM-ABI C kernels, plus numpy references.
+"""Test-model factory: MLF archives with TVM-ABI C kernels, plus numpy references; also the
+emitter ``compile`` lowers a ``.tflite`` onto (ops/tflite*.py, emit_aot.py), so there is one
+writer of TVM-shaped archives.
 
 from project_api.modelgen import Network, catalog
 

@@ -9,6 +9,7 @@ factory has exactly the calling convention generated code has (spec tvm-c-abi.md
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass, field
 from typing import Iterator, List, Sequence, Tuple
 
@@ -47,7 +48,10 @@ def c_type(dtype: str) -> str:
 
 def float_literal(value: float) -> str:
     """A float32 constant spelled so that it parses back to the identical float32."""
-    as_float32 = float(np.float32(value))
+    with np.errstate(over="ignore"):
+        as_float32 = float(np.float32(value))
+    if not math.isfinite(as_float32):
+        raise ValueError(f"{value} has no finite float32 spelling in C")
     if as_float32 == 0.0:
         return "0.000000e+00f"
     return f"{as_float32:.8e}f"
@@ -185,6 +189,38 @@ def render_function(arg_names: Sequence[str], body: Body) -> FunctionText:
         lines.append("  (void)dev_id;")
     for scratch in workspace:
         hint = parse_dtype(scratch.dtype)  # TVMBackendAllocWorkspace's DLPack code and bits
+        lines += [
+            f"  void* {scratch.name} = TVMBackendAllocWorkspace(1, dev_id, "
+            f"(uint64_t){scratch.nbytes}, {hint.code}, {hint.bits});",
+            f"  if ({scratch.name} == NULL) {{",
+            "    return -1;",
+            "  }",
+        ]
+    lines += body.lines
+    for scratch in reversed(workspace):
+        lines += [
+            f"  if (TVMBackendFreeWorkspace(1, dev_id, {scratch.name}) != 0) {{",
+            "    return -1;",
+            "  }",
+        ]
+    lines += ["  return 0;", "}", ""]
+    return FunctionText("\n".join(lines) + "\n", tuple(workspace))
+
+
+UNPACKED_SIGNATURE = "TVM_DLL int32_t {name}({params}) {{"
+
+
+def render_unpacked(arg_names: Sequence[str], body: Body) -> FunctionText:
+    """The same body as an unpacked function (TVM's ``unpacked-api``, AOT's interface c):
+    each argument a data pointer, named as the body reads it (``p0_1``)."""
+    params = ", ".join(f"void* {data_var(arg)}" for arg in arg_names)
+    lines = ["#ifdef __cplusplus", 'extern "C"', "#endif"]
+    lines.append(UNPACKED_SIGNATURE.format(name=NAME_PLACEHOLDER, params=params))
+    workspace = list(body.scratches)
+    if workspace:
+        lines.append("  int32_t dev_id = 0;")
+    for scratch in workspace:
+        hint = parse_dtype(scratch.dtype)
         lines += [
             f"  void* {scratch.name} = TVMBackendAllocWorkspace(1, dev_id, "
             f"(uint64_t){scratch.nbytes}, {hint.code}, {hint.bits});",

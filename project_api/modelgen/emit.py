@@ -251,15 +251,28 @@ def relay_type(shape: Sequence[int], dtype: str) -> str:
 
 
 def relay_text(lowered: Lowered) -> str:
-    """A readable stand-in for TVM's ``src/<mod>.relay`` (one line per graph operator)."""
+    """A readable stand-in for TVM's ``src/<mod>.relay`` (one line per graph operator).
+
+    The quantization of the model's inputs and outputs, when known (a compiled ``.tflite``),
+    is stated as TVM's Relay states it: a ``qnn.dequantize`` of each quantized input and a
+    ``qnn.quantize`` of each quantized output, with constant scale and zero point
+    (``read/quant.py`` reads them back, and ``export``'s header states them)."""
     types = lowered.entry_types
     names: Dict[int, str] = {}
     params = []
+    lines = []
     for nid in lowered.arg_nodes:
         eid = lowered.node_row_ptr[nid]
         names[eid] = "%" + lowered.nodes[nid]["name"]
         params.append(f"{names[eid]}: {relay_type(types[eid].shape, types[eid].dtype)}")
-    lines = []
+    for number, nid in enumerate(lowered.arg_nodes):
+        quant = lowered.input_quantization.get(lowered.nodes[nid]["name"])
+        if quant is not None:
+            eid = lowered.node_row_ptr[nid]
+            lines.append(
+                f"  %input{number}_real = qnn.dequantize({names[eid]}, {_real(quant[0])}, "
+                f"{quant[1]}) /* the input's quantization */;"
+            )
     for number, nid in enumerate(lowered.op_nodes):
         node = lowered.nodes[nid]
         first, count = lowered.node_row_ptr[nid], int(node["attrs"]["num_outputs"])
@@ -271,10 +284,22 @@ def relay_text(lowered: Lowered) -> str:
         for k in range(count):
             names[first + k] = f"%{number}" if count == 1 else f"%{number}.{k}"
     heads = [names[lowered.node_row_ptr[nid] + index] for nid, index in lowered.heads]
+    for k, quant in sorted(lowered.output_quantization.items()):
+        if 0 <= k < len(heads):
+            lines.append(
+                f"  %output{k} = qnn.quantize({heads[k]}, {_real(quant[0])}, {quant[1]}) "
+                "/* the output's quantization */;"
+            )
+            heads[k] = f"%output{k}"
     result_text = heads[0] if len(heads) == 1 else "(" + ", ".join(heads) + ")"
     return (
         "def @main(" + ", ".join(params) + ") {\n" + "\n".join(lines) + f"\n  {result_text}\n}}\n"
     )
+
+
+def _real(value: float) -> str:
+    """A scale as Relay writes a float32 constant (``0.584703f``), exact as a double."""
+    return f"{float(value)!r}f"
 
 
 def params_bytes(params: Mapping[str, np.ndarray]) -> bytes:

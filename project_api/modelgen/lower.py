@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
-from .cgen import Body, Buffer, FunctionText, data_var, render_function
+from .cgen import Body, Buffer, FunctionText, data_var, render_function, render_unpacked
 from .network import ConstNode, InputNode, Network, OpNode, Value
 from .ops import TensorType
 from .plan import PlanNode, plan_storage, storage_sizes
@@ -28,6 +28,7 @@ class Function:
     name: str
     text: FunctionText
     hash: str
+    unpacked: Optional[FunctionText] = None  # the same body for AOT's unpacked calls
 
 
 @dataclass
@@ -47,6 +48,9 @@ class Lowered:
     storage_ids: List[int] = field(default_factory=list)
     storage_bytes: List[int] = field(default_factory=list)
     input_bindings: Dict[int, str] = field(default_factory=dict)  # storage id -> null node
+    # (scale, zero point) of quantized inputs (by name) and outputs (by index), when known
+    input_quantization: Dict[str, Tuple[float, int]] = field(default_factory=dict)
+    output_quantization: Dict[int, Tuple[float, int]] = field(default_factory=dict)
 
     @property
     def workspace_size_bytes(self) -> int:
@@ -79,6 +83,8 @@ class _Lowering:
         if not self.out.functions:
             raise ValueError(f"model {self.net.name!r} needs at least one operator function")
         self.out.heads = [self.entry_pair(v) for v in self.net.outputs]
+        self.out.input_quantization = dict(self.net.input_quantization)
+        self.out.output_quantization = dict(self.net.output_quantization)
         self.plan()
         return self.out
 
@@ -152,7 +158,8 @@ class _Lowering:
         if name is None:
             name = self.unique_name(op.name_parts(), digest)
             self.by_text[text.text] = name
-            self.out.functions[name] = Function(name, text, digest)
+            unpacked = render_unpacked(arg_names, body)
+            self.out.functions[name] = Function(name, text, digest, unpacked)
         return name, {**op.graph_attrs(), "hash": digest}
 
     def unique_name(self, parts: List[str], digest: str) -> str:

@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Uni
 import numpy as np
 
 from ..read.model import TensorSpec
-from . import emit
+from . import emit, emit_aot
 from .lower import Lowered, lower
 from .network import Network
 from .ops import OperatorFailure
@@ -88,9 +88,16 @@ class GeneratedModel:
         return combined
 
     def members(
-        self, *, version: Optional[int] = None, external_dependencies: Dependencies = None
+        self,
+        *,
+        version: Optional[int] = None,
+        external_dependencies: Dependencies = None,
+        executor: str = "graph",
     ) -> Dict[str, bytes]:
-        """Archive members by path (without ``./``)."""
+        """Archive members by path (without ``./``); ``executor="aot"`` writes the model for
+        TVM's AOT executor (interface c, version 7, one model: modelgen/emit_aot.py)."""
+        if executor == "aot":
+            return aot_archive_members(self, external_dependencies)
         models = [self, *self.companions]
         return archive_members(models, version or self.default_version, external_dependencies)
 
@@ -170,6 +177,28 @@ def archive_members(
         document: Dict[str, object] = {"modules": modules, "version": version}
     else:
         document = {**modules[models[0].name], "version": version}
+    members["metadata.json"] = emit.metadata_json(document).encode()
+    return members
+
+
+def aot_archive_members(
+    model: GeneratedModel, external_dependencies: Dependencies = None
+) -> Dict[str, bytes]:
+    """The members of a version-7 archive holding ``model`` for the AOT executor."""
+    if model.companions:
+        raise ValueError("an AOT archive holds one model here")
+    members = emit_aot.aot_module_members(model.lowered)
+    deps = (
+        external_dependencies
+        if external_dependencies is not None
+        else model.network.external_dependencies
+    )
+    meta = emit_aot.aot_module_metadata(
+        model.lowered,
+        export_datetime=model.export_datetime,
+        external_dependencies=[dict(d) for d in deps] if deps else None,
+    )
+    document = {"modules": {model.name: meta}, "version": 7}
     members["metadata.json"] = emit.metadata_json(document).encode()
     return members
 

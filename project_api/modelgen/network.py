@@ -96,6 +96,10 @@ class Network:
         self.outputs: List[Value] = []
         # metadata.json's external_dependencies (written unless write() is given others)
         self.external_dependencies: List[Dict[str, Any]] = []
+        # (scale, zero point) of quantized inputs by name and outputs by index, stated in
+        # the archive's Relay text (export's header says them)
+        self.input_quantization: Dict[str, Tuple[float, int]] = {}
+        self.output_quantization: Dict[int, Tuple[float, int]] = {}
 
     # --- graph construction ---------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from ...errors import GenerateError
 from ...options import normalize_options
 from ...read import open_archive
 from ..dependencies import declare_dependencies
+from ..model_source import archive_source
 from ..plan import PathLike, Progress, _plan_models, generator_version
 from ..project import _swap_in
 from ..render import _environment
@@ -94,9 +95,9 @@ def export_library(
             f"option graph_format={opts['graph_format']}: an export binds const tables",
             hint="leave the option out",
         )
-    archive_path = Path(archive)
     destination = Path(directory)
     _check_destination(destination, force)
+    archive_path = archive_source(archive, say)
     say(f"reading {archive_path}")
     with open_archive(archive_path) as opened:
         plans = _plan_models(opened, model, the_board, EXPORT_TYPE, opts)

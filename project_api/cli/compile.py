@@ -1,0 +1,131 @@
+"""``mlf-project compile MODEL.tflite OUT.tar``: a ``.tflite`` into an MLF archive, without TVM."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any, Dict, List
+
+from ..compile import EXECUTORS, build_model, compile_tflite, read_tflite, supported_text
+from ..compile.tflite import Tensor
+from ..errors import CompileError
+from .command import EXIT_OK, Command
+
+
+class CompileCommand(Command):
+    name = "compile"
+    help = "compile a .tflite into a Model Library Format archive (no TVM needed)"
+    description = (
+        "Read a TFLite flatbuffer (.tflite), check that every operator is supported, and write "
+        "a version-7 Model Library Format archive in TVM 0.14's layout whose C computes "
+        "exactly what LiteRT's reference kernels compute (docs/compile.md). Inputs keep the "
+        "model's tensor names; outputs are output0..N-1. Nothing is written unless the whole "
+        f"model compiles. Supported: {supported_text()}."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("model", help="the .tflite file")
+        parser.add_argument("out", help="the archive to write (.tar)")
+        parser.add_argument(
+            "--executor",
+            choices=EXECUTORS,
+            default="graph",
+            help="graph (default: graph.json and params) or aot (TVM's interface c: "
+            "tvmgen_<name>_run, weights as const arrays)",
+        )
+        parser.add_argument(
+            "--name", default="default", help="the module name (default 'default', as tvmc)"
+        )
+        parser.add_argument("--force", action="store_true", help="replace an existing OUT")
+        parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+    def do_run(self, args: argparse.Namespace) -> int:
+        start = time.perf_counter()
+        out = compile_tflite(
+            args.model, args.out, name=args.name, executor=args.executor, force=args.force
+        )
+        seconds = time.perf_counter() - start
+        if args.json:
+            print(json.dumps({"archive": str(out), "name": args.name, "seconds": seconds}))
+        else:
+            print(f"wrote {out} (module {args.name}, {args.executor} executor, {seconds:.2f} s)")
+        return EXIT_OK
+
+
+def describe_tflite(path: str) -> Dict[str, Any]:
+    """What ``info`` says of a ``.tflite``: operators, tensors, quantization, and whether
+    compile takes it (the refusal's line when it does not)."""
+    model = read_tflite(path)
+    verdict = "compiles"
+    try:
+        build_model(path)
+    except CompileError as err:  # a refusal is reported, not raised
+        verdict = f"refused: {err}"
+    return {
+        "file": str(model.path),
+        "bytes": model.size,
+        "subgraphs": model.subgraphs,
+        "inputs": [_tensor(model.tensors[i]) for i in model.inputs],
+        "outputs": [_tensor(model.tensors[i]) for i in model.outputs],
+        "operators": [
+            {
+                "index": op.index,
+                "operator": op.name if op.opcode != 32 else f"CUSTOM {op.custom_code}",
+                "version": op.version,
+                "inputs": list(op.inputs),
+                "outputs": list(op.outputs),
+            }
+            for op in model.operators
+        ],
+        "tensors": [_tensor(t) for t in model.tensors],
+        "compile": verdict,
+    }
+
+
+def _tensor(t: Tensor) -> Dict[str, Any]:
+    entry: Dict[str, Any] = {
+        "index": t.index,
+        "name": t.name,
+        "shape": list(t.shape),
+        "dtype": t.dtype,
+        "constant": t.data is not None,
+    }
+    if t.quantization is not None:
+        q = t.quantization
+        entry["quantization"] = (
+            {"scale": q.scales[0], "zero_point": q.zero_points[0]}
+            if not q.per_channel
+            else {"channels": len(q.scales), "axis": q.axis}
+        )
+    return entry
+
+
+def tflite_lines(summary: Dict[str, Any]) -> List[str]:
+    lines = [f"TFLite model: {summary['file']} ({summary['bytes']:,} bytes)"]
+    for role in ("inputs", "outputs"):
+        lines.append(f"  {role}:")
+        for t in summary[role]:
+            lines.append(f"    {t['name'] or '#' + str(t['index'])}  {_type(t)}")
+    lines.append(f"  operators: {len(summary['operators'])}")
+    for op in summary["operators"]:
+        lines.append(
+            f"    {op['index']:3d} {op['operator']} v{op['version']}  "
+            f"{op['inputs']} -> {op['outputs']}"
+        )
+    lines.append(f"  tensors: {len(summary['tensors'])}")
+    for t in summary["tensors"]:
+        kind = "const " if t["constant"] else ""
+        lines.append(f"    {t['index']:3d} {kind}{_type(t)}  {t['name']}")
+    lines.append(f"  compile: {summary['compile']}")
+    return lines
+
+
+def _type(t: Dict[str, Any]) -> str:
+    text = f"{t['dtype']}{t['shape']}"
+    q = t.get("quantization")
+    if q and "scale" in q:
+        text += f" scale {q['scale']:.6g} zero point {q['zero_point']}"
+    elif q:
+        text += f" per-channel ({q['channels']} on axis {q['axis']})"
+    return text

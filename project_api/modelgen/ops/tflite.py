@@ -1,0 +1,449 @@
+"""Operators with TFLite's reference arithmetic (LiteRT's reference kernels), int8 and float32.
+
+``compile`` lowers a ``.tflite`` onto these. Everything a kernel needs that the model fixes
+is a C constant: shapes, strides, paddings, zero points, activation bounds, and the
+requantization's multipliers and shifts (worked out at compile time, per channel). The
+accumulation is exact int32 (int8) or float32 in the reference kernels' loop order.
+
+Requantization (``MultiplyByQuantizedMultiplier``) comes in three roundings: ``single``
+(one rounding of the 64-bit product, halves up: TFLite's ``TFLITE_SINGLE_ROUNDING``),
+``away`` (one rounding, halves away from zero: what LiteRT 2.3's reference FULLY_CONNECTED
+computes) and ``double`` (a rounding doubling high multiply, then a rounding right shift:
+TFLite's classic rounding, LiteRT's reference convolutions, TFLM's and CMSIS-NN's default).
+An operator carries its rounding, so a kernel can be swapped per operator.
+
+These operators have no numpy reference: LiteRT is their oracle (tests/test_compile_ops.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..cgen import Body, Buffer, c_type, float_literal
+from .base import Op, TensorType, nest, require
+
+ROUNDINGS = ("single", "away", "double")
+
+
+@dataclass(frozen=True)
+class Requant:
+    """Per-channel (or one, per-tensor) quantized multipliers and TFLite shifts (>0: left)."""
+
+    multipliers: Tuple[int, ...]
+    shifts: Tuple[int, ...]
+    rounding: str = "single"
+
+    def check(self) -> None:
+        require(self.rounding in ROUNDINGS, f"rounding must be one of {ROUNDINGS}")
+        require(len(self.multipliers) == len(self.shifts) >= 1, "requant: one shift a multiplier")
+        for m, s in zip(self.multipliers, self.shifts):
+            require(0 <= m < (1 << 31) and -31 <= s <= 30, f"requant ({m}, {s}) out of range")
+
+    def declare(self, body: Body) -> None:
+        if len(self.multipliers) > 1:
+            count = len(self.multipliers)
+            body.line(f"static const int32_t mult_[{count}] = {_c_ints(self.multipliers)};")
+            body.line(f"static const int8_t shift_[{len(self.shifts)}] = {_c_ints(self.shifts)};")
+
+    def emit(self, body: Body, acc: str, channel: str, tag: str = "") -> str:
+        """Statements computing ``MultiplyByQuantizedMultiplier(acc)``; returns the variable.
+        ``tag`` keeps the statements' variables apart when one scope requantizes twice."""
+        if len(self.multipliers) > 1:
+            mult, shift = f"mult_[{channel}]", f"shift_[{channel}]"
+        else:
+            mult, shift = str(self.multipliers[0]), str(self.shifts[0])
+        t = tag
+        if self.rounding == "single":
+            body.line(f"int32_t ts{t}_ = 31 - {shift};")
+            body.line(
+                f"int32_t q{t}_ = (int32_t)((((int64_t){acc}) * ((int64_t){mult}) + "
+                f"((int64_t)1 << (ts{t}_ - 1))) >> ts{t}_);"
+            )
+            return f"q{t}_"
+        if self.rounding == "away":
+            body.line(f"int32_t ts{t}_ = 31 - {shift};")
+            body.line(f"int64_t mag{t}_ = ((int64_t){acc}) * ((int64_t){mult});")
+            body.line(f"int64_t half{t}_ = (int64_t)1 << (ts{t}_ - 1);")
+            body.line(
+                f"int32_t q{t}_ = (int32_t)(mag{t}_ >= 0 ? (mag{t}_ + half{t}_) >> ts{t}_ "
+                f": -((-mag{t}_ + half{t}_) >> ts{t}_));"
+            )
+            return f"q{t}_"
+        body.line(f"int32_t ls{t}_ = {shift} > 0 ? {shift} : 0;")
+        body.line(f"int32_t rs{t}_ = {shift} > 0 ? 0 : -({shift});")
+        body.line(f"int64_t ab{t}_ = ((int64_t)(int32_t)((uint32_t){acc} << ls{t}_)) * {mult};")
+        body.line(f"int64_t nudge{t}_ = ab{t}_ >= 0 ? (1 << 30) : (1 - (1 << 30));")
+        body.line(f"int32_t hi{t}_ = (int32_t)((ab{t}_ + nudge{t}_) / ((int64_t)1 << 31));")
+        body.line(f"int32_t mask{t}_ = (int32_t)(((int64_t)1 << rs{t}_) - 1);")
+        body.line(f"int32_t thr{t}_ = (mask{t}_ >> 1) + (hi{t}_ < 0 ? 1 : 0);")
+        body.line(
+            f"int32_t q{t}_ = (hi{t}_ >> rs{t}_) + (((hi{t}_ & mask{t}_) > thr{t}_) ? 1 : 0);"
+        )
+        return f"q{t}_"
+
+
+def _c_ints(values: Sequence[int]) -> str:
+    return "{" + ", ".join(str(int(v)) for v in values) + "}"
+
+
+@dataclass(frozen=True)
+class Activation:
+    """The output's clamp: int8 bounds, or float bounds (``None`` = unbounded)."""
+
+    low: float
+    high: float
+
+    def clamp(self, body: Body, value: str, dtype: str) -> str:
+        if dtype == "int8":
+            lo, hi = int(self.low), int(self.high)
+            body.line(f"int32_t c_ = {value} < {lo} ? {lo} : {value};")
+            return f"(int8_t)(c_ > {hi} ? {hi} : c_)"
+        flo, fhi = float_literal(self.low), float_literal(self.high)
+        body.line(f"float c_ = {value} < {flo} ? {flo} : {value};")
+        return f"(c_ > {fhi} ? {fhi} : c_)"
+
+
+@dataclass(frozen=True)
+class Quant:
+    """Zero points of an int8 operator's input and output, and its requantization."""
+
+    input_offset: int = 0  # -input zero point
+    filter_offset: int = 0  # -filter zero point (FULLY_CONNECTED only)
+    output_offset: int = 0  # output zero point
+    requant: Requant = Requant((1 << 30,), (0,))
+
+
+@dataclass(frozen=True)
+class TflConv(Op):
+    """CONV_2D (filter OHWI) or DEPTHWISE_CONV_2D (filter 1HWO), NHWC, optional bias; int8,
+    float32, or hybrid (an int8 filter on float32 data, the input quantized per batch)."""
+
+    depthwise: bool
+    out_hw: Tuple[int, int]
+    strides: Tuple[int, int]
+    dilations: Tuple[int, int]
+    pads: Tuple[int, int]  # top, left
+    depth_multiplier: int
+    bias: bool
+    activation: Activation
+    quant: Quant = Quant()
+    hybrid_scale: float = 0.0  # an int8 filter's scale on float32 data (0: not hybrid)
+
+    def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
+        x, w = types[0], types[1]
+        require(len(x.shape) == 4 and len(w.shape) == 4, "conv: input NHWC and a 4-D filter")
+        hybrid = x.dtype == "float32" and w.dtype == "int8"
+        require(hybrid == bool(self.hybrid_scale), "conv: an int8 filter on float32 data is hybrid")
+        out_c = w.shape[3] if self.depthwise else w.shape[0]
+        if self.depthwise:
+            require(out_c == x.shape[3] * self.depth_multiplier, "depthwise: channels mismatch")
+        else:
+            require(w.shape[3] == x.shape[3], "conv: filter input channels mismatch")
+        if x.dtype == "int8":
+            self.quant.requant.check()
+        return [TensorType((x.shape[0], *self.out_hw, out_c), x.dtype)]
+
+    def name_parts(self) -> List[str]:
+        return ["tfl_depthwise_conv_2d" if self.depthwise else "tfl_conv_2d"]
+
+    def output_names(self) -> List[str]:
+        return ["T_conv"]
+
+    def emit(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
+        x, w, out = ins[0], ins[1], outs[0]
+        n, h, wd, c = x.shape
+        _, kh, kw, _ = w.shape
+        oh, ow = self.out_hw
+        oc = out.shape[3]
+        sh, sw = self.strides
+        dh, dw = self.dilations
+        pt, pl = self.pads
+        mode = self.mode(x.dtype)
+        if mode == "int8":
+            self.quant.requant.declare(body)
+        with nest(body, [("b", n)]) as (b,):
+            if mode == "hybrid":
+                size = x.size // x.shape[0]
+                emit_quantize_batch(body, x, f"{b} * {size}", size, self.hybrid_scale)
+            with nest(body, [("oy", oh), ("ox", ow), ("oc", oc)]) as (oy, ox, o):
+                body.line("float acc = 0.000000e+00f;" if mode == "float" else "int32_t acc = 0;")
+                with body.loop("ky", kh):
+                    body.line(f"int32_t iy = {oy} * {sh} - {pt} + ky * {dh};")
+                    body.line(f"if (iy < 0 || iy >= {h}) continue;")
+                    with body.loop("kx", kw):
+                        body.line(f"int32_t ix = {ox} * {sw} - {pl} + kx * {dw};")
+                        body.line(f"if (ix < 0 || ix >= {wd}) continue;")
+                        row = f"((({b} * {h} + iy) * {wd} + ix) * {c})"
+                        if self.depthwise:
+                            ic = f"({o} / {self.depth_multiplier})"
+                            wv = w[f"(ky * {kw} + kx) * {oc} + {o}"]
+                            self._mac(body, x[f"{row} + {ic}"], wv, mode)
+                        else:
+                            with body.loop("ic", c):
+                                wi = f"(({o} * {kh} + ky) * {kw} + kx) * {c} + ic"
+                                self._mac(body, x[f"{row} + ic"], w[wi], mode)
+                if mode == "hybrid":
+                    body.line("float accf_ = (float)acc * s_;")
+                    if self.bias:
+                        body.line(f"accf_ += {ins[2][o]};")
+                    result = self.activation.clamp(body, "accf_", "float32")
+                else:
+                    result = _finish(body, self, ins, o, "acc")
+                at = f"(({b} * {oh} + {oy}) * {ow} + {ox}) * {oc} + {o}"
+                body.line(f"{out[at]} = {result};")
+
+    def mode(self, dtype: str) -> str:
+        """``int8``, ``float`` or ``hybrid`` (an int8 filter on float32 data)."""
+        if dtype == "int8":
+            return "int8"
+        return "hybrid" if self.hybrid_scale else "float"
+
+    def _mac(self, body: Body, xv: str, wv: str, mode: str) -> None:
+        if mode == "int8":
+            body.line(f"acc += ((int32_t){xv} + {self.quant.input_offset}) * (int32_t){wv};")
+        elif mode == "hybrid":
+            emit_hybrid_mac(body, xv, wv)
+        else:
+            body.line(f"acc += {xv} * {wv};")
+
+    def reference(self, arrays: Sequence[np.ndarray]) -> List[np.ndarray]:
+        raise NotImplementedError("LiteRT's reference kernels are this operator's reference")
+
+
+def emit_quantize_batch(body: Body, x: Buffer, start: str, size: int, filter_scale: float) -> None:
+    """LiteRT's hybrid kernels quantize each batch of their float input symmetrically:
+    range = max(|min|, |max|), q = round(x · 127 / range) clipped to ±127 (``inv_``), and
+    scale the accumulator by range / 127 · filter scale (``s_``), all in float32."""
+    body.line(f"float mn_ = {x[start]};")
+    body.line("float mx_ = mn_;")
+    with body.loop("i", size):
+        v = x[f"{start} + i"]
+        body.line(f"mn_ = {v} < mn_ ? {v} : mn_;")
+        body.line(f"mx_ = {v} > mx_ ? {v} : mx_;")
+    body.line("float r_ = fabsf(mn_) > fabsf(mx_) ? fabsf(mn_) : fabsf(mx_);")
+    body.line("float inv_ = r_ == 0.0f ? 0.0f : 127.0f / r_;")
+    body.line(f"float s_ = (r_ == 0.0f ? 1.0f : r_ / 127.0f) * {float_literal(filter_scale)};")
+
+
+def emit_hybrid_mac(body: Body, xv: str, wv: str) -> None:
+    """One tap of a hybrid kernel: the input quantized on the fly (``inv_``), times the int8
+    weight, into the int32 ``acc``."""
+    body.line(f"int32_t hq_ = (int32_t)roundf({xv} * inv_);")
+    body.line("hq_ = hq_ < -127 ? -127 : (hq_ > 127 ? 127 : hq_);")
+    body.line(f"acc += hq_ * (int32_t){wv};")
+
+
+def _finish(
+    body: Body, op: Union[TflConv, TflFullyConnected], ins: Sequence[Buffer], channel: str, acc: str
+) -> str:
+    """Bias, requantization (int8) and the activation clamp of a conv or dense output."""
+    quant, activation, dtype = op.quant, op.activation, ins[0].dtype
+    if op.bias:
+        body.line(f"{acc} += {ins[2][channel]};")
+    if dtype == "int8":
+        q = quant.requant.emit(body, acc, channel)
+        return activation.clamp(body, f"({q} + {quant.output_offset})", dtype)
+    return activation.clamp(body, acc, dtype)
+
+
+@dataclass(frozen=True)
+class TflFullyConnected(Op):
+    """FULLY_CONNECTED: filter [O, D], input flattened to [batches, D], optional bias; int8,
+    float32, or hybrid (an int8 filter on float32 data, each batch row quantized)."""
+
+    out_shape: Tuple[int, ...]
+    bias: bool
+    activation: Activation
+    quant: Quant = Quant()
+    hybrid_scale: float = 0.0  # an int8 filter's scale on float32 data (0: not hybrid)
+
+    def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
+        x, w = types[0], types[1]
+        require(len(w.shape) == 2, "fully connected: a 2-D filter")
+        hybrid = x.dtype == "float32" and w.dtype == "int8"
+        require(hybrid == bool(self.hybrid_scale), "fully connected: hybrid needs its scale")
+        require(x.size % w.shape[1] == 0, "fully connected: input size not a multiple of depth")
+        batches = x.size // w.shape[1]
+        require(
+            int(np.prod(self.out_shape)) == batches * w.shape[0], "fully connected: output shape"
+        )
+        if x.dtype == "int8":
+            self.quant.requant.check()
+        return [TensorType(self.out_shape, x.dtype)]
+
+    def name_parts(self) -> List[str]:
+        return ["tfl_fully_connected"]
+
+    def output_names(self) -> List[str]:
+        return ["T_dense"]
+
+    def emit(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
+        x, w, out = ins[0], ins[1], outs[0]
+        o, d = w.shape
+        batches = x.size // d
+        quantized = x.dtype == "int8"
+        if quantized:
+            self.quant.requant.declare(body)
+        if self.hybrid_scale:
+            with nest(body, [("b", batches)]) as (b,):
+                emit_quantize_batch(body, x, f"{b} * {d}", d, self.hybrid_scale)
+                with nest(body, [("oc", o)]) as (oc,):
+                    body.line("int32_t acc = 0;")
+                    with body.loop("d", d):
+                        emit_hybrid_mac(body, x[f"{b} * {d} + d"], w[f"{oc} * {d} + d"])
+                    body.line("float accf_ = (float)acc * s_;")
+                    if self.bias:
+                        body.line(f"accf_ += {ins[2][oc]};")
+                    result = self.activation.clamp(body, "accf_", "float32")
+                    body.line(f"{out[f'{b} * {o} + {oc}']} = {result};")
+            return
+        with nest(body, [("b", batches), ("oc", o)]) as (b, oc):
+            if quantized:
+                body.line("int32_t acc = 0;")
+                with body.loop("d", d):
+                    xv, wv = x[f"{b} * {d} + d"], w[f"{oc} * {d} + d"]
+                    body.line(
+                        f"acc += ((int32_t){wv} + {self.quant.filter_offset}) * "
+                        f"((int32_t){xv} + {self.quant.input_offset});"
+                    )
+            else:
+                body.line("float acc = 0.000000e+00f;")
+                with body.loop("d", d):
+                    body.line(f"acc += {x[f'{b} * {d} + d']} * {w[f'{oc} * {d} + d']};")
+            result = _finish(body, self, ins, oc, "acc")
+            body.line(f"{out[f'{b} * {o} + {oc}']} = {result};")
+
+    def reference(self, arrays: Sequence[np.ndarray]) -> List[np.ndarray]:
+        raise NotImplementedError("LiteRT's reference kernels are this operator's reference")
+
+
+@dataclass(frozen=True)
+class TflPool(Op):
+    """AVERAGE_POOL_2D or MAX_POOL_2D, NHWC; the window counts only what lies inside."""
+
+    mode: str  # "avg" | "max"
+    out_hw: Tuple[int, int]
+    filter_hw: Tuple[int, int]
+    strides: Tuple[int, int]
+    pads: Tuple[int, int]
+    activation: Activation
+
+    def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
+        x = types[0]
+        require(len(x.shape) == 4, "pool: input NHWC")
+        return [TensorType((x.shape[0], *self.out_hw, x.shape[3]), x.dtype)]
+
+    def name_parts(self) -> List[str]:
+        return ["tfl_average_pool_2d" if self.mode == "avg" else "tfl_max_pool_2d"]
+
+    def output_names(self) -> List[str]:
+        return ["T_pool"]
+
+    def emit(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
+        x, out = ins[0], outs[0]
+        n, h, wd, c = x.shape
+        oh, ow = self.out_hw
+        fh, fw = self.filter_hw
+        sh, sw = self.strides
+        pt, pl = self.pads
+        quantized = x.dtype == "int8"
+        with nest(body, [("b", n), ("oy", oh), ("ox", ow), ("ch", c)]) as (b, oy, ox, ch):
+            body.line(f"int32_t y0 = {oy} * {sh} - {pt};")
+            body.line(f"int32_t x0 = {ox} * {sw} - {pl};")
+            body.line("int32_t fy0 = y0 < 0 ? -y0 : 0;")
+            body.line("int32_t fx0 = x0 < 0 ? -x0 : 0;")
+            body.line(f"int32_t fy1 = {h} - y0 < {fh} ? {h} - y0 : {fh};")
+            body.line(f"int32_t fx1 = {wd} - x0 < {fw} ? {wd} - x0 : {fw};")
+            if self.mode == "avg":
+                body.line(f"{'int32_t' if quantized else 'float'} acc = 0;")
+                body.line("int32_t count = 0;")
+            else:
+                low = "-128" if quantized else "-3.40282347e+38f"
+                body.line(f"{'int32_t' if quantized else 'float'} acc = {low};")
+            with (
+                body.block("for (int32_t fy = fy0; fy < fy1; ++fy)"),
+                body.block("for (int32_t fx = fx0; fx < fx1; ++fx)"),
+            ):
+                v = x[f"((({b} * {h} + y0 + fy) * {wd} + x0 + fx) * {c}) + {ch}"]
+                if self.mode == "avg":
+                    body.line(f"acc += {v};")
+                    body.line("++count;")
+                else:
+                    body.line(f"acc = {v} > acc ? {v} : acc;")
+            if self.mode == "avg":
+                body.line("if (count == 0) return -1;")
+                if quantized:
+                    body.line(
+                        "acc = acc > 0 ? (acc + count / 2) / count : (acc - count / 2) / count;"
+                    )
+                else:
+                    body.line("acc = acc / (float)count;")
+            result = self.activation.clamp(body, "acc", x.dtype)
+            body.line(f"{out[f'(({b} * {oh} + {oy}) * {ow} + {ox}) * {c} + {ch}']} = {result};")
+
+    def reference(self, arrays: Sequence[np.ndarray]) -> List[np.ndarray]:
+        raise NotImplementedError("LiteRT's reference kernels are this operator's reference")
+
+
+@dataclass(frozen=True)
+class TflSoftmax(Op):
+    """SOFTMAX over the last axis. int8: LiteRT's table of expf (built at compile time,
+    256 float constants), a float sum, one reciprocal, round half away from zero; float32:
+    expf of (x - max) * beta over their sum."""
+
+    beta: float
+    table: Tuple[float, ...] = ()  # int8: exp(-input_scale * beta * (255 - i)), as float32
+    output_zero_point: int = 0
+    output_scale: float = 1.0
+
+    def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
+        x = types[0]
+        require(len(x.shape) >= 1, "softmax: at least one axis")
+        if x.dtype == "int8":
+            require(len(self.table) == 256, "softmax int8: a table of 256 floats")
+        return [TensorType(x.shape, x.dtype)]
+
+    def name_parts(self) -> List[str]:
+        return ["tfl_softmax"]
+
+    def output_names(self) -> List[str]:
+        return ["T_softmax"]
+
+    def emit(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
+        x, out = ins[0], outs[0]
+        depth = x.shape[-1]
+        rows = x.size // depth
+        if x.dtype == "int8":
+            values = ", ".join(float_literal(v) for v in self.table)
+            body.line(f"static const float table_[256] = {{{values}}};")
+        with nest(body, [("r", rows)]) as (r,):
+            at = f"{r} * {depth}"
+            ctype = c_type(x.dtype)
+            body.line(f"{ctype} mx = {x[at]};")
+            with body.loop("j", depth):
+                body.line(f"mx = {x[f'{at} + j']} > mx ? {x[f'{at} + j']} : mx;")
+            body.line("float sum = 0.000000e+00f;")
+            if x.dtype == "int8":
+                body.line("const float* t_ = &table_[255 - mx];")
+                with body.loop("j", depth):
+                    body.line(f"sum += t_[{x[f'{at} + j']}];")
+                body.line(f"float inv = 1.0f / (sum * {float_literal(self.output_scale)});")
+                with body.loop("j", depth):
+                    body.line(f"float p_ = t_[{x[f'{at} + j']}] * inv;")
+                    body.line(f"int32_t q_ = (int32_t)roundf(p_) + {self.output_zero_point};")
+                    body.line("q_ = q_ < -128 ? -128 : (q_ > 127 ? 127 : q_);")
+                    body.line(f"{out[f'{at} + j']} = (int8_t)q_;")
+            else:
+                beta = float_literal(self.beta)
+                with body.loop("j", depth):
+                    body.line(f"float e_ = expf(({x[f'{at} + j']} - mx) * {beta});")
+                    body.line(f"{out[f'{at} + j']} = e_;")
+                    body.line("sum += e_;")
+                with body.loop("j", depth):
+                    body.line(f"{out[f'{at} + j']} = {out[f'{at} + j']} / sum;")
+
+    def reference(self, arrays: Sequence[np.ndarray]) -> List[np.ndarray]:
+        raise NotImplementedError("LiteRT's reference kernels are this operator's reference")

@@ -11,7 +11,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tarfile
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Dict, Iterator
 
 import pytest
 from conftest import REPO_ROOT, corpus_archives
@@ -98,26 +101,32 @@ def seeds(fuzz_build: Path) -> Path:
     return root
 
 
-@pytest.mark.parametrize(
-    ("target", "kind"),
-    [
-        ("fuzz_graph_json", "graph"),
-        ("fuzz_params", "params"),
-        ("fuzz_mlperftiny", "mlperftiny"),
-        ("fuzz_utvm", "utvm"),
-    ],
-)
-def test_fuzz_smoke(fuzz_build: Path, seeds: Path, tmp_path: Path, target: str, kind: str) -> None:
-    corpus = tmp_path / "corpus"
+FUZZERS = {
+    "fuzz_graph_json": "graph",
+    "fuzz_params": "params",
+    "fuzz_mlperftiny": "mlperftiny",
+    "fuzz_utvm": "utvm",
+}
+
+
+@dataclass(frozen=True)
+class FuzzRun:
+    result: subprocess.CompletedProcess
+    artifacts: Path
+
+
+def _fuzz(fuzzer: Path, seeds: Path, work: Path) -> FuzzRun:
+    corpus = work / "corpus"
     corpus.mkdir()
+    kind = FUZZERS[fuzzer.name]
     dictionary = CRT_TESTS / f"{kind}.dict"
     result = subprocess.run(
         [
-            str(fuzz_build / target),
+            str(fuzzer),
             f"-max_total_time={SECONDS}",
             "-max_len=65536",
             "-print_final_stats=1",
-            f"-artifact_prefix={tmp_path}/",
+            f"-artifact_prefix={work}/",
             *([f"-dict={dictionary}"] if dictionary.is_file() else []),
             str(corpus),
             str(seeds / kind),
@@ -127,6 +136,35 @@ def test_fuzz_smoke(fuzz_build: Path, seeds: Path, tmp_path: Path, target: str, 
         check=False,
         timeout=SECONDS + 120,
     )
-    assert result.returncode == 0, result.stderr[-4000:]
-    assert not list(tmp_path.glob("crash-*")), result.stderr[-4000:]
-    assert "stat::number_of_executed_units" in result.stderr
+    return FuzzRun(result, work)
+
+
+@pytest.fixture(scope="module")
+def fuzz_runs(
+    request: pytest.FixtureRequest,
+    fuzz_build: Path,
+    seeds: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Dict[str, Future[FuzzRun]]]:
+    """The selected targets' runs, all started when the first test asks, two at a time: a
+    fuzzer is single-threaded, so each still has a core for its SECONDS, as when run alone,
+    while the suite's wall time pays for two runs at once."""
+    selected = [
+        item.callspec.params["target"]
+        for item in request.session.items
+        if item.module is request.module and getattr(item, "originalname", "") == "test_fuzz_smoke"
+    ]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        yield {
+            target: pool.submit(_fuzz, fuzz_build / target, seeds, tmp_path_factory.mktemp(target))
+            for target in FUZZERS
+            if target in selected
+        }
+
+
+@pytest.mark.parametrize("target", list(FUZZERS))
+def test_fuzz_smoke(fuzz_runs: Dict[str, Future[FuzzRun]], target: str) -> None:
+    run = fuzz_runs[target].result()
+    assert run.result.returncode == 0, run.result.stderr[-4000:]
+    assert not list(run.artifacts.glob("crash-*")), run.result.stderr[-4000:]
+    assert "stat::number_of_executed_units" in run.result.stderr

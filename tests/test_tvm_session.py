@@ -11,8 +11,10 @@ the corpus references bit for bit.
 
 from __future__ import annotations
 
+import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import pytest
@@ -58,21 +60,21 @@ def assert_bit_equal(got: np.ndarray, want: np.ndarray, what: str) -> None:
     assert got.tobytes() == want.tobytes(), f"{what}: {got} != {want}"
 
 
-def test_our_protocol_firmware_fails_tvm_handshake(
-    tvm_host: Any, tmp_path: Path, mlf_corpus: Path
-) -> None:
-    """A caller that asks for our own device protocol gets it, and TVM's Session cannot open
-    it: the harness sees TVM's own error (what issue 28 reported)."""
+def protocol_spec(work: Path) -> Dict[str, Any]:
     case = archive_case("mlp_default")
-    project = tmp_path / "mlp"
-    spec = driver_spec(
-        project,
+    return driver_spec(
+        work / "mlp",
         "host",
         [{"do": "generate", "archive": str(case["archive"])}, {"do": "session", "actions": []}],
         device_protocol="mlf",
         timeout_sec=3,  # open_transport's start timeout: TVM gives up after 3 s, not 10
     )
-    result = run_driver(tvm_host, tmp_path / "driver", spec, timeout=240)
+
+
+def test_our_protocol_firmware_fails_tvm_handshake(tvm_run: Runs, mlf_corpus: Path) -> None:
+    """A caller that asks for our own device protocol gets it, and TVM's Session cannot open
+    it: the harness sees TVM's own error (what issue 28 reported)."""
+    result = tvm_run.get(PROTOCOL)
     assert [s["ok"] for s in result["steps"]] == [True, False], failure(result)
     assert result["error"] is not None
     assert "session start handshake failed" in result["error"]["message"], failure(result)
@@ -90,49 +92,136 @@ BOARDS = [
     pytest.param("qemu-mps2-an385", id="an385", marks=[requires_arm, pytest.mark.qemu]),
 ]
 
-Run = Callable[..., Dict[str, Any]]
 # QEMU's UART takes about 5 KB/s from the host: KWS's 56 KB of params cost 40 s there (the
 # bench measures it); mnist's 24 KB keep the QEMU graph run short.
 GRAPH_STEM = {"host": "kws_int8", "qemu-mps2-an385": "mnist8"}
 
+# A driver run of this module: ("flows", board, stem, *options) for TVM's flows on a corpus
+# archive (flows_spec), or one of the runs below.
+Key = Tuple[Any, ...]
+PROTOCOL: Key = ("protocol",)
+CMSIS_NN: Key = ("cmsis_nn",)
 
-@pytest.fixture(scope="module")
-def tvm_run(tvm_host: Any, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """``tvm_run(board, stem)``: TVM's client generates, builds and flashes a project for the
-    corpus archive ``stem`` on ``board`` with only board and project_type given (as TVM users
-    do), opens a Session and does every flow that fits the archive. Done once per module."""
-    done: Dict[Tuple[str, str], Dict[str, Any]] = {}
 
-    def run(board: str, stem: str, **options: Any) -> Dict[str, Any]:
-        key = (board, stem, *sorted(options.items()))
-        if key in done:
-            return done[key]
-        case = archive_case(stem)
-        archive = str(case["archive"])
-        inputs = str(case["inputs_npz"])
-        if "_aot" in stem:
-            names: Tuple[str, ...] = ("aot",)
-        elif options.get("device_graph_executor"):
-            names = ("device_graph",)
+def flows(board: str, stem: str, **options: Any) -> Key:
+    return ("flows", board, stem, *sorted(options.items()))
+
+
+def operator_module(board: str) -> Key:
+    return ("op_module", board)
+
+
+def flows_spec(work: Path, board: str, stem: str, **options: Any) -> Dict[str, Any]:
+    """TVM's client generates, builds and flashes a project for the corpus archive ``stem`` on
+    ``board`` with only board and project_type given (as TVM users do), opens a Session and
+    does every flow that fits the archive."""
+    case = archive_case(stem)
+    archive = str(case["archive"])
+    inputs = str(case["inputs_npz"])
+    if "_aot" in stem:
+        names: Tuple[str, ...] = ("aot",)
+    elif options.get("device_graph_executor"):
+        names = ("device_graph",)
+    else:
+        names = GRAPH_ACTIONS if board == "host" else QEMU_GRAPH_ACTIONS
+    actions = [{"do": n, "archive": archive, "inputs": inputs, "key": n} for n in names]
+    # mnist's graph goes as tvmc run sends it: load_params(bytes), set_input(**inputs).
+    actions[0]["load_params"] = stem == "mnist8"
+    return driver_spec(
+        work / "project",
+        board,
+        [{"do": "generate", "archive": archive}, {"do": "session", "actions": actions}],
+        **options,
+    )
+
+
+def keys_of(test: str, params: Dict[str, Any]) -> List[Key]:
+    """The runs a test of this module reads, from its name and parameters."""
+    board, stem = params.get("board", "host"), params.get("stem", "")
+    return {
+        "test_our_protocol_firmware_fails_tvm_handshake": [PROTOCOL],
+        "test_tvm_client_gets_a_microtvm_firmware": [flows(board, GRAPH_STEM[board])],
+        "test_graph_executor": [flows(board, stem)],
+        "test_graph_executor_on_device": [flows(board, stem, device_graph_executor=True)],
+        "test_graph_executor_on_device_is_opt_in": [flows(board, GRAPH_STEM[board])],
+        "test_operators_on_device_tensors": [flows("host", "kws_int8")],
+        "test_time_evaluator_of_an_operator": [flows(board, GRAPH_STEM[board])],
+        "test_aot_executor": [flows(board, stem)],
+        "test_operator_module": [operator_module(board)],
+        "test_graph_executor_with_cmsis_nn": [CMSIS_NN],
+        "test_sessions_reopen": [flows("host", "kws_int8")],
+    }.get(test, [])
+
+
+class Runs:
+    """The module's driver runs, each done once, two at a time: a run is a chain of mostly
+    single-core steps (Python servers, a firmware or QEMU answering TVM's RPC; only its build
+    takes both cores), so two of them take little more wall time than one. The runs of the
+    selected tests all start with the first test that asks; ``get`` waits for one."""
+
+    def __init__(
+        self,
+        host: Any,
+        factory: pytest.TempPathFactory,
+        pool: ThreadPoolExecutor,
+        cmsis_nn: Optional[Path],
+    ) -> None:
+        self._host, self._factory, self._pool, self._cmsis_nn = host, factory, pool, cmsis_nn
+        self._started: Dict[Key, Future[Dict[str, Any]]] = {}
+
+    def start(self, key: Key) -> None:
+        if key not in self._started:
+            name = re.sub(r"[^\w-]+", "_", "-".join(str(part) for part in key))
+            work = self._factory.mktemp(f"tvm-{name[:60]}")
+            self._started[key] = self._pool.submit(self._run, key, work)
+
+    def get(self, key: Key) -> Dict[str, Any]:
+        self.start(key)
+        return self._started[key].result()
+
+    def _run(self, key: Key, work: Path) -> Dict[str, Any]:
+        case: Optional[Dict[str, Any]] = None
+        timeout = 600.0
+        if key[0] == "flows":
+            _, board, stem, *options = key
+            case = archive_case(stem)
+            spec = flows_spec(work, board, stem, **dict(options))
+        elif key == PROTOCOL:
+            spec, timeout = protocol_spec(work), 240.0
+        elif key[0] == "op_module":
+            spec, timeout = operator_module_spec(work, key[1]), 300.0
+        elif key == CMSIS_NN:
+            if self._cmsis_nn is None:
+                pytest.skip(CMSIS_NN_SKIP)
+            case = archive_case("kws_int8_cmsisnn")
+            spec = cmsis_nn_spec(work, case, self._cmsis_nn)
         else:
-            names = GRAPH_ACTIONS if board == "host" else QEMU_GRAPH_ACTIONS
-        actions = [{"do": n, "archive": archive, "inputs": inputs, "key": n} for n in names]
-        # mnist's graph goes as tvmc run sends it: load_params(bytes), set_input(**inputs).
-        actions[0]["load_params"] = stem == "mnist8"
-        work = tmp_path_factory.mktemp(f"tvm-{board}-{stem}")
-        spec = driver_spec(
-            work / "project",
-            board,
-            [{"do": "generate", "archive": archive}, {"do": "session", "actions": actions}],
-            **options,
-        )
-        result = run_driver(tvm_host, work / "driver", spec, timeout=600)
+            raise AssertionError(f"no such run {key}")
+        result = run_driver(self._host, work / "driver", spec, timeout=timeout)
         result["case"] = case
-        result["project_dir"] = work / "project"
-        done[key] = result
+        result["project_dir"] = Path(spec["project_dir"])
         return result
 
-    return run
+
+@pytest.fixture(scope="module")
+def tvm_run(
+    request: pytest.FixtureRequest,
+    tvm_host: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    cmsis_nn_checkout: Optional[Path],
+) -> Iterator[Runs]:
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = Runs(tvm_host, tmp_path_factory, pool, cmsis_nn_checkout)
+        for item in request.session.items:
+            if item.module is request.module:
+                callspec = getattr(item, "callspec", None)
+                params = dict(callspec.params) if callspec is not None else {}
+                for key in keys_of(getattr(item, "originalname", item.name), params):
+                    runs.start(key)
+        try:
+            yield runs
+        finally:
+            pool.shutdown(cancel_futures=True)
 
 
 def action(result: Dict[str, Any], name: str) -> Dict[str, Any]:
@@ -155,12 +244,12 @@ def assert_outputs(result: Dict[str, Any], key: str) -> None:
 
 
 @pytest.mark.parametrize("board", BOARDS)
-def test_tvm_client_gets_a_microtvm_firmware(tvm_run: Run, board: str) -> None:
+def test_tvm_client_gets_a_microtvm_firmware(tvm_run: Runs, board: str) -> None:
     """generate_project through TVM's client, project_type host_driven, no protocol named:
     the project records device_protocol=microtvm and a Session opens on it."""
     from project_api.driver import Project
 
-    result = tvm_run(board, GRAPH_STEM[board])
+    result = tvm_run.get(flows(board, GRAPH_STEM[board]))
     action(result, "graph")
     project = Project.open(result["project_dir"])
     assert project.options.get("device_protocol") == "microtvm"
@@ -182,11 +271,11 @@ GRAPH_CASES = [
 
 
 @pytest.mark.parametrize("board, stem", GRAPH_CASES)
-def test_graph_executor(tvm_run: Run, board: str, stem: str) -> None:
+def test_graph_executor(tvm_run: Runs, board: str, stem: str) -> None:
     """create_local_graph_executor with the archive's graph JSON and params (mnist: loaded as
     tvmc run does, load_params of the params bytes): set_input, run,
     get_output equal to TVM's reference bit for bit."""
-    result = tvm_run(board, stem)
+    result = tvm_run.get(flows(board, stem))
     done = action(result, "graph")
     assert done["outputs"] == ["output0"]
     assert_outputs(result, "graph")
@@ -201,12 +290,12 @@ DEVICE_GRAPH_CASES = [
 
 
 @pytest.mark.parametrize("board, stem", DEVICE_GRAPH_CASES)
-def test_graph_executor_on_device(tvm_run: Run, board: str, stem: str) -> None:
+def test_graph_executor_on_device(tvm_run: Runs, board: str, stem: str) -> None:
     """With device_graph_executor, tvm.contrib.graph_executor.create over the session: the
     device parses the graph JSON and runs the graph. Counts and index lookups, load_params of
     the archive's params bytes, set_input by name and index, get_input giving back what was
     set, get_output with and without an array, the time evaluator of its run."""
-    result = tvm_run(board, stem, device_graph_executor=True)
+    result = tvm_run.get(flows(board, stem, device_graph_executor=True))
     done = action(result, "device_graph")
     inputs = dict(np.load(str(result["case"]["inputs_npz"])))
     reference = np.load(str(result["case"]["outputs_npz"]))
@@ -224,29 +313,29 @@ def test_graph_executor_on_device(tvm_run: Run, board: str, stem: str) -> None:
 
 
 @pytest.mark.parametrize("board", BOARDS)
-def test_graph_executor_on_device_is_opt_in(tvm_run: Run, board: str) -> None:
+def test_graph_executor_on_device_is_opt_in(tvm_run: Runs, board: str) -> None:
     """A default firmware keeps its receive buffer and device memory small: the device's
     answer to tvm.graph_executor.create says which option to set, and the session goes on."""
-    result = tvm_run(board, GRAPH_STEM[board])
+    result = tvm_run.get(flows(board, GRAPH_STEM[board]))
     session = {s["do"]: s for s in result["steps"]}["session"]
     (refused,) = [a for a in session["actions"] if a["do"] == "device_graph"]
     assert "device_graph_executor=true" in refused.get("error", ""), refused
     action(result, "op_time")  # done after it, in the same session
 
 
-def test_operators_on_device_tensors(tvm_run: Run) -> None:
+def test_operators_on_device_tensors(tvm_run: Runs) -> None:
     """The KWS graph called operator by operator from Python on tensors made with
     tvm.nd.empty(..., device=session.device): no executor anywhere, same outputs."""
-    result = tvm_run("host", "kws_int8")
+    result = tvm_run.get(flows("host", "kws_int8"))
     done = action(result, "operators")
     assert done["calls"] >= 5
     assert_outputs(result, "operators")
 
 
 @pytest.mark.parametrize("board", BOARDS)
-def test_time_evaluator_of_an_operator(tvm_run: Run, board: str) -> None:
+def test_time_evaluator_of_an_operator(tvm_run: Runs, board: str) -> None:
     """lib.time_evaluator(op, session.device, number, repeat) runs on the device's timer."""
-    done = action(tvm_run(board, GRAPH_STEM[board]), "op_time")
+    done = action(tvm_run.get(flows(board, GRAPH_STEM[board])), "op_time")
     assert len(done["results"]) == 2
     assert all(0 < r < 10 for r in done["results"]), done
 
@@ -264,34 +353,37 @@ def test_time_evaluator_of_an_operator(tvm_run: Run, board: str) -> None:
         ),
     ],
 )
-def test_aot_executor(tvm_run: Run, board: str, stem: str) -> None:
+def test_aot_executor(tvm_run: Runs, board: str, stem: str) -> None:
     """AotModule(session.create_aot_executor()) on AOT archives (the packed interface TVM's
     host-driven flow builds, and the c interface): get_input_info, get_input().copyfrom, run,
     get_output bit-equal; time_evaluator("run")."""
-    result = tvm_run(board, stem)
+    result = tvm_run.get(flows(board, stem))
     done = action(result, "aot")
     assert done["num_inputs"] == 1
     assert all(0 < r < 10 for r in done["results"]), done
     assert_outputs(result, "aot")
 
 
-@pytest.mark.parametrize("board", BOARDS)
-def test_operator_module(tvm_host: Any, tmp_path: Path, board: str) -> None:
-    """An operator-only archive (what AutoTVM's build function exports: functions, no graph)
-    through TVM's client and Session: random_fill, the function by name on tensors allocated on
-    the device, time_evaluator of ``__tvm_main__`` as AutoTVM's runner measures a trial."""
+def operator_module_spec(work: Path, board: str) -> Dict[str, Any]:
     from mlf_builders import operator_add_files, write_tar
 
-    archive = write_tar(tmp_path / "add.tar", operator_add_files())
-    spec = driver_spec(
-        tmp_path / "project",
+    archive = write_tar(work / "add.tar", operator_add_files())
+    return driver_spec(
+        work / "project",
         board,
         [
             {"do": "generate", "archive": str(archive)},
             {"do": "session", "actions": [{"do": "op_module"}]},
         ],
     )
-    result = run_driver(tvm_host, tmp_path / "driver", spec, timeout=300)
+
+
+@pytest.mark.parametrize("board", BOARDS)
+def test_operator_module(tvm_run: Runs, board: str) -> None:
+    """An operator-only archive (what AutoTVM's build function exports: functions, no graph)
+    through TVM's client and Session: random_fill, the function by name on tensors allocated on
+    the device, time_evaluator of ``__tvm_main__`` as AutoTVM's runner measures a trial."""
+    result = tvm_run.get(operator_module(board))
     done = action(result, "op_module")
     arrays = result["arrays"]
     assert_bit_equal(arrays["op.c"], arrays["op.a"] + arrays["op.b"], "add")
@@ -299,36 +391,35 @@ def test_operator_module(tvm_host: Any, tmp_path: Path, board: str) -> None:
     assert len(done["results"]) == 3 and all(0 < r < 10 for r in done["results"]), done
 
 
-def test_graph_executor_with_cmsis_nn(
-    tvm_host: Any, tmp_path: Path, cmsis_nn_checkout: Optional[Path]
-) -> None:
-    """A graph archive whose operators call CMSIS-NN (functions TVM left out of its registry)
-    through TVM's client with ``cmsis_path``, as TVM's templates took it: equal to the
-    CMSIS-NN reference bit for bit."""
-    if cmsis_nn_checkout is None:
-        pytest.skip(CMSIS_NN_SKIP)
-    case = archive_case("kws_int8_cmsisnn")
+def cmsis_nn_spec(work: Path, case: Dict[str, Any], cmsis_nn: Path) -> Dict[str, Any]:
     actions = [{"do": "graph", "archive": str(case["archive"]), "inputs": str(case["inputs_npz"]),
                 "key": "graph"}]  # fmt: skip
-    spec = driver_spec(
-        tmp_path / "project",
+    return driver_spec(
+        work / "project",
         "host",
         [
             {"do": "generate", "archive": str(case["archive"])},
             {"do": "session", "actions": actions},
         ],
-        cmsis_path=str(cmsis_nn_checkout),
+        cmsis_path=str(cmsis_nn),
     )
-    result = run_driver(tvm_host, tmp_path / "driver", spec, timeout=600)
-    result["case"] = case
+
+
+def test_graph_executor_with_cmsis_nn(tvm_run: Runs, cmsis_nn_checkout: Optional[Path]) -> None:
+    """A graph archive whose operators call CMSIS-NN (functions TVM left out of its registry)
+    through TVM's client with ``cmsis_path``, as TVM's templates took it: equal to the
+    CMSIS-NN reference bit for bit."""
+    if cmsis_nn_checkout is None:
+        pytest.skip(CMSIS_NN_SKIP)
+    result = tvm_run.get(CMSIS_NN)
     action(result, "graph")
     assert_outputs(result, "graph")
 
 
-def test_sessions_reopen(tvm_host: Any, tvm_run: Run, tmp_path: Path) -> None:
+def test_sessions_reopen(tvm_host: Any, tvm_run: Runs, tmp_path: Path) -> None:
     """Session after Session on one project (AutoTVM opens one per trial): each starts the
     firmware again, shakes hands and serves."""
-    project_dir = tvm_run("host", "kws_int8")["project_dir"]
+    project_dir = tvm_run.get(flows("host", "kws_int8"))["project_dir"]
     session = {"do": "session", "actions": [{"do": "system_lib"}, {"do": "copy", "nbytes": 4096}]}
     spec = driver_spec(project_dir, "host", [session, session, session])
     result = run_driver(tvm_host, tmp_path / "driver", spec, timeout=300)

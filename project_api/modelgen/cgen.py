@@ -187,24 +187,7 @@ def render_function(arg_names: Sequence[str], body: Body) -> FunctionText:
     workspace = list(body.scratches)
     if not workspace:
         lines.append("  (void)dev_id;")
-    for scratch in workspace:
-        hint = parse_dtype(scratch.dtype)  # TVMBackendAllocWorkspace's DLPack code and bits
-        lines += [
-            f"  void* {scratch.name} = TVMBackendAllocWorkspace(1, dev_id, "
-            f"(uint64_t){scratch.nbytes}, {hint.code}, {hint.bits});",
-            f"  if ({scratch.name} == NULL) {{",
-            "    return -1;",
-            "  }",
-        ]
-    lines += body.lines
-    for scratch in reversed(workspace):
-        lines += [
-            f"  if (TVMBackendFreeWorkspace(1, dev_id, {scratch.name}) != 0) {{",
-            "    return -1;",
-            "  }",
-        ]
-    lines += ["  return 0;", "}", ""]
-    return FunctionText("\n".join(lines) + "\n", tuple(workspace))
+    return _with_workspace(lines, workspace, body)
 
 
 UNPACKED_SIGNATURE = "TVM_DLL int32_t {name}({params}) {{"
@@ -219,8 +202,14 @@ def render_unpacked(arg_names: Sequence[str], body: Body) -> FunctionText:
     workspace = list(body.scratches)
     if workspace:
         lines.append("  int32_t dev_id = 0;")
+    return _with_workspace(lines, workspace, body)
+
+
+def _with_workspace(lines: List[str], workspace: List[Scratch], body: Body) -> FunctionText:
+    """The function's text: ``lines`` (its head), each scratch taken from the workspace in
+    order, the body, the scratches given back in reverse (LIFO) order."""
     for scratch in workspace:
-        hint = parse_dtype(scratch.dtype)
+        hint = parse_dtype(scratch.dtype)  # TVMBackendAllocWorkspace's DLPack code and bits
         lines += [
             f"  void* {scratch.name} = TVMBackendAllocWorkspace(1, dev_id, "
             f"(uint64_t){scratch.nbytes}, {hint.code}, {hint.bits});",

@@ -17,6 +17,8 @@ import subprocess
 import sys
 import textwrap
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -256,29 +258,60 @@ def test_icount_tick_counts_are_exact_instruction_counts(board_name, firmware_bu
     )
 
 
+IDLE_SILENCE = 1.5
+
+
+@dataclass(frozen=True)
+class IdleWait:
+    ticks: int  # counted by the firmware from before its "W" to the byte that woke it
+    window: float  # host seconds from the "w" sent to the count read
+    answer: bytes  # its echo of b"abc" after waking
+
+
+def idle_wait(board: Board, firmware: Path) -> IdleWait:
+    runner, port = start(board, firmware)
+    with runner:
+        began = time.monotonic()
+        port.write(b"w")
+        assert read_exactly(port, 1) == b"W"  # the firmware's count started before this
+        time.sleep(IDLE_SILENCE)
+        port.write(b"!")
+        (ticks,) = struct.unpack("<Q", read_exactly(port, 8))
+        window = time.monotonic() - began
+        port.write(b"e\x03abc")
+        return IdleWait(ticks, window, read_exactly(port, 3))
+
+
+@pytest.fixture(scope="module")
+def idle_waits(
+    request: pytest.FixtureRequest, firmware_builder: FirmwareBuilder
+) -> Dict[str, Future[IdleWait]]:
+    """The idle waits of the selected boards, all at once (each is mostly 1.5 s of silence,
+    QEMU asleep): done before the first of their tests goes on, so no QEMU outlives it."""
+    boards = [
+        load_board(item.callspec.params["board_name"])
+        for item in request.session.items
+        if item.module is request.module
+        and getattr(item, "originalname", "") == "test_idle_wait_keeps_time_and_answers"
+    ]
+    firmware = {board.name: firmware_builder(board) for board in boards}
+    with ThreadPoolExecutor(max_workers=max(1, len(boards))) as pool:
+        return {b.name: pool.submit(idle_wait, b, firmware[b.name]) for b in boards}
+
+
 @requires_arm
 @pytest.mark.qemu
 @pytest.mark.parametrize("board_name", QEMU_BOARDS)
-def test_idle_wait_keeps_time_and_answers(board_name, firmware_builder):
+def test_idle_wait_keeps_time_and_answers(board_name, idle_waits):
     """Waiting for input the firmware sleeps (WFI on the console's receive interrupt, interrupts
     masked). Across 1.5 s of silence, two SysTick wraps or more, its tick count stays within
     the host's own window (each wrap counted once), and the byte that ends the silence wakes
     it: it answers."""
     board = load_board(board_name)
-    silence = 1.5
-    runner, port = start(board, firmware_builder(board))
-    with runner:
-        began = time.monotonic()
-        port.write(b"w")
-        assert read_exactly(port, 1) == b"W"  # the firmware's count started before this
-        time.sleep(silence)
-        port.write(b"!")
-        (ticks,) = struct.unpack("<Q", read_exactly(port, 8))
-        window = time.monotonic() - began
-        hz = board.timer.clock_hz
-        assert silence * hz <= ticks <= window * hz * 1.01, (ticks, silence, window)
-        port.write(b"e\x03abc")
-        assert read_exactly(port, 3) == bytes(b ^ 0x5A for b in b"abc")
+    done = idle_waits[board_name].result()
+    hz = board.timer.clock_hz
+    assert IDLE_SILENCE * hz <= done.ticks <= done.window * hz * 1.01, (done, IDLE_SILENCE)
+    assert done.answer == bytes(b ^ 0x5A for b in b"abc")
 
 
 @requires_arm

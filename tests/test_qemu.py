@@ -20,7 +20,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Tuple, TypeVar
 
 import pytest
 from conftest import REPO_ROOT, child_processes, requires_arm
@@ -43,6 +43,7 @@ FIRMWARE_SOURCE = Path(__file__).resolve().parent / "firmware_qemu"
 GREETING = b"SEAM\n"
 SYNC_KEY = 0x33  # echoed as 0x69 ('i'), a byte no greeting holds
 TIMEOUT = 10.0
+T = TypeVar("T")
 # Measured figures, printed at the end of the session (pytest -s shows them).
 MEASURED: Dict[str, Dict[str, float]] = {}
 
@@ -202,15 +203,30 @@ def start(board: Board, firmware: Path, **kwargs) -> Tuple[QemuRunner, object]:
 # --- every QEMU board ---------------------------------------------------------------------
 
 
-@requires_arm
-@pytest.mark.qemu
-@pytest.mark.parametrize("board_name", QEMU_BOARDS)
-def test_echo_float_log_and_exit_status(board_name, firmware_builder):
-    board = load_board(board_name)
-    firmware = firmware_builder(board)
+def side_by_side(
+    request: pytest.FixtureRequest,
+    firmware_builder: FirmwareBuilder,
+    test: str,
+    scenario: Callable[[Board, Path], T],
+) -> Dict[str, Future[T]]:
+    """``scenario`` on every board the selected cases of ``test`` name, all at once (a QEMU
+    here mostly waits: for bytes, a time-out or a sleep), each board's result or exception
+    for its case to check. Every QEMU is reaped before this returns, so none outlives the
+    first case's check that no child is left."""
+    boards = [
+        load_board(item.callspec.params["board_name"])
+        for item in request.session.items
+        if item.module is request.module and getattr(item, "originalname", "") == test
+    ]
+    firmware = {board.name: firmware_builder(board) for board in boards}
+    with ThreadPoolExecutor(max_workers=max(1, len(boards))) as pool:
+        return {b.name: pool.submit(scenario, b, firmware[b.name]) for b in boards}
+
+
+def echo_float_log_and_exit(board: Board, firmware: Path) -> QemuRunner:
     runner, port = start(board, firmware)
     with runner:
-        MEASURED.setdefault(board_name, {})["start_s"] = round(runner.startup_seconds, 3)
+        MEASURED.setdefault(board.name, {})["start_s"] = round(runner.startup_seconds, 3)
         payload = bytes(range(256))
         for offset in range(0, len(payload), 200):
             chunk = payload[offset : offset + 200]
@@ -225,8 +241,27 @@ def test_echo_float_log_and_exit_status(board_name, firmware_builder):
 
         port.write(b"x\x2a")
         assert runner.wait(TIMEOUT) == 42
-        assert "seam_test: diagnostic line" in runner.log
-        assert runner.exit_reason() == "exited with status 42"
+    return runner
+
+
+@pytest.fixture(scope="module")
+def echoes(
+    request: pytest.FixtureRequest, firmware_builder: FirmwareBuilder
+) -> Dict[str, Future[QemuRunner]]:
+    return side_by_side(
+        request, firmware_builder, "test_echo_float_log_and_exit_status", echo_float_log_and_exit
+    )
+
+
+@requires_arm
+@pytest.mark.qemu
+@pytest.mark.parametrize("board_name", QEMU_BOARDS)
+def test_echo_float_log_and_exit_status(board_name, echoes):
+    """Echo, a float computed on the device, a log line and an exit status, on every board
+    (the boards side by side: see side_by_side)."""
+    runner = echoes[board_name].result()
+    assert "seam_test: diagnostic line" in runner.log
+    assert runner.exit_reason() == "exited with status 42"
     assert runner.exit_status == 42
     assert not runner.running
 
@@ -286,17 +321,10 @@ def idle_wait(board: Board, firmware: Path) -> IdleWait:
 def idle_waits(
     request: pytest.FixtureRequest, firmware_builder: FirmwareBuilder
 ) -> Dict[str, Future[IdleWait]]:
-    """The idle waits of the selected boards, all at once (each is mostly 1.5 s of silence,
-    QEMU asleep): done before the first of their tests goes on, so no QEMU outlives it."""
-    boards = [
-        load_board(item.callspec.params["board_name"])
-        for item in request.session.items
-        if item.module is request.module
-        and getattr(item, "originalname", "") == "test_idle_wait_keeps_time_and_answers"
-    ]
-    firmware = {board.name: firmware_builder(board) for board in boards}
-    with ThreadPoolExecutor(max_workers=max(1, len(boards))) as pool:
-        return {b.name: pool.submit(idle_wait, b, firmware[b.name]) for b in boards}
+    """The selected boards' idle waits at once: each is mostly 1.5 s of silence, QEMU asleep."""
+    return side_by_side(
+        request, firmware_builder, "test_idle_wait_keeps_time_and_answers", idle_wait
+    )
 
 
 @requires_arm
@@ -358,20 +386,33 @@ def test_hard_fault_ends_with_fault_status_and_registers(board_name, firmware_bu
         assert "cfsr=0x00010000" in reason  # UsageFault: undefined instruction
 
 
+def hang_and_kill(board: Board, firmware: Path) -> None:
+    runner, port = start(board, firmware)
+    try:
+        pid = runner.pid
+        assert pid is not None
+        port.write(b"h")
+        assert runner.wait(0.5) is None  # still spinning: nobody ends it but us
+        assert runner.stop() is None
+        assert runner.exit_reason() == "stopped by the host (killed)"
+        assert wait_gone(pid, 0.5)
+        assert runner.stop() is None  # idempotent
+    finally:
+        runner.stop()  # a failed check leaves no QEMU spinning beside the other boards
+
+
+@pytest.fixture(scope="module")
+def hangs(request: pytest.FixtureRequest, firmware_builder: FirmwareBuilder) -> Dict[str, Future]:
+    return side_by_side(request, firmware_builder, "test_hanging_firmware_is_killed", hang_and_kill)
+
+
 @requires_arm
 @pytest.mark.qemu
 @pytest.mark.parametrize("board_name", QEMU_BOARDS)
-def test_hanging_firmware_is_killed(board_name, firmware_builder):
-    board = load_board(board_name)
-    runner, port = start(board, firmware_builder(board))
-    pid = runner.pid
-    assert pid is not None
-    port.write(b"h")
-    assert runner.wait(0.5) is None  # still spinning: nobody ends it but us
-    assert runner.stop() is None
-    assert runner.exit_reason() == "stopped by the host (killed)"
-    assert wait_gone(pid, 0.5)
-    assert runner.stop() is None  # idempotent
+def test_hanging_firmware_is_killed(board_name, hangs):
+    """A firmware spinning forever is still running after half a second and is killed by
+    stop() (the boards side by side: see side_by_side)."""
+    hangs[board_name].result()
 
 
 @requires_arm

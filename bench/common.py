@@ -91,7 +91,7 @@ class Part:
     columns: Sequence[str]
     targets: Sequence[Target] = ()
     # Its figures read the whole process (its children's CPU time, its descriptors and
-    # children): with --jobs it runs after the others, by itself.
+    # children): with --jobs it runs in a process of its own (with the other such parts).
     alone: bool = False
 
 

@@ -258,21 +258,58 @@ def _run_part(ctx: Context, name: str, title: str, func: Callable, log: Callable
 
 
 def _run_parts(
-    ctx: Context, chosen: Sequence[Tuple[str, str, Callable]], jobs: int, log: Callable
+    ctx: Context,
+    chosen: Sequence[Tuple[str, str, Callable]],
+    jobs: int,
+    log: Callable,
+    quiet: bool = False,
 ) -> Dict[str, PartResult]:
     """Every chosen part, one after another; with ``jobs`` > 1 that many side by side (in
-    threads: a part mostly waits for its compilers, QEMU or TVM's servers), then the parts
-    marked ``alone``, by themselves."""
+    threads: a part mostly waits for its compilers, QEMU or TVM's servers), and meanwhile
+    the parts marked ``alone`` one after another in a process of their own, whose
+    descriptors, children and children's CPU time are theirs only."""
     if jobs <= 1:
         return {name: _run_part(ctx, name, title, func, log) for name, title, func in chosen}
     alone = {part.name for part in REGISTERED if part.alone}
-    side_by_side = [part for part in chosen if part[0] not in alone]
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(_run_part, ctx, *part, log) for part in side_by_side]
-        done = {future.result().name: future.result() for future in futures}
-    for name, title, func in chosen:
-        if name in alone:
-            done[name] = _run_part(ctx, name, title, func, log)
+    apart = [name for name, _, _ in chosen if name in alone]
+    process = _start_apart(ctx, apart, quiet) if apart else None
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(_run_part, ctx, *p, log) for p in chosen if p[0] not in alone]
+            done = {future.result().name: future.result() for future in futures}
+    except BaseException:
+        if process is not None:
+            process.kill()
+            process.wait()
+        raise
+    if process is not None:
+        done.update(_finish_apart(ctx, process, [p for p in chosen if p[0] in alone]))
+    return done
+
+
+def _start_apart(ctx: Context, names: List[str], quiet: bool) -> subprocess.Popen:
+    argv = [sys.executable, str(Path(__file__).resolve()), "--only", ",".join(names)]
+    argv += ["--json", str(ctx.work / "apart.json"), "--work", str(ctx.work / "apart")]
+    argv += ["--smoke"] * ctx.smoke + ["--quiet"] * quiet
+    # Its tables are printed here, with the others'; its progress lines go to stderr.
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+
+
+def _finish_apart(
+    ctx: Context, process: subprocess.Popen, parts: Sequence[Tuple[str, str, Callable]]
+) -> Dict[str, PartResult]:
+    status = process.wait()
+    try:
+        found = json.loads((ctx.work / "apart.json").read_text())["parts"]
+    except (OSError, ValueError, KeyError):
+        found = {}
+    done = {}
+    for name, title, _ in parts:
+        if name in found:
+            done[name] = PartResult(**found[name])
+        else:
+            reason = f"its process (bench/run.py --only {name}) ended with status {status}"
+            done[name] = PartResult(name, title, status="failed", reason=reason)
     return done
 
 
@@ -288,7 +325,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         type=int,
         default=1,
         help="parts run side by side (figures then share the machine: for --smoke; parts "
-        "that read the whole process run afterwards, alone)",
+        "that read the whole process run in a process of their own)",
     )
     args = parser.parse_args(argv)
     chosen = [p for p in PARTS if not args.only or p[0] in args.only.split(",")]
@@ -312,7 +349,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ctx = Context(smoke=args.smoke, work=work, log=log)
     began = time.perf_counter()
     try:
-        done = _run_parts(ctx, chosen, args.jobs, log)
+        done = _run_parts(ctx, chosen, args.jobs, log, args.quiet)
     finally:
         if cleanup is not None:
             cleanup.cleanup()

@@ -156,4 +156,5 @@ PART = Part(
         "cpu_seconds",
         "fit_residual_seconds",
     ],  # fmt: skip
+    alone=True,
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +90,9 @@ class Part:
     run: Callable[[Context, PartResult], None]
     columns: Sequence[str]
     targets: Sequence[Target] = ()
+    # Its figures read the whole process (its children's CPU time, its descriptors and
+    # children): with --jobs it runs in a process of its own (with the other such parts).
+    alone: bool = False
 
 
 # --- tools ------------------------------------------------------------------------------------
@@ -166,13 +170,16 @@ def corpus_options(archive: Path) -> Dict[str, Any]:
 
 
 def factory_archive(name: str, directory: Path) -> Path:
-    """Writes the catalog model ``name`` to ``directory/name.tar`` (deterministic bytes)."""
+    """Writes the catalog model ``name`` to ``directory/name.tar`` (deterministic bytes; under
+    another name first, so that a part running beside another never reads half of it)."""
     from project_api.modelgen import catalog
 
     path = directory / f"{name}.tar"
     if not path.is_file():
         directory.mkdir(parents=True, exist_ok=True)
-        catalog()[name]().write(path)
+        staged = directory / f".{name}.{os.getpid()}.{threading.get_ident()}.tar"
+        catalog()[name]().write(staged)
+        os.replace(staged, path)
     return path
 
 

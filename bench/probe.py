@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .common import FIRMWARE_DIR, Context, c_bytes, firmware_tables, generate
 
@@ -271,6 +272,10 @@ def run_probe(project: Any, *, timeout: float = 600.0, icount: bool = True) -> P
     )
 
 
+_PROBES_LOCK = threading.Lock()
+_PROBE_LOCKS: Dict[Tuple[str, Optional[str], str, str], threading.Lock] = {}
+
+
 def cached_probe(
     ctx: Context,
     archive: Path,
@@ -281,20 +286,23 @@ def cached_probe(
     options: Optional[Mapping[str, Any]] = None,
 ) -> ProbeResult:
     """Builds and runs the probe once per (archive, model, board, format) in a benchmark run;
-    benchmarks that need the same probe share it."""
+    benchmarks that need the same probe share it (built once when they run side by side)."""
     key = (str(archive), model, board, graph_format)
-    found = ctx.probes.get(key)
-    if found is not None:
-        return found
-    label = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{archive.stem}_{model or 'm'}_{board}_{graph_format}")
-    project = build_probe(
-        archive,
-        ctx.work / "probes" / label,
-        board=board,
-        model=model,
-        graph_format=graph_format,
-        options=options,
-    )
-    result = run_probe(project)
-    ctx.probes[key] = result
-    return result
+    with _PROBES_LOCK:
+        lock = _PROBE_LOCKS.setdefault(key, threading.Lock())
+    with lock:
+        found = ctx.probes.get(key)
+        if found is not None:
+            return found
+        label = f"{archive.stem}_{model or 'm'}_{board}_{graph_format}"
+        project = build_probe(
+            archive,
+            ctx.work / "probes" / re.sub(r"[^A-Za-z0-9_.-]", "_", label),
+            board=board,
+            model=model,
+            graph_format=graph_format,
+            options=options,
+        )
+        result = run_probe(project)
+        ctx.probes[key] = result
+        return result

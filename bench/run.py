@@ -2,8 +2,9 @@
 
 Prints a table per benchmark and the issue-9 targets, and writes everything as JSON
 (default ``bench/results/latest.json``; ``bench/results/`` is not committed). ``--smoke``
-runs the same code on the smallest inputs (seconds; CI runs it). Exit status 1 when a
-benchmark failed (a skipped one — missing tool or corpus — is not a failure).
+runs the same code on the smallest inputs (seconds; CI runs it, with ``--jobs 2``: two parts
+side by side). Exit status 1 when a benchmark failed (a skipped one — missing tool or
+corpus — is not a failure).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 import tempfile
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -241,6 +243,77 @@ def environment() -> Dict[str, Any]:
     }
 
 
+def _run_part(ctx: Context, name: str, title: str, func: Callable, log: Callable) -> PartResult:
+    result = PartResult(name=name, title=title)
+    started = time.perf_counter()
+    log(f"{title} ...")
+    try:
+        func(ctx, result)
+    except Skip as why:
+        result.status, result.reason = "skipped", str(why)
+    except Exception as err:  # a benchmark's failure is reported, the others go on
+        result.status, result.reason = "failed", f"{type(err).__name__}: {err}"
+        log(traceback.format_exc())
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _run_parts(
+    ctx: Context,
+    chosen: Sequence[Tuple[str, str, Callable]],
+    jobs: int,
+    log: Callable,
+    quiet: bool = False,
+) -> Dict[str, PartResult]:
+    """Every chosen part, one after another; with ``jobs`` > 1 that many side by side (in
+    threads: a part mostly waits for its compilers, QEMU or TVM's servers), and meanwhile
+    the parts marked ``alone`` one after another in a process of their own, whose
+    descriptors, children and children's CPU time are theirs only."""
+    if jobs <= 1:
+        return {name: _run_part(ctx, name, title, func, log) for name, title, func in chosen}
+    alone = {part.name for part in REGISTERED if part.alone}
+    apart = [name for name, _, _ in chosen if name in alone]
+    process = _start_apart(ctx, apart, quiet) if apart else None
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(_run_part, ctx, *p, log) for p in chosen if p[0] not in alone]
+            done = {future.result().name: future.result() for future in futures}
+    except BaseException:
+        if process is not None:
+            process.kill()
+            process.wait()
+        raise
+    if process is not None:
+        done.update(_finish_apart(ctx, process, [p for p in chosen if p[0] in alone]))
+    return done
+
+
+def _start_apart(ctx: Context, names: List[str], quiet: bool) -> subprocess.Popen:
+    argv = [sys.executable, str(Path(__file__).resolve()), "--only", ",".join(names)]
+    argv += ["--json", str(ctx.work / "apart.json"), "--work", str(ctx.work / "apart")]
+    argv += ["--smoke"] * ctx.smoke + ["--quiet"] * quiet
+    # Its tables are printed here, with the others'; its progress lines go to stderr.
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+
+
+def _finish_apart(
+    ctx: Context, process: subprocess.Popen, parts: Sequence[Tuple[str, str, Callable]]
+) -> Dict[str, PartResult]:
+    status = process.wait()
+    try:
+        found = json.loads((ctx.work / "apart.json").read_text())["parts"]
+    except (OSError, ValueError, KeyError):
+        found = {}
+    done = {}
+    for name, title, _ in parts:
+        if name in found:
+            done[name] = PartResult(**found[name])
+        else:
+            reason = f"its process (bench/run.py --only {name}) ended with status {status}"
+            done[name] = PartResult(name, title, status="failed", reason=reason)
+    return done
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="bench/run.py", description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="smallest inputs, seconds")
@@ -248,6 +321,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--only", help="comma-separated parts: " + ",".join(p[0] for p in PARTS))
     parser.add_argument("--work", type=Path, help="scratch directory (kept; default: a temp dir)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="parts run side by side (figures then share the machine: for --smoke; parts "
+        "that read the whole process run in a process of their own)",
+    )
     args = parser.parse_args(argv)
     chosen = [p for p in PARTS if not args.only or p[0] in args.only.split(",")]
     if args.only and len(chosen) != len(set(args.only.split(","))):
@@ -268,25 +348,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cleanup = tempfile.TemporaryDirectory(prefix="mlf-bench-")
         work = Path(cleanup.name)
     ctx = Context(smoke=args.smoke, work=work, log=log)
-    results: Dict[str, PartResult] = {}
     began = time.perf_counter()
     try:
-        for name, title, func in chosen:
-            result = PartResult(name=name, title=title)
-            started = time.perf_counter()
-            log(f"{title} ...")
-            try:
-                func(ctx, result)
-            except Skip as why:
-                result.status, result.reason = "skipped", str(why)
-            except Exception as err:  # a benchmark's failure is reported, the others go on
-                result.status, result.reason = "failed", f"{type(err).__name__}: {err}"
-                log(traceback.format_exc())
-            result.seconds = time.perf_counter() - started
-            results[name] = result
+        done = _run_parts(ctx, chosen, args.jobs, log, args.quiet)
     finally:
         if cleanup is not None:
             cleanup.cleanup()
+    results = {name: done[name] for name, _, _ in chosen}
     document = {
         "smoke": args.smoke,
         "seconds": round(time.perf_counter() - began, 2),

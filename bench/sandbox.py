@@ -306,4 +306,5 @@ PART = Part(
             "icount_identical",
         ),
     ],
+    alone=True,
 )

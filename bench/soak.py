@@ -198,4 +198,5 @@ PART = Part(
             "target_met",
         ),
     ],
+    alone=True,
 )

@@ -62,7 +62,8 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Any]:
     # Its scratch directory is kept with the test's (as pytest keeps every tmp_path): removing
     # its ~10,000 files at the end took as long as a third of the run on an ext4 mounted with
     # discard.
-    argv = ["--smoke", "--json", str(out), "--work", str(root / "work")]
+    # Two parts at a time: most of a part waits for one compiler, QEMU or Python server.
+    argv = ["--smoke", "--jobs", "2", "--json", str(out), "--work", str(root / "work")]
     done = subprocess.run(
         [sys.executable, str(REPO_ROOT / "bench" / "run.py"), *argv],
         capture_output=True,

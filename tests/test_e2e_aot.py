@@ -5,6 +5,7 @@ through both project types; and a model whose entry point fails."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Dict, Tuple
 
@@ -72,22 +73,26 @@ def test_graph_and_aot_models_in_one_archive(tmp_path: Path, capsys: pytest.Capt
 
 @pytest.fixture(scope="module")
 def built_forms(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Project]:
+    """Every form as either project type, built two at a time (as the e2e modules build)."""
     root = tmp_path_factory.mktemp("aot")
-    projects = {}
+    jobs = []
     for form, kwargs in FORMS.items():
-        for project_type in ("host_driven", "standalone"):
-            archive = write_dir(root / f"{form}.mlf", aot_files(**kwargs))
-            np.savez(root / "samples.npz", x=X, **aot_reference(X, kwargs.get("outputs")))
-            options = {"sample_inputs": str(root / "samples.npz")}
-            project = Project.generate(
-                archive,
-                root / f"{form}-{project_type}",
-                project_type=project_type,
-                options=options if project_type == "standalone" else None,
-            )
-            project.build()
-            projects[f"{form}-{project_type}"] = project
-    return projects
+        archive = write_dir(root / f"{form}.mlf", aot_files(**kwargs))
+        samples = root / f"{form}.samples.npz"
+        np.savez(samples, x=X, **aot_reference(X, kwargs.get("outputs")))
+        jobs.append((form, "host_driven", archive, None))
+        jobs.append((form, "standalone", archive, {"sample_inputs": str(samples)}))
+
+    def build(job: Tuple[str, str, Path, Any]) -> Tuple[str, Project]:
+        form, project_type, archive, options = job
+        project = Project.generate(
+            archive, root / f"{form}-{project_type}", project_type=project_type, options=options
+        )
+        project.build()
+        return f"{form}-{project_type}", project
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(build, jobs))
 
 
 @pytest.mark.parametrize("form", sorted(FORMS))

@@ -10,16 +10,17 @@ QEMU; an operator failure and a machine that goes away give clear errors. (Crash
 and babbling firmware: test_e2e_faults.py.)
 
 Builds are shared: a module fixture generates and builds every (model, board) pair once, two
-at a time; ``mlf-project run --project-dir`` then finds each project up to date.
+at a time, in the order the tests come (each test waits for its own); ``mlf-project run
+--project-dir`` then finds each project up to date.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import pytest
@@ -97,6 +98,10 @@ def corpus_kwargs(
     return kwargs
 
 
+# key(name, board[, "*"]) -> (archive, its pending build): the module's shared builds.
+Builds = Dict[str, Tuple[Path, "Future[Any]"]]
+
+
 def key(name: str, board: str, model: Optional[str] = None) -> str:
     return f"{name}{'+all' if model == '*' else ''}@{board}"
 
@@ -104,9 +109,11 @@ def key(name: str, board: str, model: Optional[str] = None) -> str:
 @pytest.fixture(scope="module")
 def builds(
     tmp_path_factory: pytest.TempPathFactory, cmsis_nn_checkout: Optional[Path]
-) -> Dict[str, Tuple[Path, Any]]:
-    """key(name, board[, "*"]) -> (archive, built Project or the exception its build
-    raised) for every pair the tests of this module run."""
+) -> Iterator[Builds]:
+    """key(name, board[, "*"]) -> (archive, the built Project or the exception its build
+    raised, once done) for every pair the tests of this module run. Built two at a time in
+    the order the tests come, which start as their builds are done: their QEMU runs (one
+    core each) go on beside the builds still to do."""
     root = tmp_path_factory.mktemp("qemu")
     archives: Dict[str, Path] = {}
 
@@ -127,11 +134,16 @@ def builds(
         if archive is not None:
             jobs.append((key(name, board, kwargs.get("model")), archive, board, kwargs))
 
-    for board in QEMU_BOARDS:
-        add("mlp", board)
     for name in FACTORY:
-        if name != "mlp":
-            add(name, AN385, **({"model": "*"} if catalog()[name]().companions else {}))
+        add(name, AN385, **({"model": "*"} if catalog()[name]().companions else {}))
+    for board in QEMU_BOARDS:
+        if board != AN385:
+            add("mlp", board)
+    for board, name, _ in OTHER_BOARDS:
+        if name in catalog():
+            add(name, board)
+        elif archive_of(name) is not None and corpus_wanted(archives[name]):
+            add(name, board, **corpus_kwargs(archives[name], cmsis_nn_checkout))
     for archive in corpus_archives(aot=True):
         if corpus_wanted(archive) and AOT_CMSIS_NN not in archive.name:
             add(archive.stem, AN385, **corpus_kwargs(archive, cmsis_nn_checkout))
@@ -139,11 +151,6 @@ def builds(
                 add(archive.stem, AN385, **corpus_kwargs(archive, cmsis_nn_checkout, "*"))
     if archive_of("multi_module") is not None:
         add("multi_module", NETDUINO, **corpus_kwargs(archives["multi_module"], None, "*"))
-    for board, name, _ in OTHER_BOARDS:
-        if name in catalog():
-            add(name, board)
-        elif archive_of(name) is not None and corpus_wanted(archives[name]):
-            add(name, board, **corpus_kwargs(archives[name], cmsis_nn_checkout))
 
     def one(job: Tuple[str, Path, str, Dict[str, Any]]) -> Any:
         name, archive, board, kwargs = job
@@ -155,13 +162,16 @@ def builds(
         except Exception as err:  # noqa: BLE001 - raised by the test that needs it
             return err
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        built = list(pool.map(one, jobs))
-    return {job[0]: (job[1], project) for job, project in zip(jobs, built)}
+    pool = ThreadPoolExecutor(max_workers=2)
+    try:
+        yield {job[0]: (job[1], pool.submit(one, job)) for job in jobs}
+    finally:
+        pool.shutdown(cancel_futures=True)
 
 
-def built(builds: Dict[str, Tuple[Path, Any]], name: str) -> Tuple[Path, Project]:
-    archive, project = builds[name]
+def built(builds: Builds, name: str) -> Tuple[Path, Project]:
+    archive, pending = builds[name]
+    project = pending.result()
     if isinstance(project, Exception):
         raise project
     return archive, project
@@ -183,7 +193,10 @@ def all_inputs(model: GeneratedModel) -> Dict[str, np.ndarray]:
 
 @pytest.mark.parametrize("name", FACTORY)
 def test_factory_model_on_an385(
-    name: str, builds: Dict[str, Tuple[Path, Any]], capsys: pytest.CaptureFixture, tmp_path: Path
+    name: str,
+    builds: Builds,
+    capsys: pytest.CaptureFixture,
+    tmp_path: Path,
 ) -> None:
     """Through ``mlf-project run ARCHIVE --board qemu-mps2-an385 --icount``; a multi-model
     archive runs with all its models linked into one firmware."""
@@ -215,8 +228,8 @@ def test_factory_model_on_an385(
 
 
 @pytest.fixture(scope="module")
-def mlp_on_every_board(builds: Dict[str, Tuple[Path, Any]]) -> Dict[str, Any]:
-    return {board: builds[key("mlp", board)][1] for board in QEMU_BOARDS}
+def mlp_on_every_board(builds: Builds) -> Dict[str, Any]:
+    return {board: builds[key("mlp", board)][1].result() for board in QEMU_BOARDS}
 
 
 @pytest.mark.parametrize("board", QEMU_BOARDS)
@@ -240,7 +253,7 @@ def test_factory_model_on_every_qemu_board(board: str, mlp_on_every_board: Dict[
 def test_more_models_on_the_other_boards(
     board: str,
     name: str,
-    builds: Dict[str, Tuple[Path, Any]],
+    builds: Builds,
     capsys: pytest.CaptureFixture,
     tmp_path: Path,
 ) -> None:
@@ -288,7 +301,7 @@ def _corpus_params() -> List[Any]:
 @pytest.mark.parametrize("archive", _corpus_params())
 def test_corpus_archive_on_an385(
     archive: Optional[Path],
-    builds: Dict[str, Tuple[Path, Any]],
+    builds: Builds,
     capsys: pytest.CaptureFixture,
     tmp_path: Path,
 ) -> None:
@@ -312,7 +325,7 @@ def test_corpus_archive_on_an385(
 def test_corpus_multi_model_archive_linked(
     board: str,
     mlf_corpus: Path,
-    builds: Dict[str, Tuple[Path, Any]],
+    builds: Builds,
     capsys: pytest.CaptureFixture,
     tmp_path: Path,
 ) -> None:
@@ -367,7 +380,7 @@ def run_twice_with_icount(
 
 def test_corpus_archive_with_exact_instruction_counts(
     mlf_corpus: Path,
-    builds: Dict[str, Tuple[Path, Any]],
+    builds: Builds,
     capsys: pytest.CaptureFixture,
     tmp_path: Path,
 ) -> None:
@@ -382,7 +395,7 @@ def test_corpus_archive_with_exact_instruction_counts(
 
 
 def test_factory_model_with_exact_instruction_counts(
-    builds: Dict[str, Tuple[Path, Any]], capsys: pytest.CaptureFixture, tmp_path: Path
+    builds: Builds, capsys: pytest.CaptureFixture, tmp_path: Path
 ) -> None:
     model = catalog()["cnn_int8"]()
     archive, project = built(builds, key("cnn_int8", AN385))
@@ -431,7 +444,7 @@ def test_json_graph_under_qemu(tmp_path: Path) -> None:
     assert compare_outputs(outputs, model.reference(inputs)) == []
 
 
-def test_operator_failure_and_crash_are_clear(builds: Dict[str, Tuple[Path, Any]]) -> None:
+def test_operator_failure_and_crash_are_clear(builds: Builds) -> None:
     """An operator returning -1 is a DeviceError naming its node; a firmware that dies is a
     TransportClosedError saying how; QEMU is reaped."""
     from project_api.modelgen import failing_inputs

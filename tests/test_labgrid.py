@@ -143,10 +143,26 @@ class Board:
             os.close(fd)
 
 
+@pytest.fixture(scope="module")
+def board(
+    coordinator: str, built: Tuple[Project, Path, dict], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Board]:
+    """One board for the tests that leave it as they found it, released with its exporter up
+    (as a lab's board outlives the runs on it): a board's setup costs a few labgrid-client
+    calls, each a second or so."""
+    lab_board = Board(coordinator, built[0].firmware, tmp_path_factory.mktemp("board"))
+    try:
+        yield lab_board
+    finally:
+        lab_board.close()
+
+
 @pytest.fixture
-def board(coordinator: str, built: Tuple[Project, Path, dict], tmp_path: Path) -> Iterator[Board]:
-    project = built[0]
-    lab_board = Board(coordinator, project.firmware, tmp_path)
+def own_board(
+    coordinator: str, built: Tuple[Project, Path, dict], tmp_path: Path
+) -> Iterator[Board]:
+    """A board of the test's own (it kills the exporter)."""
+    lab_board = Board(coordinator, built[0].firmware, tmp_path)
     try:
         yield lab_board
     finally:
@@ -183,6 +199,14 @@ def test_run_through_the_coordinator(board: Board, built, tmp_path: Path) -> Non
 
 def test_place_held_by_another_user(board: Board, built, tmp_path: Path) -> None:
     assert client(board.coordinator, "-p", board.place, "acquire", user="alice").returncode == 0
+    try:
+        _held_by_alice(board, built, tmp_path)
+    except BaseException:  # the board is the next tests' too: never left acquired
+        client(board.coordinator, "-p", board.place, "release", "-k", user="alice")
+        raise
+
+
+def _held_by_alice(board: Board, built, tmp_path: Path) -> None:
     status, _, err = run_on(board, built, tmp_path)
     assert status == 2
     assert f"cannot acquire labgrid place {board.place!r}" in err and "alice" in err
@@ -242,7 +266,8 @@ def test_a_lab_that_is_not_there_is_found_before_building(
         assert not (tmp_path / place).exists()
 
 
-def test_exporter_gone_mid_run(board: Board, built) -> None:
+def test_exporter_gone_mid_run(own_board: Board, built) -> None:
+    board = own_board
     project = built[0]
     project.run_overrides.update(labgrid_place=board.place, labgrid_coordinator=board.coordinator)
     try:

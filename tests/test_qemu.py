@@ -17,8 +17,10 @@ import subprocess
 import sys
 import textwrap
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Tuple, TypeVar
 
 import pytest
 from conftest import REPO_ROOT, child_processes, requires_arm
@@ -41,6 +43,7 @@ FIRMWARE_SOURCE = Path(__file__).resolve().parent / "firmware_qemu"
 GREETING = b"SEAM\n"
 SYNC_KEY = 0x33  # echoed as 0x69 ('i'), a byte no greeting holds
 TIMEOUT = 10.0
+T = TypeVar("T")
 # Measured figures, printed at the end of the session (pytest -s shows them).
 MEASURED: Dict[str, Dict[str, float]] = {}
 
@@ -200,15 +203,30 @@ def start(board: Board, firmware: Path, **kwargs) -> Tuple[QemuRunner, object]:
 # --- every QEMU board ---------------------------------------------------------------------
 
 
-@requires_arm
-@pytest.mark.qemu
-@pytest.mark.parametrize("board_name", QEMU_BOARDS)
-def test_echo_float_log_and_exit_status(board_name, firmware_builder):
-    board = load_board(board_name)
-    firmware = firmware_builder(board)
+def side_by_side(
+    request: pytest.FixtureRequest,
+    firmware_builder: FirmwareBuilder,
+    test: str,
+    scenario: Callable[[Board, Path], T],
+) -> Dict[str, Future[T]]:
+    """``scenario`` on every board the selected cases of ``test`` name, all at once (a QEMU
+    here mostly waits: for bytes, a time-out or a sleep), each board's result or exception
+    for its case to check. Every QEMU is reaped before this returns, so none outlives the
+    first case's check that no child is left."""
+    boards = [
+        load_board(item.callspec.params["board_name"])
+        for item in request.session.items
+        if item.module is request.module and getattr(item, "originalname", "") == test
+    ]
+    firmware = {board.name: firmware_builder(board) for board in boards}
+    with ThreadPoolExecutor(max_workers=max(1, len(boards))) as pool:
+        return {b.name: pool.submit(scenario, b, firmware[b.name]) for b in boards}
+
+
+def echo_float_log_and_exit(board: Board, firmware: Path) -> QemuRunner:
     runner, port = start(board, firmware)
     with runner:
-        MEASURED.setdefault(board_name, {})["start_s"] = round(runner.startup_seconds, 3)
+        MEASURED.setdefault(board.name, {})["start_s"] = round(runner.startup_seconds, 3)
         payload = bytes(range(256))
         for offset in range(0, len(payload), 200):
             chunk = payload[offset : offset + 200]
@@ -223,8 +241,27 @@ def test_echo_float_log_and_exit_status(board_name, firmware_builder):
 
         port.write(b"x\x2a")
         assert runner.wait(TIMEOUT) == 42
-        assert "seam_test: diagnostic line" in runner.log
-        assert runner.exit_reason() == "exited with status 42"
+    return runner
+
+
+@pytest.fixture(scope="module")
+def echoes(
+    request: pytest.FixtureRequest, firmware_builder: FirmwareBuilder
+) -> Dict[str, Future[QemuRunner]]:
+    return side_by_side(
+        request, firmware_builder, "test_echo_float_log_and_exit_status", echo_float_log_and_exit
+    )
+
+
+@requires_arm
+@pytest.mark.qemu
+@pytest.mark.parametrize("board_name", QEMU_BOARDS)
+def test_echo_float_log_and_exit_status(board_name, echoes):
+    """Echo, a float computed on the device, a log line and an exit status, on every board
+    (the boards side by side: see side_by_side)."""
+    runner = echoes[board_name].result()
+    assert "seam_test: diagnostic line" in runner.log
+    assert runner.exit_reason() == "exited with status 42"
     assert runner.exit_status == 42
     assert not runner.running
 
@@ -256,29 +293,53 @@ def test_icount_tick_counts_are_exact_instruction_counts(board_name, firmware_bu
     )
 
 
+IDLE_SILENCE = 1.5
+
+
+@dataclass(frozen=True)
+class IdleWait:
+    ticks: int  # counted by the firmware from before its "W" to the byte that woke it
+    window: float  # host seconds from the "w" sent to the count read
+    answer: bytes  # its echo of b"abc" after waking
+
+
+def idle_wait(board: Board, firmware: Path) -> IdleWait:
+    runner, port = start(board, firmware)
+    with runner:
+        began = time.monotonic()
+        port.write(b"w")
+        assert read_exactly(port, 1) == b"W"  # the firmware's count started before this
+        time.sleep(IDLE_SILENCE)
+        port.write(b"!")
+        (ticks,) = struct.unpack("<Q", read_exactly(port, 8))
+        window = time.monotonic() - began
+        port.write(b"e\x03abc")
+        return IdleWait(ticks, window, read_exactly(port, 3))
+
+
+@pytest.fixture(scope="module")
+def idle_waits(
+    request: pytest.FixtureRequest, firmware_builder: FirmwareBuilder
+) -> Dict[str, Future[IdleWait]]:
+    """The selected boards' idle waits at once: each is mostly 1.5 s of silence, QEMU asleep."""
+    return side_by_side(
+        request, firmware_builder, "test_idle_wait_keeps_time_and_answers", idle_wait
+    )
+
+
 @requires_arm
 @pytest.mark.qemu
 @pytest.mark.parametrize("board_name", QEMU_BOARDS)
-def test_idle_wait_keeps_time_and_answers(board_name, firmware_builder):
+def test_idle_wait_keeps_time_and_answers(board_name, idle_waits):
     """Waiting for input the firmware sleeps (WFI on the console's receive interrupt, interrupts
     masked). Across 1.5 s of silence, two SysTick wraps or more, its tick count stays within
     the host's own window (each wrap counted once), and the byte that ends the silence wakes
     it: it answers."""
     board = load_board(board_name)
-    silence = 1.5
-    runner, port = start(board, firmware_builder(board))
-    with runner:
-        began = time.monotonic()
-        port.write(b"w")
-        assert read_exactly(port, 1) == b"W"  # the firmware's count started before this
-        time.sleep(silence)
-        port.write(b"!")
-        (ticks,) = struct.unpack("<Q", read_exactly(port, 8))
-        window = time.monotonic() - began
-        hz = board.timer.clock_hz
-        assert silence * hz <= ticks <= window * hz * 1.01, (ticks, silence, window)
-        port.write(b"e\x03abc")
-        assert read_exactly(port, 3) == bytes(b ^ 0x5A for b in b"abc")
+    done = idle_waits[board_name].result()
+    hz = board.timer.clock_hz
+    assert IDLE_SILENCE * hz <= done.ticks <= done.window * hz * 1.01, (done, IDLE_SILENCE)
+    assert done.answer == bytes(b ^ 0x5A for b in b"abc")
 
 
 @requires_arm
@@ -325,20 +386,33 @@ def test_hard_fault_ends_with_fault_status_and_registers(board_name, firmware_bu
         assert "cfsr=0x00010000" in reason  # UsageFault: undefined instruction
 
 
+def hang_and_kill(board: Board, firmware: Path) -> None:
+    runner, port = start(board, firmware)
+    try:
+        pid = runner.pid
+        assert pid is not None
+        port.write(b"h")
+        assert runner.wait(0.5) is None  # still spinning: nobody ends it but us
+        assert runner.stop() is None
+        assert runner.exit_reason() == "stopped by the host (killed)"
+        assert wait_gone(pid, 0.5)
+        assert runner.stop() is None  # idempotent
+    finally:
+        runner.stop()  # a failed check leaves no QEMU spinning beside the other boards
+
+
+@pytest.fixture(scope="module")
+def hangs(request: pytest.FixtureRequest, firmware_builder: FirmwareBuilder) -> Dict[str, Future]:
+    return side_by_side(request, firmware_builder, "test_hanging_firmware_is_killed", hang_and_kill)
+
+
 @requires_arm
 @pytest.mark.qemu
 @pytest.mark.parametrize("board_name", QEMU_BOARDS)
-def test_hanging_firmware_is_killed(board_name, firmware_builder):
-    board = load_board(board_name)
-    runner, port = start(board, firmware_builder(board))
-    pid = runner.pid
-    assert pid is not None
-    port.write(b"h")
-    assert runner.wait(0.5) is None  # still spinning: nobody ends it but us
-    assert runner.stop() is None
-    assert runner.exit_reason() == "stopped by the host (killed)"
-    assert wait_gone(pid, 0.5)
-    assert runner.stop() is None  # idempotent
+def test_hanging_firmware_is_killed(board_name, hangs):
+    """A firmware spinning forever is still running after half a second and is killed by
+    stop() (the boards side by side: see side_by_side)."""
+    hangs[board_name].result()
 
 
 @requires_arm

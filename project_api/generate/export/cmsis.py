@@ -117,22 +117,20 @@ def write_target_header(src: Path, board: Any, level: int, archive_name: str) ->
     CPU with CMSIS-NN's ``level`` (0 any Arm core, 1 DSP, 2 MVE)."""
     cpu = board.cpu.core if board.cpu is not None else board.name
     need = f"{cpu} ({_LEVEL_WORDS[2 - level]}: {_LEVEL_TESTS[2 - level][8:-1]})"
-    fitting = _fitting_cpus()
     lines = [
-        f"/* This export's CMSIS-NN was built for {need}: its kernels and the scratch the",
-        " * arena holds for them were planned for that CPU. A compiler that targets another",
+        f"/* This export's CMSIS-NN was built for {need}: its kernels and the scratch",
+        " * the arena holds for them were planned for that CPU. A compiler that targets another",
         " * stops here. (Build the firmware for it, or export again with the --cpu below.) */",
         "#ifndef MLF_CMSIS_NN_TARGET_H_",
         "#define MLF_CMSIS_NN_TARGET_H_",
         f"#if !({_LEVEL_TESTS[2 - level]})",
     ]
     head = f"exported with CMSIS-NN for {need}; this compiler targets"
-    for index, test in enumerate(_LEVEL_TESTS):
-        other = fitting[index]
+    for index, (test, words, other) in enumerate(_fitting_cpus()):
         lines += [
             f"#{'if' if index == 0 else 'elif'} {test}",
-            f'#error "{head} {_LEVEL_WORDS[index]}: export for it: mlf-project export '
-            f'{archive_name} DIR --cpu {other}"',
+            f'#error "{head} {words}: export for it: mlf-project export {archive_name} DIR '
+            f'--cpu {other}"',
         ]
     lines += [
         "#else",
@@ -148,8 +146,9 @@ def write_target_header(src: Path, board: Any, level: int, archive_name: str) ->
     (src / CMSIS_DIR / TARGET_HEADER).write_text("\n".join(lines))
 
 
-def _fitting_cpus() -> Tuple[str, str, str]:
-    """A ``--cpu`` for each level (MVE, DSP, any Arm core)."""
+def _fitting_cpus() -> List[Tuple[str, str, str]]:
+    """(what the compiler defines, in words, a ``--cpu`` for it), from the largest CPU class
+    down: MVE, DSP, Armv7-M and later, Armv6-M (when a ``--cpu`` exists for it)."""
     from .target import cpu_boards
 
     known = cpu_boards()
@@ -157,11 +156,15 @@ def _fitting_cpus() -> Tuple[str, str, str]:
     def first(cores: Sequence[str]) -> str:
         return next((c for c in cores if c in known), cores[0])
 
-    return (
-        first(("cortex-m55", "cortex-m85")),
-        first(("cortex-m4", "cortex-m7", "cortex-m33")),
-        first(("cortex-m3", "cortex-m0plus", "cortex-m0")),
-    )
+    rows = [
+        (_LEVEL_TESTS[0], _LEVEL_WORDS[0], first(("cortex-m55", "cortex-m85"))),
+        (_LEVEL_TESTS[1], _LEVEL_WORDS[1], first(("cortex-m4", "cortex-m7", "cortex-m33"))),
+    ]
+    armv6 = next((c for c in ("cortex-m0plus", "cortex-m0") if c in known), None)
+    if armv6 is not None:
+        rows.append(("defined(__ARM_ARCH) && __ARM_ARCH < 7", "Armv6-M", armv6))
+    rows.append((_LEVEL_TESTS[2], _LEVEL_WORDS[2], first(("cortex-m3",))))
+    return rows
 
 
 def _prologue(undefine: List[str], defines: Sequence[str]) -> List[str]:

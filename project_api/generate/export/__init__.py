@@ -150,21 +150,22 @@ def _write_export(
     src = root / "src"
     src.mkdir()
     runtime = write_runtime(src)
-    dependency_sources, dependencies, cmsis_nn = write_dependencies(
+    carried = write_dependencies(
         root, archive, declared, plans, board, opts, say, archive_path.name
     )
-    runtime += dependency_sources
+    runtime += carried.sources
+    cmsis_nn = carried.cmsis_nn
     portable = board.is_host
     cpu = None if portable else (board.cpu.core if board.cpu else board.arch)
     target = export_target(cpu, cmsis_nn)
     bits = 8 * pointer_bytes(board)
     # What came from the archive or its dependencies (the C API includes the model's headers).
-    archive_c = list(dependency_sources)
+    archive_c = list(carried.sources)
     models: List[Dict[str, Any]] = []
     described: List[Dict[str, Any]] = []
     names = [plan.c_name for plan in plans]
     for plan, c_name in zip(plans, names):
-        code = write_model_code(src, plan, c_name)
+        code = write_model_code(src, plan, c_name, carried.renames)
         sources = code + write_params(src, plan, c_name)
         api = write_api(src, plan, c_name, target, cmsis_nn)
         archive_c += [f"src/{c_name}.c", *code]
@@ -222,7 +223,7 @@ def _write_export(
         "formats": formats,
         "files": files,
         "runtime_sources": runtime,
-        "dependencies": dependencies,
+        "dependencies": carried.described,
         "archive_c": checked,
         "models": described,
     }

@@ -19,6 +19,7 @@ on a larger core of the same line its files are held at the level they were plan
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
@@ -37,6 +38,17 @@ _LEVEL_TESTS = ("defined(__ARM_FEATURE_MVE)", "defined(__ARM_FEATURE_DSP)", "def
 _LEVEL_WORDS = ("Arm with MVE", "Arm with DSP", "Arm")
 
 
+@dataclass
+class Carried:
+    """What an export carries of its dependencies."""
+
+    sources: List[str] = field(default_factory=list)  # C files under src/, from the root
+    described: List[Dict[str, Any]] = field(default_factory=list)  # export.json's record
+    cmsis_nn: bool = False  # CMSIS-NN is among them: the export is for its CPU only
+    # TVM's calls taken over by the adapter (arm_... -> its function), in every model's renames
+    renames: Dict[str, str] = field(default_factory=dict)
+
+
 def write_dependencies(
     root: Path,
     archive: Any,
@@ -46,11 +58,13 @@ def write_dependencies(
     opts: Mapping[str, Any],
     say: Any,
     archive_name: str = "ARCHIVE",
-) -> Tuple[List[str], List[Dict[str, Any]], bool]:
-    """The dependencies' sources under ``src/`` (relative to ``root``), their record, and
-    whether CMSIS-NN is among them (the export is then for ``board``'s CPU only)."""
+) -> Carried:
+    """The dependencies' sources under ``src/`` (relative to ``root``), their record, whether
+    CMSIS-NN is among them (the export is then for ``board``'s CPU only) and the renames of
+    TVM's calls that go through the adapter."""
+    carried = Carried()
     if not declared.specs:
-        return [], [], False
+        return carried
     from ...resolve import resolve_dependencies
     from ...resolve.recipes import plan_build
     from ...resolve.trust import check_builds
@@ -70,9 +84,8 @@ def write_dependencies(
         policy=declared.policy,
     )
     check_builds(resolved, declared.policy)
-    sources: List[str] = []
-    described: List[Dict[str, Any]] = []
-    carried = False
+    sources = carried.sources
+    described = carried.described
     for dep in resolved:
         entry: Dict[str, Any] = {"short_name": dep.short_name, "resolved": dep.resolved}
         described.append(entry)
@@ -95,7 +108,7 @@ def write_dependencies(
                 hint="point cmsis_path or the dependency at CMSIS-NN v4.1.0 or later",
             )
         write_target_header(root / "src", board, setup.build.level, archive_name)
-        carried = True
+        carried.cmsis_nn = True
         pins = [f for f in level_pins(setup.build.level) if f not in setup.build.flags]
         prologue = _prologue([*setup.build.flags, *pins], build.defines)
         sources += _copy_cmsis_nn(dep.path, build, root / "src", prologue)
@@ -105,11 +118,9 @@ def write_dependencies(
                 target = Path("src") / CMSIS_DIR / name
                 opening = prologue + configuration if name.endswith(".c") else []
                 sources += _copy_file(crt_dir() / CMSIS_DIR / name, root, target, opening)
-            renames = dict(rename.split("=", 1) for rename in setup.adapter.renames)
-            for plan in plans:
-                plan.renames.update(renames)
+            carried.renames.update(rename.split("=", 1) for rename in setup.adapter.renames)
         entry.update(compiled=True, **setup.describe())
-    return sources, described, carried
+    return carried
 
 
 def write_target_header(src: Path, board: Any, level: int, archive_name: str) -> None:

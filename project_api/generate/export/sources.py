@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
-from typing import Dict, List, Set
+from typing import Dict, List, Optional, Set
 
 from ...errors import GenerateError
 from ...read.code import is_junk
@@ -117,9 +117,12 @@ def _config_header() -> str:
     )
 
 
-def write_model_code(src: Path, plan: ModelPlan, name: str) -> List[str]:
+def write_model_code(
+    src: Path, plan: ModelPlan, name: str, calls: Optional[Dict[str, str]] = None
+) -> List[str]:
     """The model's C and headers flattened into ``src/<name>/``, every source opening with
-    ``<name>_renames.h``; returns the sources (relative to the export's root)."""
+    ``<name>_renames.h`` (the plan's renames, and ``calls``: TVM's calls the CMSIS-NN adapter
+    takes over); returns the sources (relative to the export's root)."""
     model = plan.model
     if model.objects:
         raise GenerateError(
@@ -150,7 +153,8 @@ def write_model_code(src: Path, plan: ModelPlan, name: str) -> List[str]:
         text = header.read_text(encoding="utf-8", errors="replace")
         place(header, header.name).write_text(_quoted_includes(text, own))
     renames_header = f"{name}_renames.h"
-    (folder / renames_header).write_text(_renames_header(name, plan.renames))
+    renames = {**plan.renames, **(calls or {})}
+    (folder / renames_header).write_text(_renames_header(name, renames))
     sources = []
     for source in model.sources:
         target_name = source.name if source.suffix == ".c" else f"{source.stem}.cpp"

@@ -6,9 +6,9 @@ references.
 One portable export (no --cpu: graph and AOT, TVM named both ``kws``, two models in one
 firmware) goes into every target of :data:`TARGETS`: the host (gcc, clang, ``-m32``), QEMU
 Cortex-M3 (an385), Cortex-M4F with ``-mfloat-abi=hard`` (an386) and RISC-V (rv64:
-compile-only); each target reserves the arena its pointer width needs. CMSIS-NN exports are CPU-specific: exact on the
-CPU they were exported for (an386: DSP, an547: MVE), an ``#error`` naming the CPU and the
-export command that fits when compiled for another."""
+compile-only); each target reserves the arena its pointer width needs. CMSIS-NN exports are
+CPU-specific: exact on the CPU they were exported for (an386: DSP, an547: MVE), an ``#error``
+naming the CPU and the export command that fits when compiled for another."""
 
 from __future__ import annotations
 

@@ -205,8 +205,8 @@ def test_bare_part(smoke: Dict[str, Any]) -> None:
 
 def test_export_part(smoke: Dict[str, Any]) -> None:
     """The exported library in a user firmware of bench's own: its outputs through the C API
-    and through direct operator calls equal the reference, and its figures add up (the
-    targets are the benchmark's business)."""
+    and through direct operator calls equal the reference (the CPU-specific and the portable
+    export alike), and its figures add up (the targets are the benchmark's business)."""
     part = smoke["parts"]["export"]
     if part["status"] == "skipped":
         assert any(tool in part["reason"] for tool in ("arm-none-eabi", "qemu", "cmake"))
@@ -218,6 +218,10 @@ def test_export_part(smoke: Dict[str, Any]) -> None:
     assert s["ram_beyond_arena_bytes"] == s["library_ram_bytes"] - s["arena_macro_bytes"]
     assert s["flash_delta_bytes"] == s["library_flash_bytes"] - s["generated_flash_bytes"]
     assert 0 < s["direct_instructions"] <= s["run_instructions"]
+    # the portable export in the same firmware (issue 44)
+    assert s["portable_flash_delta_bytes"] == s["portable_flash_bytes"] - s["library_flash_bytes"]
+    assert s["portable_ram_delta_bytes"] == s["portable_ram_bytes"] - s["library_ram_bytes"]
+    assert s["portable_run_instructions"] > 0
 
 
 def test_machines_part(smoke: Dict[str, Any]) -> None:

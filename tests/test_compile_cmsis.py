@@ -1,0 +1,200 @@
+"""``compile --cmsis-nn``: the int8 operators CMSIS-NN v7.0.0 computes call it, against LiteRT's
+reference kernels.
+
+One ``.tflite`` holds every operator case of tests/compile_cases.py (int8); compiled with
+``--cmsis-nn`` it is built once per machine: the host (CMSIS-NN's portable C), and under QEMU
+the Cortex-M4 (qemu-mps2-an386, DSP) and the Cortex-M55 (qemu-mps3-an547, MVE). Every output
+equals LiteRT's (``BUILTIN_REF``) except where docs/compile.md states a difference: a
+FULLY_CONNECTED on CMSIS-NN rounds twice where LiteRT 2.3 rounds once, at most 1 apart
+(:data:`ALLOWED`), and only there. KWS with ``--cmsis-nn`` runs on both Cortex-M machines,
+equal to LiteRT. The archive records each operator's form and CMSIS-NN's own scratch answers.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Dict, Iterator, List, Tuple
+
+import numpy as np
+import pytest
+from compile_cases import CONTROL, cases_model
+from conftest import CMSIS_NN_SKIP, REPO_ROOT, cmsis_nn, cmsis_nn_given, requires_arm
+
+from project_api.compile import CmsisNnSource, compile_tflite, parse_forced
+from project_api.compile.forms import CMSIS_NN_DEPENDENCY
+from project_api.driver import Project
+from project_api.errors import CompileError
+
+litert = pytest.importorskip(
+    "ai_edge_litert.interpreter", reason="LiteRT (ai-edge-litert, the test extra) is the oracle"
+)
+pytestmark = pytest.mark.skipif(not cmsis_nn_given(), reason=CMSIS_NN_SKIP)
+
+TAG = CMSIS_NN_DEPENDENCY["version_spec"]
+KWS = REPO_ROOT.parent / "shared" / "models" / "kws_ref_model.tflite"
+# The largest difference from LiteRT a case may show, by the kind of its operator under
+# CMSIS-NN (docs/compile.md): FULLY_CONNECTED's double rounding against LiteRT's single one.
+ALLOWED = {"fc": 1, CONTROL: 1}
+# Cases whose operator is FULLY_CONNECTED on CMSIS-NN and whose ties must show the difference.
+MUST_DIFFER = ("fc_ties", CONTROL)
+RUNS = 3
+
+
+def litert_outputs(model: bytes, inputs: Dict[str, np.ndarray]) -> List[np.ndarray]:
+    interpreter = litert.Interpreter(
+        model_content=model, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF
+    )
+    interpreter.allocate_tensors()
+    for detail in interpreter.get_input_details():
+        interpreter.set_tensor(detail["index"], inputs[detail["name"]])
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+
+
+def random_inputs(model: bytes, seed: int) -> Dict[str, np.ndarray]:
+    interpreter = litert.Interpreter(model_content=model)
+    rng = np.random.default_rng(seed)
+    return {
+        d["name"]: rng.integers(-128, 128, tuple(d["shape"])).astype(np.int8)
+        for d in interpreter.get_input_details()
+    }
+
+
+@pytest.fixture(scope="module")
+def cmsis_v7(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """CMSIS-NN at the tag the archive names, checked out once."""
+    source = cmsis_nn()
+    if source.tree is not None:
+        return source.tree
+    assert source.git_url is not None
+    tree = tmp_path_factory.mktemp("cmsis-v7") / "CMSIS-NN"
+    subprocess.run(
+        ["git", "-c", "advice.detachedHead=false", "clone", "--quiet", "--depth", "1",
+         "--branch", TAG, source.git_url, str(tree)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return tree
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory: pytest.TempPathFactory, cmsis_v7: Path) -> Tuple[bytes, List[str], Path]:
+    work = tmp_path_factory.mktemp("cmsis_cases")
+    model, names = cases_model("int8")
+    (work / "cases.tflite").write_bytes(model)
+    archive = compile_tflite(
+        work / "cases.tflite",
+        work / "cases.tar",
+        cmsis_nn=True,
+        source=CmsisNnSource(cmsis_path=str(cmsis_v7)),
+    )
+    return model, names, archive
+
+
+def kernel_forms(archive: Path) -> Dict[str, object]:
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("./src/default.kernels.json")
+        assert member is not None
+        return json.loads(member.read())
+
+
+def check_cases(project: Project, model: bytes, names: List[str], runs: int) -> None:
+    """Every case equal to LiteRT, or within :data:`ALLOWED` where stated; the stated
+    differences must show up (else the allowance is not needed: a test that cannot fail)."""
+    problems: List[str] = []
+    largest: Dict[str, int] = {}
+    with project.session(timeout=120) as session:
+        for seed in range(runs):
+            inputs = random_inputs(model, seed)
+            got = session.run(inputs)
+            want = litert_outputs(model, inputs)
+            for i, name in enumerate(names):
+                actual = got[f"output{i}"].reshape(want[i].shape)
+                if want[i].dtype != np.int8:
+                    continue
+                diff = int(np.max(np.abs(actual.astype(np.int32) - want[i].astype(np.int32))))
+                largest[name] = max(largest.get(name, 0), diff)
+                allowed = next((v for k, v in ALLOWED.items() if name.startswith(k)), 0)
+                if diff > allowed:
+                    problems.append(f"{name} (seed {seed}): differs by {diff} > {allowed}")
+    assert problems == []
+    assert all(largest[name] == 1 for name in MUST_DIFFER), largest
+
+
+def test_archive_records_forms_and_library_answers(cases: Tuple[bytes, List[str], Path]) -> None:
+    _, _, archive = cases
+    record = kernel_forms(archive)
+    operators = record["operators"]
+    assert isinstance(operators, list)
+    forms = {(op["operator"], op["form"]) for op in operators}
+    for kind in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "AVERAGE_POOL_2D",
+                 "MAX_POOL_2D", "ADD", "MUL"):  # fmt: skip
+        assert (kind, "cmsis-nn") in forms, kind
+    # broadcasting ADD/MUL, softmax and the float-only steps stay on our C
+    assert ("ADD", "ref") in forms and ("SOFTMAX", "ref") in forms
+    assert ("SOFTMAX", "cmsis-nn") not in forms
+    calls = {op["call"]: op["scratch"] for op in operators if op["form"] == "cmsis-nn"}
+    assert calls["arm_fully_connected_s8"]["mve"] > 0 == calls["arm_fully_connected_s8"]["dsp"]
+    with tarfile.open(archive) as tar:
+        meta = json.loads(tar.extractfile("./metadata.json").read())  # type: ignore[union-attr]
+    assert meta["modules"]["default"]["external_dependencies"] == [CMSIS_NN_DEPENDENCY]
+
+
+def test_forced_forms(tmp_path: Path, cmsis_v7: Path) -> None:
+    model, _ = cases_model("int8")
+    path = tmp_path / "cases.tflite"
+    path.write_bytes(model)
+    source = CmsisNnSource(cmsis_path=str(cmsis_v7))
+    archive = compile_tflite(path, tmp_path / "a.tar", cmsis_nn=True, source=source,
+                             forms=parse_forced(["fully_connected=ref"]))  # fmt: skip
+    fc = [op for op in kernel_forms(archive)["operators"] if op["operator"] == "FULLY_CONNECTED"]
+    assert fc and {op["form"] for op in fc} == {"ref"}
+    # a form forced where it cannot compute: one line, nothing written
+    with pytest.raises(CompileError, match=r"operator \d+ \(SOFTMAX\): form cmsis-nn"):
+        compile_tflite(path, tmp_path / "b.tar", forms={"SOFTMAX": "cmsis-nn"}, source=source)
+    assert not (tmp_path / "b.tar").exists()
+    with pytest.raises(CompileError, match="--form"):
+        parse_forced(["CONV_2D=fast"])
+
+
+def test_cases_on_the_host(
+    cases: Tuple[bytes, List[str], Path], cmsis_v7: Path, tmp_path: Path
+) -> None:
+    model, names, archive = cases
+    project = Project.generate(archive, tmp_path / "p", options={"cmsis_path": str(cmsis_v7)})
+    project.build()
+    check_cases(project, model, names, RUNS)
+
+
+@pytest.fixture(scope="module")
+def kws(tmp_path_factory: pytest.TempPathFactory, cmsis_v7: Path) -> Iterator[Path]:
+    if not KWS.is_file():
+        pytest.skip(f"needs {KWS}")
+    work = tmp_path_factory.mktemp("cmsis_kws")
+    yield compile_tflite(KWS, work / "kws.tar", cmsis_nn=True,
+                         source=CmsisNnSource(cmsis_path=str(cmsis_v7)))  # fmt: skip
+
+
+@pytest.mark.qemu
+@requires_arm
+@pytest.mark.parametrize("board", ["qemu-mps2-an386", "qemu-mps3-an547"])
+def test_on_cortex_m(
+    board: str, cases: Tuple[bytes, List[str], Path], kws: Path, cmsis_v7: Path, tmp_path: Path
+) -> None:
+    """DSP (Cortex-M4) and MVE (Cortex-M55): the cases, then KWS, equal to LiteRT."""
+    model, names, archive = cases
+    options = {"cmsis_path": str(cmsis_v7)}
+    project = Project.generate(archive, tmp_path / "cases", board=board, options=options)
+    project.build()
+    check_cases(project, model, names, 1)
+    kws_project = Project.generate(kws, tmp_path / "kws", board=board, options=options)
+    kws_project.build()
+    data = KWS.read_bytes()
+    with kws_project.session(timeout=120) as session:
+        for seed in range(2):
+            inputs = random_inputs(data, seed)
+            got = session.run(inputs)["output0"]
+            want = litert_outputs(data, inputs)[0]
+            np.testing.assert_array_equal(got.reshape(want.shape), want)

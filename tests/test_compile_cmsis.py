@@ -2,12 +2,14 @@
 reference kernels.
 
 One ``.tflite`` holds every operator case of tests/compile_cases.py (int8); compiled with
-``--cmsis-nn`` it is built once per machine: the host (CMSIS-NN's portable C), and under QEMU
-the Cortex-M4 (qemu-mps2-an386, DSP) and the Cortex-M55 (qemu-mps3-an547, MVE). Every output
-equals LiteRT's (``BUILTIN_REF``) except where docs/compile.md states a difference: a
-FULLY_CONNECTED on CMSIS-NN rounds twice where LiteRT 2.3 rounds once, at most 1 apart
-(:data:`ALLOWED`), and only there. KWS with ``--cmsis-nn`` runs on both Cortex-M machines,
-equal to LiteRT. The archive records each operator's form and CMSIS-NN's own scratch answers.
+``--cmsis-nn --form FULLY_CONNECTED=cmsis-nn`` (every CMSIS-NN kernel) it is built once per
+machine: the host (CMSIS-NN's portable C), and under QEMU the Cortex-M4 (qemu-mps2-an386, DSP)
+and the Cortex-M55 (qemu-mps3-an547, MVE). Every output equals LiteRT's (``BUILTIN_REF``)
+except where docs/compile.md states a difference: a FULLY_CONNECTED on CMSIS-NN rounds twice
+where LiteRT 2.3 rounds once, at most 1 apart (:data:`ALLOWED`), and only there (plain
+``--cmsis-nn`` keeps FULLY_CONNECTED on our C for that). KWS with ``--cmsis-nn`` runs on both
+Cortex-M machines, equal to LiteRT. The archive records each operator's form and CMSIS-NN's
+own scratch answers.
 """
 
 from __future__ import annotations
@@ -80,7 +82,9 @@ def cmsis_v7(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def cases(tmp_path_factory: pytest.TempPathFactory, cmsis_v7: Path) -> Tuple[bytes, List[str], Path]:
+def cases(
+    tmp_path_factory: pytest.TempPathFactory, cmsis_v7: Path
+) -> Tuple[bytes, List[str], Path]:
     work = tmp_path_factory.mktemp("cmsis_cases")
     model, names = cases_model("int8")
     (work / "cases.tflite").write_bytes(model)
@@ -88,6 +92,7 @@ def cases(tmp_path_factory: pytest.TempPathFactory, cmsis_v7: Path) -> Tuple[byt
         work / "cases.tflite",
         work / "cases.tar",
         cmsis_nn=True,
+        forms={"FULLY_CONNECTED": "cmsis-nn"},
         source=CmsisNnSource(cmsis_path=str(cmsis_v7)),
     )
     return model, names, archive
@@ -142,15 +147,20 @@ def test_archive_records_forms_and_library_answers(cases: Tuple[bytes, List[str]
     assert meta["modules"]["default"]["external_dependencies"] == [CMSIS_NN_DEPENDENCY]
 
 
-def test_forced_forms(tmp_path: Path, cmsis_v7: Path) -> None:
+def test_forms_chosen_and_forced(tmp_path: Path, cmsis_v7: Path) -> None:
+    """Plain --cmsis-nn leaves FULLY_CONNECTED on our C (exact); --form forces either way."""
     model, _ = cases_model("int8")
     path = tmp_path / "cases.tflite"
     path.write_bytes(model)
     source = CmsisNnSource(cmsis_path=str(cmsis_v7))
-    archive = compile_tflite(path, tmp_path / "a.tar", cmsis_nn=True, source=source,
-                             forms=parse_forced(["fully_connected=ref"]))  # fmt: skip
-    fc = [op for op in kernel_forms(archive)["operators"] if op["operator"] == "FULLY_CONNECTED"]
-    assert fc and {op["form"] for op in fc} == {"ref"}
+    archive = compile_tflite(path, tmp_path / "a.tar", cmsis_nn=True, source=source)
+    forms = {(op["operator"], op["form"]) for op in kernel_forms(archive)["operators"]}
+    assert ("FULLY_CONNECTED", "ref") in forms and ("CONV_2D", "cmsis-nn") in forms
+    assert ("FULLY_CONNECTED", "cmsis-nn") not in forms
+    archive = compile_tflite(path, tmp_path / "r.tar", cmsis_nn=True, source=source,
+                             forms=parse_forced(["conv_2d=ref"]))  # fmt: skip
+    forms = {(op["operator"], op["form"]) for op in kernel_forms(archive)["operators"]}
+    assert ("CONV_2D", "ref") in forms and ("CONV_2D", "cmsis-nn") not in forms
     # a form forced where it cannot compute: one line, nothing written
     with pytest.raises(CompileError, match=r"operator \d+ \(SOFTMAX\): form cmsis-nn"):
         compile_tflite(path, tmp_path / "b.tar", forms={"SOFTMAX": "cmsis-nn"}, source=source)

@@ -49,16 +49,16 @@ class CompileCommand(Command):
         parser.add_argument(
             "--cmsis-nn",
             action="store_true",
-            help="int8 operators CMSIS-NN v7.0.0 computes exactly (or within docs/compile.md's "
-            "stated difference) call it; the archive names CMSIS-NN as a dependency",
+            help="int8 operators CMSIS-NN v7.0.0 computes exactly as LiteRT call it (not "
+            "FULLY_CONNECTED: see --form); the archive names CMSIS-NN as a dependency",
         )
         parser.add_argument(
             "--form",
             action="append",
             default=[],
             metavar="KIND=FORM",
-            help=f"force a kernel form ({', '.join(FORMS)}) on every operator of KIND "
-            "(e.g. FULLY_CONNECTED=ref); repeatable",
+            help=f"force a kernel form ({', '.join(FORMS)}) on every operator of KIND, e.g. "
+            "FULLY_CONNECTED=cmsis-nn (1 apart from LiteRT on ties: docs/compile.md); repeatable",
         )
         parser.add_argument(
             "--cmsis-path",

@@ -71,9 +71,7 @@ def _probe_source(queries: Sequence[Query]) -> Tuple[str, List[str]]:
             if size != "0":
                 roots.append(size.split("(", 1)[0])
         lines.append(
-            '    printf("%ld %ld %ld\\n", '
-            + ", ".join(f"(long)({size})" for size in sizes)
-            + ");"
+            '    printf("%ld %ld %ld\\n", ' + ", ".join(f"(long)({size})" for size in sizes) + ");"
         )
         lines.append("  }")
     lines += ["  return 0;", "}", ""]

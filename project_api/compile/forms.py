@@ -118,10 +118,12 @@ FORMS: Dict[str, Form] = {
         dependency=CMSIS_NN_DEPENDENCY,
     ),
 }
-# What --cmsis-nn prefers, kind by kind: CMSIS-NN where it is exact or within a documented
-# difference (docs/compile.md: FULLY_CONNECTED rounds twice, LiteRT once); SOFTMAX stays ref
-# (CMSIS-NN's fixed-point exponential differs from LiteRT's float table).
-CMSIS_PREFERRED = CMSIS_KINDS
+# What --cmsis-nn prefers, kind by kind: CMSIS-NN wherever its output is LiteRT's, exactly.
+# FULLY_CONNECTED stays ref: CMSIS-NN requantizes it with TFLite's classic double rounding
+# where LiteRT 2.3 rounds once (halves away from zero), 1 apart on ties (docs/compile.md);
+# ``--form FULLY_CONNECTED=cmsis-nn`` takes that difference for CMSIS-NN's speed. SOFTMAX has
+# no exact CMSIS-NN kernel (its fixed-point exponential is not LiteRT's float table).
+CMSIS_PREFERRED = tuple(kind for kind in CMSIS_KINDS if kind != "FULLY_CONNECTED")
 
 
 @dataclass
@@ -170,9 +172,7 @@ def parse_forced(items: Sequence[str]) -> Dict[str, str]:
         kind, sep, form = item.partition("=")
         kind = kind.strip().upper()
         if not sep or not kind or form not in FORMS:
-            raise CompileError(
-                f"--form {item!r}: KIND=FORM with FORM one of {', '.join(FORMS)}"
-            )
+            raise CompileError(f"--form {item!r}: KIND=FORM with FORM one of {', '.join(FORMS)}")
         forced[kind] = form
     return forced
 

@@ -82,9 +82,7 @@ class CmsisCall(Op):
         if self.sized:
             body.line(f"int32_t need_ = {self.size_call()};")
             with body.block("if (need_ > 0)"):
-                body.line(
-                    "ctx_.buf = TVMBackendAllocWorkspace(1, 0, (uint64_t)need_, 0, 8);"
-                )
+                body.line("ctx_.buf = TVMBackendAllocWorkspace(1, 0, (uint64_t)need_, 0, 8);")
                 body.line("if (ctx_.buf == NULL) return -1;")
                 body.line("ctx_.size = need_;")
                 self.prepare(body, ins)

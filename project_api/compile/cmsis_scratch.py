@@ -7,7 +7,9 @@ CPU levels CMSIS-NN knows: the portable C (the plain query, compiled on the host
 MVE), ``*_dsp`` and ``*_mve``. The program declares exactly what the operator's C declares
 (:meth:`~..modelgen.ops.tflite_cmsis.CmsisCall.setup`), so it asks what the firmware asks.
 
-The answers go into the archive (``src/<mod>.kernels.json``); the memory planner puts the
+The build and the run are confined as a firmware's build and a host firmware are
+(``sandbox/``): CMSIS-NN's code is a dependency's, whoever named it. The answers go into the
+archive (``src/<mod>.kernels.json``); the memory planner puts the
 board's level's answer into that operator's workspace window
 (``generate/cmsis_nn_workspace.py``). At run time the operator asks the linked library again
 and takes its answer from that window: a window too small fails the call, never silently.
@@ -19,7 +21,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import CompileError, DependencyError
 from ..modelgen.ops import TensorType
@@ -28,6 +30,8 @@ from ..resolve import collect_dependencies, resolve_dependencies
 from ..resolve.cmsis_nn_release import read_tree
 from ..resolve.cmsis_nn_sources import needed_sources
 from ..resolve.recipes import cmsis_nn_root
+from ..sandbox import policies, prepare
+from ..sandbox.confine import Confinement
 
 Query = Tuple[CmsisCall, Sequence[TensorType], TensorType]
 PROBE_SECONDS = 120
@@ -78,6 +82,33 @@ def _probe_source(queries: Sequence[Query]) -> Tuple[str, List[str]]:
     return "\n".join(lines), roots
 
 
+def _confined(
+    argv: List[str], make: Callable[[], Confinement], work: Path
+) -> subprocess.CompletedProcess[str]:
+    """``argv`` run confined as a build (the compile) or a host firmware (the probe) is:
+    CMSIS-NN's code is a dependency's, confined like every build and run of it."""
+    confine = prepare(make)
+    try:
+        return subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=PROBE_SECONDS,
+            cwd=work,
+            stdin=subprocess.DEVNULL,
+            env=policies.build_environment(work) if confine is not None else None,
+            preexec_fn=confine.apply if confine is not None else None,
+            start_new_session=True,
+        )
+    except subprocess.TimeoutExpired:
+        raise CompileError(
+            f"--cmsis-nn: {Path(argv[0]).name} took over {PROBE_SECONDS} s"
+        ) from None
+    finally:
+        if confine is not None:
+            confine.close()
+
+
 def ask_scratch(root: Path, queries: Sequence[Query]) -> List[Dict[str, int]]:
     """{level: bytes} for each query, answered by the tree at ``root`` (built on the host)."""
     if not queries:
@@ -98,11 +129,15 @@ def ask_scratch(root: Path, queries: Sequence[Query]) -> List[Dict[str, int]]:
         exe = Path(work) / "probe"
         command = [compiler, "-std=c11", "-O0", "-w", f"-I{root / 'Include'}", str(probe)]
         command += [str(root / s) for s in needed] + ["-o", str(exe), "-lm"]
-        built = subprocess.run(command, capture_output=True, text=True, timeout=PROBE_SECONDS)
+        built = _confined(
+            command,
+            lambda: policies.build([compiler], [root, Path(work)], [Path(work)]),
+            Path(work),
+        )
         if built.returncode != 0:
             first = (built.stderr.strip().splitlines() or ["?"])[0]
             raise CompileError(f"--cmsis-nn: asking CMSIS-NN its buffer sizes failed: {first}")
-        ran = subprocess.run([str(exe)], capture_output=True, text=True, timeout=PROBE_SECONDS)
+        ran = _confined([str(exe)], lambda: policies.host_firmware(exe), Path(work))
     rows = ran.stdout.split("\n")
     answers: List[Dict[str, int]] = []
     for number in range(len(queries)):

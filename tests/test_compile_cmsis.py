@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 from compile_cases import CONTROL, cases_model
 from conftest import CMSIS_NN_SKIP, REPO_ROOT, cmsis_nn, cmsis_nn_given, requires_arm
+from workspace_marks import over_window, planned_windows
 
 from project_api.compile import CmsisNnSource, compile_tflite, parse_forced
 from project_api.compile.forms import CMSIS_NN_DEPENDENCY
@@ -176,6 +177,18 @@ def test_cases_on_the_host(
     project = Project.generate(archive, tmp_path / "p", options={"cmsis_path": str(cmsis_v7)})
     project.build()
     check_cases(project, model, names, RUNS)
+    # CMSIS-NN's scratch, taken at run time as the linked library answers, lies within each
+    # operator's planned window, which holds the answer recorded at compile time
+    windows, funcs, _ = planned_windows(archive)
+    with project.session(timeout=60) as session:
+        session.run(random_inputs(model, 0))
+        assert session.last_stats is not None
+        marks = session.last_stats.workspace_marks
+    assert marks is not None and over_window(marks, windows, funcs) == []
+    asking = {op["function"] for op in kernel_forms(archive)["operators"]
+              if op.get("scratch", {}).get("portable")}  # fmt: skip
+    taken = [m for m, f in zip(marks, funcs) if f in asking]
+    assert asking and taken and all(m > 0 for m in taken), (asking, taken)
 
 
 @pytest.fixture(scope="module")

@@ -26,10 +26,12 @@ from compile_cases import CONTROL, cases_model
 from conftest import CMSIS_NN_SKIP, REPO_ROOT, cmsis_nn, cmsis_nn_given, requires_arm
 from workspace_marks import over_window, planned_windows
 
+from project_api.cli.info import describe_model
 from project_api.compile import CmsisNnSource, compile_tflite, parse_forced
 from project_api.compile.forms import CMSIS_NN_DEPENDENCY
 from project_api.driver import Project
 from project_api.errors import CompileError
+from project_api.read import open_archive
 
 litert = pytest.importorskip(
     "ai_edge_litert.interpreter", reason="LiteRT (ai-edge-litert, the test extra) is the oracle"
@@ -146,6 +148,11 @@ def test_archive_records_forms_and_library_answers(cases: Tuple[bytes, List[str]
     with tarfile.open(archive) as tar:
         meta = json.loads(tar.extractfile("./metadata.json").read())  # type: ignore[union-attr]
     assert meta["modules"]["default"]["external_dependencies"] == [CMSIS_NN_DEPENDENCY]
+    # info shows each operator's form and the library's answers
+    with open_archive(archive) as opened:
+        text = "\n".join(describe_model(opened.models[0]))
+    assert "kernel forms (compile):" in text and "SOFTMAX: ref" in text
+    assert "CONV_2D: cmsis-nn (arm_convolve_wrapper_s8; scratch B: portable" in text
 
 
 def test_forms_chosen_and_forced(tmp_path: Path, cmsis_v7: Path) -> None:

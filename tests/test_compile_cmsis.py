@@ -22,7 +22,7 @@ from typing import Dict, Iterator, List, Tuple
 
 import numpy as np
 import pytest
-from compile_cases import CONTROL, cases_model
+from compile_cases import CONTROL, cases_model, tiny_model
 from conftest import CMSIS_NN_SKIP, REPO_ROOT, cmsis_nn, cmsis_nn_given, requires_arm
 from workspace_marks import over_window, planned_windows
 
@@ -196,6 +196,25 @@ def test_cases_on_the_host(
               if op.get("scratch", {}).get("portable")}  # fmt: skip
     taken = [m for m, f in zip(marks, funcs) if f in asking]
     assert asking and taken and all(m > 0 for m in taken), (asking, taken)
+
+
+def test_aot_archive_on_the_host(tmp_path: Path, cmsis_v7: Path) -> None:
+    """The small chain as an AOT archive (unpacked calls, one workspace) with --cmsis-nn:
+    equal to LiteRT."""
+    path = tmp_path / "tiny.tflite"
+    path.write_bytes(tiny_model("int8"))
+    archive = compile_tflite(path, tmp_path / "aot.tar", executor="aot", cmsis_nn=True,
+                             source=CmsisNnSource(cmsis_path=str(cmsis_v7)))  # fmt: skip
+    assert {op["form"] for op in kernel_forms(archive)["operators"]} == {"ref", "cmsis-nn"}
+    project = Project.generate(archive, tmp_path / "p", options={"cmsis_path": str(cmsis_v7)})
+    project.build()
+    model = path.read_bytes()
+    with project.session(timeout=60) as session:
+        for seed in range(3):
+            inputs = random_inputs(model, seed)
+            got = session.run(inputs)["output0"]
+            want = litert_outputs(model, inputs)[0]
+            np.testing.assert_array_equal(got.reshape(want.shape), want)
 
 
 @pytest.fixture(scope="module")

@@ -25,12 +25,12 @@ from ..modelgen.ops import Op
 from ..modelgen.ops.tflite import TflConv, TflFullyConnected, TflPool
 from ..modelgen.ops.tflite_cmsis import (
     CmsisBinary,
-    CmsisCall,
     CmsisConv,
     CmsisFullyConnected,
     CmsisPool,
 )
 from ..modelgen.ops.tflite_elementwise import TflBinary
+from .support import LITERT_ROUNDING
 from .tflite import Operator, TfliteModel
 
 REF = "ref"
@@ -87,7 +87,9 @@ def _cmsis_wrap(op: Op) -> Optional[Op]:
 
 @dataclass(frozen=True)
 class Form:
-    """One way of computing operators (see the module docstring)."""
+    """One way of computing operators (see the module docstring). ``refusal`` must refuse
+    whatever ``wrap`` would not take where the form's ``rounding`` is not LiteRT's (the
+    operator's constants are worked out for the form's rounding before it is lowered)."""
 
     name: str
     summary: str
@@ -150,7 +152,10 @@ class FormPlan:
                 continue
             wrapped = form.wrap(node.op)
             if wrapped is None:
-                if self.forced.get(op.index):
+                # ref computes LiteRT's rounding: a form whose constants were worked out for
+                # another rounding cannot fall back to it
+                other = form.rounding.get(op.name, LITERT_ROUNDING.get(op.name))
+                if self.forced.get(op.index) or other != LITERT_ROUNDING.get(op.name):
                     raise CompileError(
                         f"operator {op.index} ({op.name}): form {name} cannot compute it"
                     )
@@ -196,7 +201,3 @@ def plan_forms(
         elif cmsis_nn and op.name in CMSIS_PREFERRED and not _cmsis_refusal(model, op):
             wanted[op.index] = CMSIS_NN
     return FormPlan(wanted, is_forced)
-
-
-def is_cmsis(op: Op) -> bool:
-    return isinstance(op, CmsisCall)

@@ -22,8 +22,19 @@ from typing import Dict, Iterator, List, Tuple
 
 import numpy as np
 import pytest
-from compile_cases import CONTROL, cases_model, tiny_model
+from compile_cases import (
+    CASES,
+    CONTROL,
+    Case,
+    binary_case,
+    cases_model,
+    conv_case,
+    fc_case,
+    pool_case,
+    tiny_model,
+)
 from conftest import CMSIS_NN_SKIP, REPO_ROOT, cmsis_nn, cmsis_nn_given, requires_arm
+from tflite_builders import TfliteWriter
 from workspace_marks import over_window, planned_windows
 
 from project_api.cli.info import describe_model
@@ -46,6 +57,42 @@ ALLOWED = {"fc": 1, CONTROL: 1}
 # Cases whose operator is FULLY_CONNECTED on CMSIS-NN and whose ties must show the difference.
 MUST_DIFFER = ("fc_ties", CONTROL)
 RUNS = 3
+# Shapes that take the paths CMSIS-NN's wrappers choose between, beyond compile_cases's: 1x1
+# fast and strided, 1xN, 3x3 and larger channel-for-channel depthwise (DSP's 3x3 code, the
+# "opt" code), a one-input-channel depthwise (run as a convolution on MVE), pools and element-
+# wise kernels over lengths that are no multiple of the vector width.
+PATH_CASES = [
+    Case("path_conv_1x1_fast", conv_case((1, 5, 4, 16), (8, 1, 1, 16), {"padding": "VALID"})),
+    Case("path_conv_1x1_s2",
+         conv_case((1, 6, 6, 8), (5, 1, 1, 8), {"padding": "VALID", "stride": (2, 2)})),
+    Case("path_conv_1xn", conv_case((1, 1, 12, 4), (6, 1, 3, 4), {})),
+    Case("path_dw_3x3_c16", conv_case((1, 6, 6, 16), (1, 3, 3, 16), {}, depthwise=True)),
+    Case("path_dw_5x5_c12", conv_case((1, 7, 7, 12), (1, 5, 5, 12), {}, depthwise=True)),
+    Case("path_dw_one_input_channel",
+         conv_case((1, 12, 6, 1), (1, 4, 3, 16), {"stride": (2, 2), "multiplier": 16},
+                   depthwise=True)),
+    Case("path_avg_c16", pool_case("AVERAGE_POOL_2D", (1, 5, 4, 16),
+                                   {"size": (5, 4), "stride": (1, 1)})),
+    Case("fc_depth64", fc_case((1, 64), 12, "RELU")),
+    Case("path_add_37", binary_case("ADD", (1, 37), (1, 37))),
+    Case("path_mul_37", binary_case("MUL", (1, 37), (1, 37), "RELU")),
+]  # fmt: skip
+
+
+def all_cases_model(seed: int = 0) -> Tuple[bytes, List[str]]:
+    """compile_cases's int8 cases and :data:`PATH_CASES` in one ``.tflite``, as
+    ``cases_model`` builds it."""
+    rng = np.random.default_rng(seed)
+    w = TfliteWriter()
+    inputs, outputs = [], []
+    for case in [*CASES, *PATH_CASES]:
+        x, y = case.add(w, rng, "int8")
+        fed = x if isinstance(x, tuple) else (x,)
+        for number, tensor in enumerate(fed):
+            w.tensors[tensor].name = f"{case.name}_in" + (f"{number}" if number else "")
+            inputs.append(tensor)
+        outputs.append(y)
+    return w.finish(inputs, outputs), [case.name for case in [*CASES, *PATH_CASES]]
 
 
 def litert_outputs(model: bytes, inputs: Dict[str, np.ndarray]) -> List[np.ndarray]:
@@ -89,7 +136,7 @@ def cases(
     tmp_path_factory: pytest.TempPathFactory, cmsis_v7: Path
 ) -> Tuple[bytes, List[str], Path]:
     work = tmp_path_factory.mktemp("cmsis_cases")
-    model, names = cases_model("int8")
+    model, names = all_cases_model()
     (work / "cases.tflite").write_bytes(model)
     archive = compile_tflite(
         work / "cases.tflite",

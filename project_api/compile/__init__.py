@@ -3,8 +3,10 @@
 The pipeline's first stage: **compile → MLF → read → resolve → generate ...**
 
     tflite.read_tflite(path)       bounded FlatBuffer reader → TfliteModel
+    forms.plan_forms(model)        each operator's kernel form (ref, cmsis-nn): one seam
     lower.lower_model(model)       checks (one-line refusals) → modelgen Network of
-                                   operators with TFLite's reference arithmetic
+                                   operators with TFLite's reference arithmetic, each in
+                                   its form (cmsis_scratch.py: CMSIS-NN's scratch answers)
     modelgen                       Network → TVM-ABI C, graph.json, params → MLF (version 7)
 
 Nothing is written until every check has passed; the archive appears at once (renamed into

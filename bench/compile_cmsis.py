@@ -4,7 +4,8 @@ MLPerf Tiny's KWS (``../shared/models/kws_ref_model.tflite``) compiled with ``--
 (CMSIS-NN v7.0.0, the archive's own dependency, from ``../shared/deps/CMSIS-NN.git`` or
 ``$MLF_PROJECT_CMSIS_NN``), and TVM 0.14's ``kws_int8_cmsisnn.tar`` of the corpus with the same
 CMSIS-NN, each generated, built and run once on qemu-mps2-an386 (Cortex-M4, CMSIS-NN's DSP code)
-and qemu-mps3-an547 (Cortex-M55, its MVE code), as ``mlf-project run --icount`` does:
+and qemu-mps3-an547 (Cortex-M55, its MVE code), and on qemu-mps2-an385 (Cortex-M3, its
+portable C), as ``mlf-project run --icount`` does:
 
 - instructions per inference (QEMU ``-icount``, the firmware's SysTick);
 - flash (``text``: code and read-only data, the weights included) and RAM (``.data`` + ``.bss``,
@@ -36,8 +37,8 @@ from .common import (
     size_berkeley,
 )
 
-AN386, AN547 = "qemu-mps2-an386", "qemu-mps3-an547"
-BOARDS = (AN386, AN547)
+AN385, AN386, AN547 = "qemu-mps2-an385", "qemu-mps2-an386", "qemu-mps3-an547"
+BOARDS = (AN385, AN386, AN547)
 KWS = REPO_ROOT.parent / "shared" / "models" / "kws_ref_model.tflite"
 TVM_ARCHIVE = "kws_int8_cmsisnn"
 
@@ -172,7 +173,7 @@ def _figures(c: Dict[str, Any], board: str) -> str:
 
 PART = Part(
     "compile_cmsis",
-    "22. compile --cmsis-nn: KWS on the Cortex-M4 (DSP) and -M55 (MVE) beside TVM 0.14's archive",
+    "22. compile --cmsis-nn: KWS on the Cortex-M3, -M4 (DSP) and -M55 (MVE) beside TVM 0.14's",
     run,
     columns=[
         "archive",

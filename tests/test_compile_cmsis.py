@@ -220,8 +220,9 @@ def test_forms_chosen_and_forced(tmp_path: Path, cmsis_v7: Path) -> None:
     with pytest.raises(CompileError, match=r"operator \d+ \(SOFTMAX\): form cmsis-nn"):
         compile_tflite(path, tmp_path / "b.tar", forms={"SOFTMAX": "cmsis-nn"}, source=source)
     assert not (tmp_path / "b.tar").exists()
-    with pytest.raises(CompileError, match="--form"):
-        parse_forced(["CONV_2D=fast"])
+    for bad in ("CONV_2D=fast", "CONV_3D=ref", "CONV_2D"):
+        with pytest.raises(CompileError, match="--form"):
+            parse_forced([bad])
 
 
 def test_cases_on_the_host(

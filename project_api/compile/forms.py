@@ -30,7 +30,7 @@ from ..modelgen.ops.tflite_cmsis import (
     CmsisPool,
 )
 from ..modelgen.ops.tflite_elementwise import TflBinary
-from .support import LITERT_ROUNDING
+from .support import LITERT_ROUNDING, SUPPORTED
 from .tflite import Operator, TfliteModel
 
 REF = "ref"
@@ -176,8 +176,11 @@ def parse_forced(items: Sequence[str]) -> Dict[str, str]:
     for item in items:
         kind, sep, form = item.partition("=")
         kind = kind.strip().upper()
-        if not sep or not kind or form not in FORMS:
-            raise CompileError(f"--form {item!r}: KIND=FORM with FORM one of {', '.join(FORMS)}")
+        if not sep or kind not in SUPPORTED or form not in FORMS:
+            raise CompileError(
+                f"--form {item!r}: KIND=FORM with KIND an operator compile takes (CONV_2D, "
+                f"...) and FORM one of {', '.join(FORMS)}"
+            )
         forced[kind] = form
     return forced
 

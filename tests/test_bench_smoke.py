@@ -265,3 +265,20 @@ def test_cmsis_nn_part(smoke: Dict[str, Any]) -> None:
     assert row["instructions"] > 0 and row["adapter_ram_bytes"] > 0
     assert row["window_scratch_bytes"] >= row["scratch_bytes"] > 0
     assert part["summary"]["exact_target_met"] and part["summary"]["wrong"] == []
+
+
+def test_compile_cmsis_part(smoke: Dict[str, Any]) -> None:
+    """The smoke of part 22's CMSIS-NN figures: KWS compiled with --cmsis-nn on the M55, equal
+    to LiteRT's reference kernels, its instructions, flash and RAM measured."""
+    part = smoke["parts"]["compile_cmsis"]
+    if part["status"] == "skipped":
+        assert any(word in part["reason"] for word in ("CMSIS-NN", "qemu", "needs"))
+        return
+    assert part["status"] == "ok", part["reason"]
+    (row,) = part["rows"]
+    assert (row["archive"], row["board"], row["exact"]) == (
+        "compile --cmsis-nn",
+        "qemu-mps3-an547",
+        True,
+    )
+    assert row["instructions"] > 0 and row["flash_bytes"] > 0 and row["ram_bytes"] > 0

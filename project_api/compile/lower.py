@@ -34,6 +34,7 @@ from ..modelgen.ops.tflite_data import (
     TflUnary,
 )
 from ..modelgen.ops.tflite_elementwise import LEFT_SHIFT, TflBinary, broadcast_shape
+from .forms import FormPlan
 from .quantize import (
     activation_range,
     add_multipliers,
@@ -65,9 +66,12 @@ __all__ = ["SUPPORTED", "Rounding", "check_model", "lower_model", "supported_tex
 
 
 class _Lowering:
-    def __init__(self, model: TfliteModel, name: str, rounding: Rounding) -> None:
+    def __init__(
+        self, model: TfliteModel, name: str, rounding: Rounding, forms: Optional[FormPlan]
+    ) -> None:
         self.model = model
         self.rounding = rounding
+        self.forms = forms
         self.net = Network(name)
         self.values: Dict[int, Value] = {}
 
@@ -132,11 +136,14 @@ class _Lowering:
                 op, f"data types {x.dtype if x else None} → {out.dtype} are not supported"
             )
         method = getattr(self, "lower_" + op.name.lower())
+        start = len(self.net.ops)
         try:
             value: Value = method(op, x, out)
         except ValueError as err:  # a modelgen operator's own shape rule
             raise Unsupported(op, str(err)) from None
         self._check_shape(op, value, out)
+        if self.forms is not None:
+            self.forms.apply(op, self.net.ops[start:], start)
         self.values[op.outputs[0]] = value
 
     def _check_shape(self, op: Operator, value: Value, out: Tensor) -> None:
@@ -407,6 +414,9 @@ class _Lowering:
         return Activation(*float_activation_range(name))
 
     def _rounding(self, op: Operator) -> str:
+        computed = self.forms.rounding(op) if self.forms is not None else None
+        if computed:  # the rounding the operator's kernel form computes
+            return computed
         if isinstance(self.rounding, str):
             return self.rounding
         return (self.rounding or {}).get(op.index) or LITERT_ROUNDING[op.name]
@@ -459,12 +469,19 @@ def _window(
     return (out[0], out[1]), (pads[0], pads[1])
 
 
-def lower_model(model: TfliteModel, name: str = "default", rounding: Rounding = None) -> Network:
+def lower_model(
+    model: TfliteModel,
+    name: str = "default",
+    rounding: Rounding = None,
+    forms: Optional[FormPlan] = None,
+) -> Network:
     """The checked model as a Network named ``name`` (a C identifier). ``rounding`` is the
     requantization's for every operator: ``single``, ``away`` or ``double`` (TFLite's
     classic rounding, TFLM's and CMSIS-NN's default build; see modelgen/ops/tflite.py); by
     default each operator rounds as LiteRT's reference kernel does (:data:`LITERT_ROUNDING`);
-    a mapping {operator index: rounding} swaps the rounding of those operators only."""
+    a mapping {operator index: rounding} swaps the rounding of those operators only.
+    ``forms`` (compile/forms.py) puts each operator's kernel form onto its nodes and records it;
+    a form other than ``ref`` fixes the rounding its kernel computes."""
     if not MODULE_NAME.match(name):
         raise CompileError(f"--name {name!r} must be a C identifier")
     chosen = [rounding] if isinstance(rounding, str) else list((rounding or {}).values())
@@ -472,4 +489,4 @@ def lower_model(model: TfliteModel, name: str = "default", rounding: Rounding = 
         if value not in ROUNDINGS:
             raise CompileError(f"rounding {value!r}: one of {', '.join(ROUNDINGS)}")
     check_model(model)
-    return _Lowering(model, name, rounding).run()
+    return _Lowering(model, name, rounding, forms).run()

@@ -14,7 +14,7 @@ from ..options import GRAPH_FORMATS, normalize_options
 from ..read import Archive, Model
 from ..resolve.cmsis_nn_calls import CmsisNnCalls, find_cmsis_nn_calls
 from ..resolve.detect import refuse_cmsis_nn_off_arm
-from .cmsis_nn_workspace import adapter_workspace
+from .cmsis_nn_workspace import adapter_workspace, compiled_workspace
 from .executors import ExecutorKind, LibraryCode, LibraryRequest, executor_for
 from .memory_plan import MemoryPlan, plan_executor_model
 from .params_blob import aligned_params, laid_out_params
@@ -273,6 +273,9 @@ def plan_models_normalized(
     # What the CMSIS-NN adapter takes from each operator's workspace: in its window.
     calls = [find_cmsis_nn_calls(m.sources) for m in models]
     adapter = adapter_workspace(models, {m.name: c for m, c in zip(models, calls)}, board, opts)
+    # ... and what the CMSIS-NN calls of a compiled archive take (the library's own answers).
+    for name, needs in compiled_workspace(models, board).items():
+        adapter.setdefault(name, {}).update(needs)
     plans: List[ModelPlan] = []
     ptr = pointer_bytes(board)
     graph_format = opts["graph_format"]

@@ -70,7 +70,7 @@ class CortexM(Architecture):
     qemu_package = "qemu-system-arm"
     compiler = "arm-none-eabi-gcc"
     compiler_packages = "gcc-arm-none-eabi libnewlib-arm-none-eabi"
-    console_kinds = ("cmsdk-uart", "pl011", "stm32-usart", "stm32-lpuart")
+    console_kinds = ("cmsdk-uart", "pl011", "stm32-usart", "stm32-lpuart", "nrf51-uart")
     timer_kinds = ("systick", "stm32-tim2")
     shared_seam = "cortex_m"
     toolchain = "arm-none-eabi"

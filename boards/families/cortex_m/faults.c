@@ -19,6 +19,7 @@ __attribute__((noreturn, used)) void mlf_fault_report(const uint32_t* frame, uin
 __attribute__((naked)) void mlf_fault_entry(void) {
 #if defined(__ARM_ARCH_6M__)
   __asm__ volatile(
+      ".syntax unified\n\t"
       "mov r1, lr\n\t"
       "movs r0, #4\n\t"
       "tst r0, r1\n\t"

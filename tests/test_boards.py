@@ -45,6 +45,8 @@ REQUIRED = [
     "nucleo-f746zg",
     "stm32f746g-disco",
     "nucleo-f401re",
+    "qemu-microbit",
+    "nucleo-g071rb",
 ]
 requires_arm_gcc = pytest.mark.skipif(
     not have_tool("arm-none-eabi-gcc"),
@@ -144,7 +146,8 @@ def test_every_microcontroller_names_its_console_receive_interrupt():
     """The firmware sleeps on it while waiting for input (mlf_console_wait): board data, from
     each machine's source or reference manual."""
     expected = {"qemu-mps2-an385": 0, "qemu-mps2-an386": 0, "qemu-mps2-an500": 0,
-                "qemu-mps2-an505": 32, "qemu-lm3s6965evb": 5, "nucleo-l4r5zi": 70}  # fmt: skip
+                "qemu-mps2-an505": 32, "qemu-lm3s6965evb": 5, "nucleo-l4r5zi": 70,
+                "qemu-microbit": 2, "nucleo-g071rb": 28}  # fmt: skip
     for name, irq in expected.items():
         board = load_board(name)
         assert board.console.irq == irq, name

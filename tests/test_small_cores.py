@@ -27,6 +27,7 @@ from conftest import (
     requires_riscv,
 )
 
+from project_api.board import ArmCpu, MemoryRegion, load_board
 from project_api.cli import main
 from project_api.generate.export.target import cpu_boards
 from project_api.run.base import live_children
@@ -96,6 +97,24 @@ def test_export_knows_the_small_cores() -> None:
 # --- qemu-microbit: the Cortex-M0 with 16 KiB of RAM --------------------------------------
 
 
+def test_microbit_is_qemus_nrf51822() -> None:
+    """The memory map and peripherals of QEMU 7.2's ``microbit`` (hw/arm/nrf51_soc.c): 256 KiB
+    of flash at 0, 16 KiB of SRAM at 0x20000000, UART0 at 0x40002000 on IRQ 2, HCLK 16 MHz."""
+    board = load_board(MICROBIT)
+    assert board.is_qemu and board.run.qemu_machine == "microbit"
+    assert board.flash == MemoryRegion(0x0, 256 * 1024)
+    assert board.ram == MemoryRegion(0x20000000, 16 * 1024)
+    assert (board.console.kind, board.console.address, board.console.irq) == (
+        "nrf51-uart", 0x40002000, 2,
+    )  # fmt: skip
+    assert board.timer.clock_hz == 16_000_000 and board.instructions_per_tick() == 62.5
+    assert isinstance(board.cpu, ArmCpu) and board.cpu.armv6m
+    an385 = load_board("qemu-mps2-an385").cpu
+    assert isinstance(an385, ArmCpu) and not an385.armv6m
+    script = board.render_linker_script()
+    assert "ORIGIN = 0x20000000, LENGTH = 0x00004000" in script
+
+
 @requires_arm
 @pytest.mark.qemu
 def test_microbit_runs_an_archive_exact_with_icount(
@@ -131,6 +150,20 @@ def test_microbit_refuses_what_does_not_fit_with_the_numbers(
     assert (has, stack) == (16 * 1024, 2048)
     assert over == needs - has > 0
     assert not (tmp_path / "p" / "build").exists()
+
+
+def test_the_matrix_says_why_kws_is_not_on_the_microbit(
+    capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    """``mlf-project matrix``: the cell of a model that does not fit is an error with the fit
+    check's numbers (refused before building: no QEMU)."""
+    argv = ["matrix", corpus("kws_int8"), "--board", MICROBIT, "--json", "--work", tmp_path]
+    status, out, _ = cli(capsys, *argv)
+    assert status == 1
+    (cell,) = json.loads(out)
+    assert (cell["target"], cell["status"]) == (MICROBIT, "error")
+    assert "does not fit board qemu-microbit: RAM: needs" in cell["message"]
+    assert "but the board has 16384" in cell["message"]
 
 
 # --- rv32imc on QEMU's virt ---------------------------------------------------------------

@@ -549,12 +549,13 @@ def test_stm32_boards_share_the_stm32_seam_and_name_their_console_pins():
         ("nucleo-f401re", "stm32f4"),
         ("nucleo-f746zg", "stm32f7"),
         ("stm32f746g-disco", "stm32f7"),
+        ("nucleo-g071rb", "stm32g0"),
     ]:
         board = load_board(name)
         assert board.family == family and board.family_shared == ("stm32",)
         assert [d.name for d in board.seam_dirs()] == ["common", "cortex_m", "stm32", family]
         definitions = board.compile_definitions()
-        assert definitions["MLF_STM32_CONSOLE_AF"] in ("0x7u", "0x8u")
+        assert definitions["MLF_STM32_CONSOLE_AF"] in ("0x1u", "0x7u", "0x8u")
         assert board.summary()["definitions"]["MLF_STM32_CONSOLE_RCC_BIT"]
 
 
@@ -567,7 +568,7 @@ def test_timer_kind_selects_its_c_file():
 
 
 def test_real_boards_say_they_have_not_run_and_how_they_are_flashed():
-    for name in ("nucleo-f746zg", "stm32f746g-disco", "nucleo-f401re"):
+    for name in ("nucleo-f746zg", "stm32f746g-disco", "nucleo-f401re", "nucleo-g071rb"):
         board = load_board(name)
         assert board.is_real and "not yet run on hardware" in board.description
         assert board.run.openocd_args and board.run.pyocd_target

@@ -1,16 +1,17 @@
 """An export's C compiles for CPUs the project has no board for (issue 44): an Xtensa core
 (Debian's ``gcc-xtensa-lx106`` with ``picolibc-xtensa-lx106-elf``, the ESP8266's) and 32-bit
 x86 (``gcc -m32``, from ``gcc-multilib``). Compile only: the export's sources, taken from its
-Make fragment with the fragment's own flags and the compiler's, ``-std=c99 -Wall -Werror``.
+Make fragment with the fragment's own flags and the compiler's, ``-std=c99 -Wall -Wextra
+-Werror``. (A ``-m32`` firmware that runs: test_export_firmware.py's ``host-m32``.)
 
 Two exports of the smallest real archive: the portable one (no ``--cpu``) and one made for a
-CPU (``--cpu cortex-m0``, no CMSIS-NN). The CPU-specific one compiling elsewhere is what the
-portable-export work of issue 44 (item 1 and 2: no CPU flags in the fragment, the arena size
-chosen by ``UINTPTR_MAX``) brings: those cases are marked ``NEEDS_PORTABLE`` below.
+CPU (``--cpu cortex-m0``, no CMSIS-NN), which is just as portable: its fragment carries no
+``-mcpu``/``-mthumb``/``-mfloat-abi`` and its arena size is chosen by ``UINTPTR_MAX``.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -21,9 +22,6 @@ from conftest import corpus_archive
 
 from project_api.cli import main
 
-# The cases that pass only once the export is portable C99 whatever --cpu said (issue 44
-# items 1-2, the `portable` branch): the fragment then carries no -mcpu/-mthumb/-mfloat-abi.
-NEEDS_PORTABLE = "cpu"
 NAME = "mlp"
 MAKEFILE = """\
 include $(EXPORT)/{name}.mk
@@ -67,7 +65,7 @@ COMPILERS = {
     ),
     "m32": (m32, "needs gcc -m32 (apt-get install gcc-multilib)"),
 }
-EXPORTS = {"portable": [], NEEDS_PORTABLE: ["--cpu", "cortex-m0"]}
+EXPORTS = {"portable": [], "cpu": ["--cpu", "cortex-m0"]}
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +80,8 @@ def exports(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, Path]:
         status = main(["export", str(archive), str(target), "--name", NAME, "--format", "make",
                        *flags])  # fmt: skip
         assert status == 0, kind
+        described = json.loads((target / "export.json").read_text())
+        assert described["kind"] == kind  # the cpu one is CPU-specific: the claim is its C
         made[kind] = target
     return made
 
@@ -104,10 +104,7 @@ def test_export_compiles_for_a_cpu_without_a_board(
          f"CC={' '.join(command)}", "CFLAGS=-std=c99 -O2 -Wall -Wextra -Werror"],
         capture_output=True, text=True,
     )  # fmt: skip
-    # kind == NEEDS_PORTABLE: fails until the fragment stops choosing the CPU (-mthumb etc.)
-    assert result.returncode == 0, f"{kind} export with {compiler}: {result.stderr[-2000:]}" + (
-        " [needs the portable export of issue 44]" if kind == NEEDS_PORTABLE else ""
-    )
+    assert result.returncode == 0, f"{kind} export with {compiler}: {result.stderr[-2000:]}"
     objects = sorted(out.glob("*.o"))
     # the model's C, its parameters and the runtime's: every source the fragment lists
     assert len(objects) >= 5 and any(o.name == f"{NAME}.o" for o in objects), objects

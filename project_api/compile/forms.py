@@ -29,12 +29,14 @@ from ..modelgen.ops.tflite_cmsis import (
     CmsisFullyConnected,
     CmsisPool,
 )
+from ..modelgen.ops.tflite_direct import DirectConv
 from ..modelgen.ops.tflite_elementwise import TflBinary
 from .support import LITERT_ROUNDING, SUPPORTED
 from .tflite import Operator, TfliteModel
 
 REF = "ref"
 CMSIS_NN = "cmsis-nn"
+DIRECT = "direct"
 # The CMSIS-NN the cmsis-nn form calls, as metadata.json names it (the pre-RFC's example).
 CMSIS_NN_DEPENDENCY = {
     "short_name": "cmsis-nn",
@@ -70,6 +72,28 @@ def _cmsis_refusal(model: TfliteModel, op: Operator) -> Optional[str]:
         shapes = [model.tensors[i].shape for i in op.inputs[:2] if i >= 0]
         if len(shapes) != 2 or shapes[0] != shapes[1]:
             return "takes two inputs of one shape (no broadcast)"
+    return None
+
+
+def _direct_refusal(model: TfliteModel, op: Operator) -> Optional[str]:
+    """Why the ``direct`` form cannot compute ``op`` (None: it can)."""
+    if op.name != "CONV_2D":
+        return "takes CONV_2D only"
+    bad = _int8(model, op)
+    if bad:
+        return bad
+    x = model.tensors[op.inputs[0]]
+    w = model.tensors[op.inputs[1]] if len(op.inputs) > 1 and op.inputs[1] >= 0 else None
+    if w is None or w.dtype != "int8":
+        return "needs an int8 filter"
+    if len(x.shape) != 4 or x.shape[3] != 1:
+        return "takes a single input channel only"
+    return None
+
+
+def _direct_wrap(op: Op) -> Optional[Op]:
+    if isinstance(op, TflConv) and not op.depthwise and not op.hybrid_scale:
+        return DirectConv(op)
     return None
 
 
@@ -119,6 +143,13 @@ FORMS: Dict[str, Form] = {
         rounding={kind: "double" for kind in CMSIS_KINDS},
         dependency=CMSIS_NN_DEPENDENCY,
     ),
+    DIRECT: Form(
+        DIRECT,
+        "our C for a single-input-channel CONV_2D, no im2col (SMLAD on DSP, VMLADAV on MVE)",
+        _direct_refusal,
+        _direct_wrap,
+        rounding={"CONV_2D": "double"},
+    ),
 }
 # What --cmsis-nn prefers, kind by kind: CMSIS-NN wherever its output is LiteRT's, exactly.
 # FULLY_CONNECTED stays ref: CMSIS-NN requantizes it with TFLite's classic double rounding
@@ -126,6 +157,12 @@ FORMS: Dict[str, Form] = {
 # ``--form FULLY_CONNECTED=cmsis-nn`` takes that difference for CMSIS-NN's speed. SOFTMAX has
 # no exact CMSIS-NN kernel (its fixed-point exponential is not LiteRT's float table).
 CMSIS_PREFERRED = tuple(kind for kind in CMSIS_KINDS if kind != "FULLY_CONNECTED")
+# The rule --cmsis-nn follows, as data: per operator kind, the forms it tries in order before
+# cmsis-nn (the first whose refusal lets the operator through wins). Measured under QEMU
+# -icount (bench part 22, bench/README.md): ``direct`` beats CMSIS-NN v7.0.0's im2col loops on
+# a single-input-channel CONV_2D on every Cortex-M level (portable, DSP, MVE), so one rule
+# holds for every CPU.
+CMSIS_RULES: Dict[str, Tuple[str, ...]] = {"CONV_2D": (DIRECT,)}
 
 
 @dataclass
@@ -185,6 +222,11 @@ def parse_forced(items: Sequence[str]) -> Dict[str, str]:
     return forced
 
 
+def _ruled(model: TfliteModel, op: Operator) -> str:
+    """The form :data:`CMSIS_RULES` picks for ``op`` ("": none of them takes it)."""
+    return next((f for f in CMSIS_RULES.get(op.name, ()) if not FORMS[f].refusal(model, op)), "")
+
+
 def plan_forms(
     model: TfliteModel, *, cmsis_nn: bool = False, forced: Optional[Mapping[str, str]] = None
 ) -> FormPlan:
@@ -201,6 +243,8 @@ def plan_forms(
             if why:
                 raise CompileError(f"operator {op.index} ({op.name}): form {name} {why}")
             wanted[op.index], is_forced[op.index] = name, True
+        elif cmsis_nn and _ruled(model, op):
+            wanted[op.index] = _ruled(model, op)
         elif cmsis_nn and op.name in CMSIS_PREFERRED and not _cmsis_refusal(model, op):
             wanted[op.index] = CMSIS_NN
     return FormPlan(wanted, is_forced)

@@ -1,0 +1,294 @@
+"""The ``direct`` kernel form: an int8 CONV_2D from a single input channel, computed directly
+(no im2col buffer, no library call) by C specialized to the layer's shape.
+
+Such a layer (KWS's first: a 10x4 window over a 49x10 spectrogram into 64 channels) runs in
+CMSIS-NN's generic im2col loops, which copy the window of every output position and then
+multiply it as a matrix of one row. Here each output position's window is gathered once
+(``KH * KW`` values, constant bounds) and every output channel's filter is applied to it:
+
+- **Helium** (``__ARM_FEATURE_MVE``, Cortex-M55): the window raw, padding filled with the input
+  zero point, in 16-lane vectors; each channel is ``VMLADAVA`` over the filter's bytes, the
+  input offset folded into the bias (``bias + offset * sum(filter)``, worked out per call);
+  four channels requantized at a time in vectors.
+- **DSP** (``__ARM_FEATURE_DSP``, Cortex-M4/M7/M33): the window offset and packed in int16
+  pairs in the order ``SXTB16`` unpacks four filter bytes, so each four taps cost one load
+  of the filter and two ``SMLAD``; two output positions share each filter load.
+- **portable** (anything else, the host): the same pairing in plain C.
+
+The requantization is TFLite's classic double rounding (a rounding doubling high multiply,
+then a rounding right shift with ties away from zero), as CMSIS-NN's ``arm_nn_requantize``
+and LiteRT's reference convolution compute it, so every path's output equals theirs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Sequence
+
+import numpy as np
+
+from ..cgen import Body, Buffer
+from .base import Op, TensorType, require
+from .tflite import TflConv
+
+# Headers of the intrinsics, included only where the compiler targets them.
+INTRINSICS = (
+    "#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)\n"
+    "#include <arm_mve.h>\n"
+    "#elif defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP\n"
+    "#include <arm_acle.h>\n"
+    "#endif"
+)
+MVE = "#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)"
+DSP = "#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP"
+
+
+def _ints(values: Sequence[int]) -> str:
+    return "{" + ", ".join(str(int(v)) for v in values) + "}"
+
+
+@dataclass(frozen=True)
+class DirectConv(Op):
+    """A single-input-channel int8 CONV_2D (``base``) computed directly (module docstring)."""
+
+    base: TflConv
+
+    def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
+        x, w = types[0], types[1]
+        require(not self.base.depthwise, "direct: a CONV_2D")
+        require(x.dtype == "int8" and not self.base.hybrid_scale, "direct: int8 only")
+        require(len(x.shape) == 4 and x.shape[3] == 1, "direct: a single input channel")
+        require(self.base.quant.requant.rounding == "double", "direct: double rounding")
+        return self.base.infer(types)
+
+    def name_parts(self) -> List[str]:
+        return self.base.name_parts() + ["direct"]
+
+    def output_names(self) -> List[str]:
+        return self.base.output_names()
+
+    def reference(self, arrays: Sequence[np.ndarray]) -> List[np.ndarray]:
+        return self.base.reference(arrays)
+
+    def emit(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
+        op = self.base
+        x, w, out = ins[0], ins[1], outs[0]
+        n, h, wd, _ = x.shape
+        oc, kh, kw, _ = w.shape
+        oh, ow = op.out_hw
+        taps = kh * kw
+        q = op.quant
+        requant = q.requant
+        mults = list(requant.multipliers) * (oc if len(requant.multipliers) == 1 else 1)
+        shifts = list(requant.shifts) * (oc if len(requant.shifts) == 1 else 1)
+        lo, hi = int(op.activation.low), int(op.activation.high)
+        body.include(INTRINSICS)
+        body.line(f"static const int32_t mult_[{oc}] = {_ints(mults)};")
+        body.line(f"static const int32_t shift_[{oc}] = {_ints(shifts)};")
+        body.line("const int8_t* x_ = (const int8_t*)" + x.var + ";")
+        body.line("const int8_t* w_ = (const int8_t*)" + w.var + ";")
+        body.line("int8_t* y_ = (int8_t*)" + out.var + ";")
+        bias = f"((const int32_t*){ins[2].var})[o]" if op.bias else "0"
+        positions = n * oh * ow
+        geometry = _Geometry(h, wd, oh, ow, kh, kw, op.strides, op.dilations, op.pads)
+        body.line(MVE)
+        self._mve(body, geometry, positions, oc, taps, bias, lo, hi)
+        body.line("#else")
+        self._pairs(body, geometry, positions, oc, taps, bias, lo, hi)
+        body.line("#endif")
+
+    # -- Helium -------------------------------------------------------------------------------
+
+    def _mve(
+        self, body: Body, g: "_Geometry", positions: int, oc: int, taps: int, bias: str,
+        lo: int, hi: int,
+    ) -> None:  # fmt: skip
+        q = self.base.quant
+        vectors = -(-taps // 16)
+        last = taps - 16 * (vectors - 1)
+        body.line(f"int32_t bq_[{oc}];")
+        body.line(f"const mve_pred16_t tail_ = vctp8q({last});")
+        with body.loop("o", oc):
+            body.line(f"const int8_t* wr_ = w_ + o * {taps};")
+            body.line("int32_t s_ = 0;")
+            for j in range(vectors):
+                load = _mve_load(j, vectors)
+                body.line(f"s_ = vaddvaq_s8(s_, {load});")
+            body.line(f"bq_[o] = {bias} + {q.input_offset} * s_;")
+        body.line(f"int8_t win_[{16 * vectors}] __attribute__((aligned(16)));")
+        with body.loop("p", positions):
+            g.gather(body, "p", "win_", f"(int8_t){-q.input_offset}", taps, 16 * vectors, raw=True)
+            for j in range(vectors):
+                body.line(f"const int8x16_t v{j}_ = vldrbq_s8(win_ + {16 * j});")
+            body.line(f"int8_t* yr_ = y_ + p * {oc};")
+            groups = oc // 4
+            if groups:
+                with body.loop("g", groups):
+                    body.line("int32x4_t acc_ = vdupq_n_s32(0);")
+                    for lane in range(4):
+                        with body.block(""):
+                            body.line(f"const int8_t* wr_ = w_ + (g * 4 + {lane}) * {taps};")
+                            terms = _mve_dot(vectors)
+                            body.line(f"acc_ = vsetq_lane_s32({terms}, acc_, {lane});")
+                    body.line("acc_ = vaddq_s32(acc_, vldrwq_s32(bq_ + g * 4));")
+                    body.line("const int32x4_t sh_ = vldrwq_s32(shift_ + g * 4);")
+                    body.line("const int32x4_t zero_ = vdupq_n_s32(0);")
+                    body.line("const int32x4_t rs_ = vminq_s32(sh_, zero_);")  # -right shift
+                    body.line("acc_ = vshlq_s32(acc_, vmaxq_s32(sh_, zero_));")
+                    body.line("acc_ = vqrdmulhq_s32(acc_, vldrwq_s32(mult_ + g * 4));")
+                    body.line("acc_ = vqaddq_s32(acc_, vshrq_n_s32(vandq_s32(acc_, rs_), 31));")
+                    body.line("acc_ = vrshlq_s32(acc_, rs_);")
+                    body.line(f"acc_ = vaddq_n_s32(acc_, {q.output_offset});")
+                    body.line(f"acc_ = vmaxq_s32(acc_, vdupq_n_s32({lo}));")
+                    body.line(f"acc_ = vminq_s32(acc_, vdupq_n_s32({hi}));")
+                    body.line("vstrbq_s32(yr_ + g * 4, acc_);")
+            if oc % 4:
+                with body.block(f"for (int32_t o = {groups * 4}; o < {oc}; ++o)"):
+                    body.line(f"const int8_t* wr_ = w_ + o * {taps};")
+                    body.line(f"int32_t acc_ = bq_[o] + {_mve_dot(vectors)};")
+                    _requant(body, "acc_", "o", q.output_offset, lo, hi, "yr_[o]")
+
+    # -- DSP and portable ----------------------------------------------------------------------
+
+    def _pairs(
+        self, body: Body, g: "_Geometry", positions: int, oc: int, taps: int, bias: str,
+        lo: int, hi: int,
+    ) -> None:  # fmt: skip
+        q = self.base.quant
+        quads = taps // 4
+        words = 2 * quads + (taps % 4)  # packed pairs, then the tail taps one a word
+        body.line(DSP)
+        body.line("#define SXTB16_(v) ((int32_t)__sxtb16((int8x4_t)(v)))")
+        body.line("#define SMLAD_(a, b, c) __smlad((int16x2_t)(a), (int16x2_t)(b), (c))")
+        body.line("#else")
+        body.line(
+            "#define SXTB16_(v) ((int32_t)(((uint32_t)(uint16_t)(int16_t)(int8_t)(v)) | "
+            "((uint32_t)(int32_t)(int8_t)((uint32_t)(v) >> 16) << 16)))"
+        )
+        body.line(
+            "#define SMLAD_(a, b, c) ((c) + (int32_t)(int16_t)(a) * (int16_t)(b) + "
+            "((int32_t)(a) >> 16) * ((int32_t)(b) >> 16))"
+        )
+        body.line("#endif")
+        body.line(f"int16_t win_[{taps}];")
+        body.line(f"int32_t pa_[{words}];")
+        body.line(f"int32_t pb_[{words}];")
+        with body.block(f"for (int32_t p = 0; p < {positions}; p += 2)"):
+            body.line(f"const int32_t p1_ = p + 1 < {positions} ? p + 1 : p;")
+            for pos, packed in (("p", "pa_"), ("p1_", "pb_")):
+                with body.block(""):
+                    g.gather(body, pos, "win_", "0", taps, taps, raw=False, offset=q.input_offset)
+                    _pack(body, "win_", packed, taps)
+            with body.loop("o", oc):
+                body.line(f"const int8_t* wr_ = w_ + o * {taps};")
+                body.line(f"int32_t a_ = {bias};")
+                body.line("int32_t b_ = a_;")
+                with body.loop("j", quads):
+                    body.line("uint32_t w4_;")
+                    body.line("__builtin_memcpy(&w4_, wr_ + 4 * j, 4);")
+                    body.line("const int32_t we_ = SXTB16_(w4_);")
+                    body.line("const int32_t wo_ = SXTB16_((w4_ >> 8) | (w4_ << 24));")
+                    body.line("a_ = SMLAD_(we_, pa_[2 * j], a_);")
+                    body.line("a_ = SMLAD_(wo_, pa_[2 * j + 1], a_);")
+                    body.line("b_ = SMLAD_(we_, pb_[2 * j], b_);")
+                    body.line("b_ = SMLAD_(wo_, pb_[2 * j + 1], b_);")
+                for t in range(4 * quads, taps):
+                    at = 2 * quads + t - 4 * quads
+                    body.line(f"a_ += (int32_t)wr_[{t}] * pa_[{at}];")
+                    body.line(f"b_ += (int32_t)wr_[{t}] * pb_[{at}];")
+                _requant(body, "a_", "o", q.output_offset, lo, hi, f"y_[p * {oc} + o]", "a")
+                with body.block("if (p1_ != p)"):
+                    _requant(body, "b_", "o", q.output_offset, lo, hi, f"y_[p1_ * {oc} + o]", "b")
+        body.line("#undef SXTB16_")
+        body.line("#undef SMLAD_")
+
+
+def _mve_load(j: int, vectors: int) -> str:
+    if j == vectors - 1:
+        return f"vldrbq_z_s8(wr_ + {16 * j}, tail_)"
+    return f"vldrbq_s8(wr_ + {16 * j})"
+
+
+def _mve_dot(vectors: int) -> str:
+    text = f"vmladavq_s8(v0_, {_mve_load(0, vectors)})"
+    for j in range(1, vectors):
+        text = f"vmladavaq_s8({text}, v{j}_, {_mve_load(j, vectors)})"
+    return text
+
+
+def _pack(body: Body, win: str, packed: str, taps: int) -> None:
+    """The window's int16 values as pairs in ``SXTB16``'s order: taps (0, 2), (1, 3) of each
+    four, then the tail taps one a word."""
+    quads = taps // 4
+    with body.loop("j", quads):
+        for half in (0, 1):
+            a, b = f"{win}[4 * j + {half}]", f"{win}[4 * j + {half + 2}]"
+            body.line(
+                f"{packed}[2 * j + {half}] = (int32_t)((uint32_t)(uint16_t){a} | "
+                f"((uint32_t)(uint16_t){b} << 16));"
+            )
+    for t in range(4 * quads, taps):
+        body.line(f"{packed}[{2 * quads + t - 4 * quads}] = {win}[{t}];")
+
+
+def _requant(
+    body: Body, acc: str, channel: str, out_offset: int, lo: int, hi: int, dest: str,
+    tag: str = "",
+) -> None:  # fmt: skip
+    """CMSIS-NN's ``arm_nn_requantize`` (double rounding) of ``acc`` with channel
+    ``channel``'s multiplier and shift, offset, clamped and stored."""
+    t = tag
+    body.line(f"const int32_t sh{t}_ = shift_[{channel}];")
+    body.line(f"const int32_t rs{t}_ = sh{t}_ > 0 ? 0 : -sh{t}_;")
+    body.line(f"const int32_t v{t}_ = (int32_t)((uint32_t){acc} << (sh{t}_ > 0 ? sh{t}_ : 0));")
+    body.line(
+        f"const int32_t hi{t}_ = (int32_t)(((int64_t)v{t}_ * mult_[{channel}] + "
+        f"((int64_t)1 << 30)) >> 31);"
+    )
+    body.line(f"const int32_t mask{t}_ = (int32_t)(((uint32_t)1 << rs{t}_) - 1u);")
+    body.line(f"int32_t r{t}_ = hi{t}_ >> rs{t}_;")
+    body.line(f"const int32_t thr{t}_ = (mask{t}_ >> 1) + (r{t}_ < 0 ? 1 : 0);")
+    body.line(f"r{t}_ += ((hi{t}_ & mask{t}_) > thr{t}_ ? 1 : 0) + {out_offset};")
+    body.line(f"r{t}_ = r{t}_ < {lo} ? {lo} : (r{t}_ > {hi} ? {hi} : r{t}_);")
+    body.line(f"{dest} = (int8_t)r{t}_;")
+
+
+@dataclass(frozen=True)
+class _Geometry:
+    h: int
+    w: int
+    oh: int
+    ow: int
+    kh: int
+    kw: int
+    strides: Sequence[int]
+    dilations: Sequence[int]
+    pads: Sequence[int]
+
+    def gather(
+        self, body: Body, pos: str, win: str, pad: str, taps: int, size: int, *, raw: bool,
+        offset: int = 0,
+    ) -> None:  # fmt: skip
+        """``win[t]`` = the input under tap ``t`` of output position ``pos`` (flat over
+        batch, rows, columns): raw, or plus ``offset``; ``pad`` outside the input; zeros from
+        ``taps`` to ``size``."""
+        (sh, sw), (dh, dw), (pt, pl) = self.strides, self.dilations, self.pads
+        body.line(f"const int32_t b_ = {pos} / {self.oh * self.ow};")
+        body.line(f"const int32_t oy_ = ({pos} / {self.ow}) % {self.oh};")
+        body.line(f"const int32_t ox_ = {pos} % {self.ow};")
+        body.line(f"const int8_t* xb_ = x_ + b_ * {self.h * self.w};")
+        with body.block(f"for (int32_t ky = 0; ky < {self.kh}; ++ky)"):
+            body.line(f"const int32_t iy_ = oy_ * {sh} - {pt} + ky * {dh};")
+            body.line(f"const int32_t rowin_ = iy_ >= 0 && iy_ < {self.h};")
+            with body.loop("kx", self.kw):
+                body.line(f"const int32_t ix_ = ox_ * {sw} - {pl} + kx * {dw};")
+                value = "xb_[iy_ * " + str(self.w) + " + ix_]"
+                if not raw:
+                    value = f"(int16_t)({value} + {offset})"
+                body.line(
+                    f"{win}[ky * {self.kw} + kx] = rowin_ && ix_ >= 0 && ix_ < {self.w} ? "
+                    f"{value} : {pad};"
+                )
+        if size > taps:
+            with body.block(f"for (int32_t t = {taps}; t < {size}; ++t)"):
+                body.line(f"{win}[t] = 0;")

@@ -27,7 +27,7 @@ from typing import List, Sequence
 
 import numpy as np
 
-from ..cgen import Body, Buffer
+from ..cgen import Body, Buffer, c_type
 from .base import Op, TensorType, require
 from .tflite import TflConv
 
@@ -41,6 +41,8 @@ INTRINSICS = (
 )
 MVE = "#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)"
 DSP = "#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP"
+# Output positions that share each load of the filter on the DSP and portable paths.
+BLOCK = 4
 
 
 def _ints(values: Sequence[int]) -> str:
@@ -54,7 +56,7 @@ class DirectConv(Op):
     base: TflConv
 
     def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
-        x, w = types[0], types[1]
+        x = types[0]
         require(not self.base.depthwise, "direct: a CONV_2D")
         require(x.dtype == "int8" and not self.base.hybrid_scale, "direct: int8 only")
         require(len(x.shape) == 4 and x.shape[3] == 1, "direct: a single input channel")
@@ -100,7 +102,7 @@ class DirectConv(Op):
     # -- Helium -------------------------------------------------------------------------------
 
     def _mve(
-        self, body: Body, g: "_Geometry", positions: int, oc: int, taps: int, bias: str,
+        self, body: Body, g: _Geometry, positions: int, oc: int, taps: int, bias: str,
         lo: int, hi: int,
     ) -> None:  # fmt: skip
         q = self.base.quant
@@ -112,51 +114,64 @@ class DirectConv(Op):
             body.line(f"const int8_t* wr_ = w_ + o * {taps};")
             body.line("int32_t s_ = 0;")
             for j in range(vectors):
-                load = _mve_load(j, vectors)
-                body.line(f"s_ = vaddvaq_s8(s_, {load});")
+                body.line(f"s_ = vaddvaq_s8(s_, {_mve_load(j, vectors)});")
             body.line(f"bq_[o] = {bias} + {q.input_offset} * s_;")
-        body.line(f"int8_t win_[{16 * vectors}] __attribute__((aligned(16)));")
-        with body.loop("p", positions):
-            g.gather(body, "p", "win_", f"(int8_t){-q.input_offset}", taps, 16 * vectors, raw=True)
-            for j in range(vectors):
-                body.line(f"const int8x16_t v{j}_ = vldrbq_s8(win_ + {16 * j});")
-            body.line(f"int8_t* yr_ = y_ + p * {oc};")
+        span = 16 * vectors
+        body.line(f"int8_t win_[2][{span}] __attribute__((aligned(16)));")
+        pad = f"(int8_t){-q.input_offset}"
+        with body.block(f"for (int32_t p = 0; p < {positions}; p += 2)"):
+            body.line(f"const int32_t p1_ = p + 1 < {positions} ? p + 1 : p;")
+            for k, pos in enumerate(("p", "p1_")):
+                with body.block(""):
+                    g.gather(body, pos, f"win_[{k}]", pad, taps, span, raw=True)
+            for k in range(2):
+                for j in range(vectors):
+                    body.line(f"const int8x16_t v{k}{j}_ = vld1q_s8(&win_[{k}][{16 * j}]);")
             groups = oc // 4
+            body.line(f"int8_t* ya_ = y_ + p * {oc};")
+            body.line(f"int8_t* yb_ = y_ + p1_ * {oc};")
             if groups:
                 with body.loop("g", groups):
-                    body.line("int32x4_t acc_ = vdupq_n_s32(0);")
+                    body.line("int32x4_t a_ = vdupq_n_s32(0);")
+                    body.line("int32x4_t b_ = vdupq_n_s32(0);")
                     for lane in range(4):
                         with body.block(""):
                             body.line(f"const int8_t* wr_ = w_ + (g * 4 + {lane}) * {taps};")
-                            terms = _mve_dot(vectors)
-                            body.line(f"acc_ = vsetq_lane_s32({terms}, acc_, {lane});")
-                    body.line("acc_ = vaddq_s32(acc_, vldrwq_s32(bq_ + g * 4));")
+                            for j in range(vectors):
+                                body.line(f"const int8x16_t w{j}_ = {_mve_load(j, vectors)};")
+                            body.line(f"a_ = vsetq_lane_s32({_mve_dot(vectors, 0)}, a_, {lane});")
+                            body.line(f"b_ = vsetq_lane_s32({_mve_dot(vectors, 1)}, b_, {lane});")
+                    body.line("const int32x4_t bias_ = vldrwq_s32(bq_ + g * 4);")
                     body.line("const int32x4_t sh_ = vldrwq_s32(shift_ + g * 4);")
-                    body.line("const int32x4_t zero_ = vdupq_n_s32(0);")
-                    body.line("const int32x4_t rs_ = vminq_s32(sh_, zero_);")  # -right shift
-                    body.line("acc_ = vshlq_s32(acc_, vmaxq_s32(sh_, zero_));")
-                    body.line("acc_ = vqrdmulhq_s32(acc_, vldrwq_s32(mult_ + g * 4));")
-                    body.line("acc_ = vqaddq_s32(acc_, vshrq_n_s32(vandq_s32(acc_, rs_), 31));")
-                    body.line("acc_ = vrshlq_s32(acc_, rs_);")
-                    body.line(f"acc_ = vaddq_n_s32(acc_, {q.output_offset});")
-                    body.line(f"acc_ = vmaxq_s32(acc_, vdupq_n_s32({lo}));")
-                    body.line(f"acc_ = vminq_s32(acc_, vdupq_n_s32({hi}));")
-                    body.line("vstrbq_s32(yr_ + g * 4, acc_);")
+                    body.line("const int32x4_t m_ = vldrwq_s32(mult_ + g * 4);")
+                    body.line("const int32x4_t rs_ = vminq_s32(sh_, vdupq_n_s32(0));")
+                    body.line("const int32x4_t ls_ = vmaxq_s32(sh_, vdupq_n_s32(0));")
+                    for acc in ("a_", "b_"):
+                        _mve_requant(body, acc, q.output_offset, lo, hi)
+                    body.line("vstrbq_s32(ya_ + g * 4, a_);")
+                    with body.block("if (p1_ != p)"):
+                        body.line("vstrbq_s32(yb_ + g * 4, b_);")
             if oc % 4:
                 with body.block(f"for (int32_t o = {groups * 4}; o < {oc}; ++o)"):
                     body.line(f"const int8_t* wr_ = w_ + o * {taps};")
-                    body.line(f"int32_t acc_ = bq_[o] + {_mve_dot(vectors)};")
-                    _requant(body, "acc_", "o", q.output_offset, lo, hi, "yr_[o]")
+                    for j in range(vectors):
+                        body.line(f"const int8x16_t w{j}_ = {_mve_load(j, vectors)};")
+                    body.line(f"const int32_t a_ = bq_[o] + {_mve_dot(vectors, 0)};")
+                    body.line(f"const int32_t b_ = bq_[o] + {_mve_dot(vectors, 1)};")
+                    _requant(body, "a_", "o", q.output_offset, lo, hi, "ya_[o]", "a")
+                    with body.block("if (p1_ != p)"):
+                        _requant(body, "b_", "o", q.output_offset, lo, hi, "yb_[o]", "b")
 
     # -- DSP and portable ----------------------------------------------------------------------
 
     def _pairs(
-        self, body: Body, g: "_Geometry", positions: int, oc: int, taps: int, bias: str,
+        self, body: Body, g: _Geometry, positions: int, oc: int, taps: int, bias: str,
         lo: int, hi: int,
     ) -> None:  # fmt: skip
         q = self.base.quant
         quads = taps // 4
         words = 2 * quads + (taps % 4)  # packed pairs, then the tail taps one a word
+        block = BLOCK
         body.line(DSP)
         body.line("#define SXTB16_(v) ((int32_t)__sxtb16((int8x4_t)(v)))")
         body.line("#define SMLAD_(a, b, c) __smlad((int16x2_t)(a), (int16x2_t)(b), (c))")
@@ -171,36 +186,57 @@ class DirectConv(Op):
         )
         body.line("#endif")
         body.line(f"int16_t win_[{taps}];")
-        body.line(f"int32_t pa_[{words}];")
-        body.line(f"int32_t pb_[{words}];")
-        with body.block(f"for (int32_t p = 0; p < {positions}; p += 2)"):
-            body.line(f"const int32_t p1_ = p + 1 < {positions} ? p + 1 : p;")
-            for pos, packed in (("p", "pa_"), ("p1_", "pb_")):
+        body.line(f"int32_t pk_[{block}][{words}];")
+        with body.block(f"for (int32_t p = 0; p < {positions}; p += {block})"):
+            for k in range(block):
                 with body.block(""):
-                    g.gather(body, pos, "win_", "0", taps, taps, raw=False, offset=q.input_offset)
-                    _pack(body, "win_", packed, taps)
+                    body.line(f"const int32_t pos_ = p + {k} < {positions} ? p + {k} : p;")
+                    g.gather(body, "pos_", "win_", "0", taps, taps, raw=False,
+                             offset=q.input_offset)  # fmt: skip
+                    _pack(body, "win_", f"pk_[{k}]", taps)
             with body.loop("o", oc):
                 body.line(f"const int8_t* wr_ = w_ + o * {taps};")
-                body.line(f"int32_t a_ = {bias};")
-                body.line("int32_t b_ = a_;")
-                with body.loop("j", quads):
-                    body.line("uint32_t w4_;")
-                    body.line("__builtin_memcpy(&w4_, wr_ + 4 * j, 4);")
-                    body.line("const int32_t we_ = SXTB16_(w4_);")
-                    body.line("const int32_t wo_ = SXTB16_((w4_ >> 8) | (w4_ << 24));")
-                    body.line("a_ = SMLAD_(we_, pa_[2 * j], a_);")
-                    body.line("a_ = SMLAD_(wo_, pa_[2 * j + 1], a_);")
-                    body.line("b_ = SMLAD_(we_, pb_[2 * j], b_);")
-                    body.line("b_ = SMLAD_(wo_, pb_[2 * j + 1], b_);")
+                body.line(f"const int32_t a0_ = {bias};")
+                for k in range(1, block):
+                    body.line(f"int32_t a{k}_ = a0_;")
+                body.line("int32_t c0_ = a0_;")
+                for j in range(quads):
+                    with body.block(""):
+                        body.line("uint32_t w4_;")
+                        body.line(f"__builtin_memcpy(&w4_, wr_ + {4 * j}, 4);")
+                        body.line("const int32_t we_ = SXTB16_(w4_);")
+                        body.line("const int32_t wo_ = SXTB16_((w4_ >> 8) | (w4_ << 24));")
+                        for k in range(block):
+                            acc = f"a{k}_" if k else "c0_"
+                            body.line(f"{acc} = SMLAD_(we_, pk_[{k}][{2 * j}], {acc});")
+                            body.line(f"{acc} = SMLAD_(wo_, pk_[{k}][{2 * j + 1}], {acc});")
                 for t in range(4 * quads, taps):
                     at = 2 * quads + t - 4 * quads
-                    body.line(f"a_ += (int32_t)wr_[{t}] * pa_[{at}];")
-                    body.line(f"b_ += (int32_t)wr_[{t}] * pb_[{at}];")
-                _requant(body, "a_", "o", q.output_offset, lo, hi, f"y_[p * {oc} + o]", "a")
-                with body.block("if (p1_ != p)"):
-                    _requant(body, "b_", "o", q.output_offset, lo, hi, f"y_[p1_ * {oc} + o]", "b")
+                    for k in range(block):
+                        acc = f"a{k}_" if k else "c0_"
+                        body.line(f"{acc} += (int32_t)wr_[{t}] * pk_[{k}][{at}];")
+                for k in range(block):
+                    acc = f"a{k}_" if k else "c0_"
+                    dest = f"y_[(p + {k}) * {oc} + o]"
+                    if k == 0:
+                        _requant(body, acc, "o", q.output_offset, lo, hi, dest, f"{k}")
+                    else:
+                        with body.block(f"if (p + {k} < {positions})"):
+                            _requant(body, acc, "o", q.output_offset, lo, hi, dest, f"{k}")
         body.line("#undef SXTB16_")
         body.line("#undef SMLAD_")
+
+
+def _mve_requant(body: Body, acc: str, out_offset: int, lo: int, hi: int) -> None:
+    """CMSIS-NN's double rounding on four lanes (``arm_requantize_mve_32x4``'s arithmetic):
+    left shift, rounding doubling high multiply, a rounding right shift whose ties go away
+    from zero (the fixup), then offset and clamp."""
+    body.line(f"{acc} = vaddq_s32({acc}, bias_);")
+    body.line(f"{acc} = vqrdmulhq_s32(vshlq_s32({acc}, ls_), m_);")
+    body.line(f"{acc} = vqaddq_s32({acc}, vshrq_n_s32(vandq_s32({acc}, rs_), 31));")
+    body.line(f"{acc} = vrshlq_s32({acc}, rs_);")
+    body.line(f"{acc} = vaddq_n_s32({acc}, {out_offset});")
+    body.line(f"{acc} = vminq_s32(vmaxq_s32({acc}, vdupq_n_s32({lo})), vdupq_n_s32({hi}));")
 
 
 def _mve_load(j: int, vectors: int) -> str:
@@ -209,10 +245,11 @@ def _mve_load(j: int, vectors: int) -> str:
     return f"vldrbq_s8(wr_ + {16 * j})"
 
 
-def _mve_dot(vectors: int) -> str:
-    text = f"vmladavq_s8(v0_, {_mve_load(0, vectors)})"
+def _mve_dot(vectors: int, k: int) -> str:
+    """The dot product of window ``k``'s vectors with the loaded filter ``w<j>_``."""
+    text = f"vmladavq_s8(v{k}0_, w0_)"
     for j in range(1, vectors):
-        text = f"vmladavaq_s8({text}, v{j}_, {_mve_load(j, vectors)})"
+        text = f"vmladavaq_s8({text}, v{k}{j}_, w{j}_)"
     return text
 
 
@@ -271,24 +308,37 @@ class _Geometry:
     ) -> None:  # fmt: skip
         """``win[t]`` = the input under tap ``t`` of output position ``pos`` (flat over
         batch, rows, columns): raw, or plus ``offset``; ``pad`` outside the input; zeros from
-        ``taps`` to ``size``."""
+        ``taps`` to ``size``. A row of the window wholly inside the input is copied without
+        checks."""
         (sh, sw), (dh, dw), (pt, pl) = self.strides, self.dilations, self.pads
         body.line(f"const int32_t b_ = {pos} / {self.oh * self.ow};")
         body.line(f"const int32_t oy_ = ({pos} / {self.ow}) % {self.oh};")
         body.line(f"const int32_t ox_ = {pos} % {self.ow};")
         body.line(f"const int8_t* xb_ = x_ + b_ * {self.h * self.w};")
-        with body.block(f"for (int32_t ky = 0; ky < {self.kh}; ++ky)"):
+        body.line(f"const int32_t ix0_ = ox_ * {sw} - {pl};")
+        body.line(f"const int32_t full_ = ix0_ >= 0 && ix0_ + {(self.kw - 1) * dw} < {self.w};")
+        with body.loop("ky", self.kh):
             body.line(f"const int32_t iy_ = oy_ * {sh} - {pt} + ky * {dh};")
-            body.line(f"const int32_t rowin_ = iy_ >= 0 && iy_ < {self.h};")
-            with body.loop("kx", self.kw):
-                body.line(f"const int32_t ix_ = ox_ * {sw} - {pl} + kx * {dw};")
-                value = "xb_[iy_ * " + str(self.w) + " + ix_]"
-                if not raw:
-                    value = f"(int16_t)({value} + {offset})"
-                body.line(
-                    f"{win}[ky * {self.kw} + kx] = rowin_ && ix_ >= 0 && ix_ < {self.w} ? "
-                    f"{value} : {pad};"
-                )
+            body.line(f"{c_type('int8' if raw else 'int16')}* gr_ = {win} + ky * {self.kw};")
+            with body.block(f"if (iy_ >= 0 && iy_ < {self.h} && full_)"):
+                body.line(f"const int8_t* xr_ = xb_ + iy_ * {self.w} + ix0_;")
+                if raw and dw == 1:
+                    body.line(f"__builtin_memcpy(gr_, xr_, {self.kw});")
+                else:
+                    for kx in range(self.kw):
+                        value = f"xr_[{kx * dw}]"
+                        if not raw:
+                            value = f"(int16_t)({value} + {offset})"
+                        body.line(f"gr_[{kx}] = {value};")
+            with body.block(f"else if (iy_ >= 0 && iy_ < {self.h})"):
+                with body.loop("kx", self.kw):
+                    body.line(f"const int32_t ix_ = ix0_ + kx * {dw};")
+                    value = f"xb_[iy_ * {self.w} + ix_]"
+                    if not raw:
+                        value = f"(int16_t)({value} + {offset})"
+                    body.line(f"gr_[kx] = ix_ >= 0 && ix_ < {self.w} ? {value} : {pad};")
+            with body.block("else"), body.loop("kx", self.kw):
+                body.line(f"gr_[kx] = {pad};")
         if size > taps:
             with body.block(f"for (int32_t t = {taps}; t < {size}; ++t)"):
                 body.line(f"{win}[t] = 0;")

@@ -108,6 +108,7 @@ class DirectConv(Op):
         q = self.base.quant
         vectors = -(-taps // 16)
         last = taps - 16 * (vectors - 1)
+        body.line("#define SAT8_(v) ((v) < -128 ? -128 : ((v) > 127 ? 127 : (v)))")
         body.line(f"int32_t bq_[{oc}];")
         body.line(f"const mve_pred16_t tail_ = vctp8q({last});")
         with body.loop("o", oc):
@@ -158,9 +159,11 @@ class DirectConv(Op):
                         body.line(f"const int8x16_t w{j}_ = {_mve_load(j, vectors)};")
                     body.line(f"const int32_t a_ = bq_[o] + {_mve_dot(vectors, 0)};")
                     body.line(f"const int32_t b_ = bq_[o] + {_mve_dot(vectors, 1)};")
-                    _requant(body, "a_", "o", q.output_offset, lo, hi, "ya_[o]", "a")
+                    _requant_setup(body, "o", True)
+                    _requant(body, "a_", q.output_offset, lo, hi, "ya_[o]", "a", True)
                     with body.block("if (p1_ != p)"):
-                        _requant(body, "b_", "o", q.output_offset, lo, hi, "yb_[o]", "b")
+                        _requant(body, "b_", q.output_offset, lo, hi, "yb_[o]", "b", True)
+        body.line("#undef SAT8_")
 
     # -- DSP and portable ----------------------------------------------------------------------
 
@@ -169,12 +172,14 @@ class DirectConv(Op):
         lo: int, hi: int,
     ) -> None:  # fmt: skip
         q = self.base.quant
+        left = any(s > 0 for s in self.base.quant.requant.shifts)
         quads = taps // 4
         words = 2 * quads + (taps % 4)  # packed pairs, then the tail taps one a word
         block = BLOCK
         body.line(DSP)
         body.line("#define SXTB16_(v) ((int32_t)__sxtb16((int8x4_t)(v)))")
         body.line("#define SMLAD_(a, b, c) __smlad((int16x2_t)(a), (int16x2_t)(b), (c))")
+        body.line("#define SAT8_(v) __ssat((v), 8)")
         body.line("#else")
         body.line(
             "#define SXTB16_(v) ((int32_t)(((uint32_t)(uint16_t)(int16_t)(int8_t)(v)) | "
@@ -184,6 +189,7 @@ class DirectConv(Op):
             "#define SMLAD_(a, b, c) ((c) + (int32_t)(int16_t)(a) * (int16_t)(b) + "
             "((int32_t)(a) >> 16) * ((int32_t)(b) >> 16))"
         )
+        body.line("#define SAT8_(v) ((v) < -128 ? -128 : ((v) > 127 ? 127 : (v)))")
         body.line("#endif")
         body.line(f"int16_t win_[{taps}];")
         body.line(f"int32_t pk_[{block}][{words}];")
@@ -215,16 +221,19 @@ class DirectConv(Op):
                     for k in range(block):
                         acc = f"a{k}_" if k else "c0_"
                         body.line(f"{acc} += (int32_t)wr_[{t}] * pk_[{k}][{at}];")
+                _requant_setup(body, "o", left)
                 for k in range(block):
                     acc = f"a{k}_" if k else "c0_"
                     dest = f"y_[(p + {k}) * {oc} + o]"
+                    args = (body, acc, q.output_offset, lo, hi, dest, f"{k}", left)
                     if k == 0:
-                        _requant(body, acc, "o", q.output_offset, lo, hi, dest, f"{k}")
+                        _requant(*args)
                     else:
                         with body.block(f"if (p + {k} < {positions})"):
-                            _requant(body, acc, "o", q.output_offset, lo, hi, dest, f"{k}")
+                            _requant(*args)
         body.line("#undef SXTB16_")
         body.line("#undef SMLAD_")
+        body.line("#undef SAT8_")
 
 
 def _mve_requant(body: Body, acc: str, out_offset: int, lo: int, hi: int) -> None:
@@ -268,26 +277,38 @@ def _pack(body: Body, win: str, packed: str, taps: int) -> None:
         body.line(f"{packed}[{2 * quads + t - 4 * quads}] = {win}[{t}];")
 
 
+def _requant_setup(body: Body, channel: str, left: bool) -> None:
+    """The channel's requantization constants, once for all the positions that use them."""
+    body.line(f"const int32_t m_ = mult_[{channel}];")
+    if left:
+        body.line(f"const int32_t ls_ = shift_[{channel}] > 0 ? shift_[{channel}] : 0;")
+        body.line(f"const int32_t rs_ = shift_[{channel}] > 0 ? 0 : -shift_[{channel}];")
+    else:
+        body.line(f"const int32_t rs_ = -shift_[{channel}];")
+    body.line("const int32_t mask_ = (int32_t)(((uint32_t)1 << rs_) - 1u);")
+    body.line("const int32_t half_ = mask_ >> 1;")
+
+
 def _requant(
-    body: Body, acc: str, channel: str, out_offset: int, lo: int, hi: int, dest: str,
-    tag: str = "",
-) -> None:  # fmt: skip
-    """CMSIS-NN's ``arm_nn_requantize`` (double rounding) of ``acc`` with channel
-    ``channel``'s multiplier and shift, offset, clamped and stored."""
+    body: Body, acc: str, out_offset: int, lo: int, hi: int, dest: str, tag: str, left: bool
+) -> None:
+    """CMSIS-NN's ``arm_nn_requantize`` (double rounding) of ``acc`` with the constants of
+    :func:`_requant_setup`, offset, clamped (``SAT8_`` for the whole int8 range) and stored:
+    a rounding doubling high multiply, then a rounding right shift, ties away from zero."""
     t = tag
-    body.line(f"const int32_t sh{t}_ = shift_[{channel}];")
-    body.line(f"const int32_t rs{t}_ = sh{t}_ > 0 ? 0 : -sh{t}_;")
-    body.line(f"const int32_t v{t}_ = (int32_t)((uint32_t){acc} << (sh{t}_ > 0 ? sh{t}_ : 0));")
+    value = f"(int32_t)((uint32_t){acc} << ls_)" if left else acc
     body.line(
-        f"const int32_t hi{t}_ = (int32_t)(((int64_t)v{t}_ * mult_[{channel}] + "
-        f"((int64_t)1 << 30)) >> 31);"
+        f"const int32_t hi{t}_ = (int32_t)(((int64_t)({value}) * m_ + ((int64_t)1 << 30)) >> 31);"
     )
-    body.line(f"const int32_t mask{t}_ = (int32_t)(((uint32_t)1 << rs{t}_) - 1u);")
-    body.line(f"int32_t r{t}_ = hi{t}_ >> rs{t}_;")
-    body.line(f"const int32_t thr{t}_ = (mask{t}_ >> 1) + (r{t}_ < 0 ? 1 : 0);")
-    body.line(f"r{t}_ += ((hi{t}_ & mask{t}_) > thr{t}_ ? 1 : 0) + {out_offset};")
-    body.line(f"r{t}_ = r{t}_ < {lo} ? {lo} : (r{t}_ > {hi} ? {hi} : r{t}_);")
-    body.line(f"{dest} = (int8_t)r{t}_;")
+    body.line(
+        f"int32_t r{t}_ = (hi{t}_ >> rs_) + ((hi{t}_ & mask_) > half_ + "
+        f"(int32_t)((uint32_t)hi{t}_ >> 31) ? 1 : 0) + {out_offset};"
+    )
+    if (lo, hi) == (-128, 127):
+        body.line(f"{dest} = (int8_t)SAT8_(r{t}_);")
+    else:
+        body.line(f"r{t}_ = r{t}_ < {lo} ? {lo} : (r{t}_ > {hi} ? {hi} : r{t}_);")
+        body.line(f"{dest} = (int8_t)r{t}_;")
 
 
 @dataclass(frozen=True)
@@ -330,13 +351,12 @@ class _Geometry:
                         if not raw:
                             value = f"(int16_t)({value} + {offset})"
                         body.line(f"gr_[{kx}] = {value};")
-            with body.block(f"else if (iy_ >= 0 && iy_ < {self.h})"):
-                with body.loop("kx", self.kw):
-                    body.line(f"const int32_t ix_ = ix0_ + kx * {dw};")
-                    value = f"xb_[iy_ * {self.w} + ix_]"
-                    if not raw:
-                        value = f"(int16_t)({value} + {offset})"
-                    body.line(f"gr_[kx] = ix_ >= 0 && ix_ < {self.w} ? {value} : {pad};")
+            with body.block(f"else if (iy_ >= 0 && iy_ < {self.h})"), body.loop("kx", self.kw):
+                body.line(f"const int32_t ix_ = ix0_ + kx * {dw};")
+                value = f"xb_[iy_ * {self.w} + ix_]"
+                if not raw:
+                    value = f"(int16_t)({value} + {offset})"
+                body.line(f"gr_[kx] = ix_ >= 0 && ix_ < {self.w} ? {value} : {pad};")
             with body.block("else"), body.loop("kx", self.kw):
                 body.line(f"gr_[kx] = {pad};")
         if size > taps:

@@ -23,11 +23,11 @@ and LiteRT's reference convolution compute it, so every path's output equals the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Sequence
+from typing import List, Sequence, Tuple
 
 import numpy as np
 
-from ..cgen import Body, Buffer, c_type
+from ..cgen import Body, Buffer
 from .base import Op, TensorType, require
 from .tflite import TflConv
 
@@ -43,6 +43,8 @@ MVE = "#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)"
 DSP = "#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP"
 # Output positions that share each load of the filter on the DSP and portable paths.
 BLOCK = 4
+# Output positions that share each load of the filter on Helium.
+MVE_BLOCK = 2
 
 
 def _ints(values: Sequence[int]) -> str:
@@ -93,6 +95,7 @@ class DirectConv(Op):
         bias = f"((const int32_t*){ins[2].var})[o]" if op.bias else "0"
         positions = n * oh * ow
         geometry = _Geometry(h, wd, oh, ow, kh, kw, op.strides, op.dilations, op.pads)
+        geometry.pad_input(body, n, q.input_offset)
         body.line(MVE)
         self._mve(body, geometry, positions, oc, taps, bias, lo, hi)
         body.line("#else")
@@ -108,8 +111,20 @@ class DirectConv(Op):
         q = self.base.quant
         vectors = -(-taps // 16)
         last = taps - 16 * (vectors - 1)
-        body.line("#define SAT8_(v) ((v) < -128 ? -128 : ((v) > 127 ? 127 : (v)))")
-        body.line(f"int32_t bq_[{oc}];")
+        padded = -(-oc // 4) * 4
+        requant = q.requant
+        shifts = list(requant.shifts) * (oc if len(requant.shifts) == 1 else 1)
+        mults = list(requant.multipliers) * (oc if len(requant.multipliers) == 1 else 1)
+        fill = [0] * (padded - oc)
+        body.line(f"static const int32_t vm_[{padded}] = {_ints(mults + fill)};")
+        body.line(
+            f"static const int32_t vl_[{padded}] = {_ints([max(v, 0) for v in shifts] + fill)};"
+        )
+        body.line(
+            f"static const int32_t vr_[{padded}] = {_ints([min(v, 0) for v in shifts] + fill)};"
+        )
+        body.line(f"int32_t bq_[{padded}];")
+        body.line(f"int32_t acc_[{MVE_BLOCK}][{padded}] __attribute__((aligned(16)));")
         body.line(f"const mve_pred16_t tail_ = vctp8q({last});")
         with body.loop("o", oc):
             body.line(f"const int8_t* wr_ = w_ + o * {taps};")
@@ -118,52 +133,38 @@ class DirectConv(Op):
                 body.line(f"s_ = vaddvaq_s8(s_, {_mve_load(j, vectors)});")
             body.line(f"bq_[o] = {bias} + {q.input_offset} * s_;")
         span = 16 * vectors
-        body.line(f"int8_t win_[2][{span}] __attribute__((aligned(16)));")
-        pad = f"(int8_t){-q.input_offset}"
-        with body.block(f"for (int32_t p = 0; p < {positions}; p += 2)"):
-            body.line(f"const int32_t p1_ = p + 1 < {positions} ? p + 1 : p;")
-            for k, pos in enumerate(("p", "p1_")):
+        body.line(f"int8_t win_[{MVE_BLOCK}][{span}] __attribute__((aligned(16)));")
+        with body.block(f"for (int32_t p = 0; p < {positions}; p += {MVE_BLOCK})"):
+            for k in range(MVE_BLOCK):
                 with body.block(""):
-                    g.gather(body, pos, f"win_[{k}]", pad, taps, span, raw=True)
-            for k in range(2):
+                    body.line(f"const int32_t pos_ = p + {k} < {positions} ? p + {k} : p;")
+                    g.gather(body, "pos_", f"win_[{k}]", taps, span, raw=True)
+            for k in range(MVE_BLOCK):
                 for j in range(vectors):
                     body.line(f"const int8x16_t v{k}{j}_ = vld1q_s8(&win_[{k}][{16 * j}]);")
-            groups = oc // 4
-            body.line(f"int8_t* ya_ = y_ + p * {oc};")
-            body.line(f"int8_t* yb_ = y_ + p1_ * {oc};")
-            if groups:
-                with body.loop("g", groups):
-                    body.line("int32x4_t a_ = vdupq_n_s32(0);")
-                    body.line("int32x4_t b_ = vdupq_n_s32(0);")
-                    for lane in range(4):
-                        with body.block(""):
-                            body.line(f"const int8_t* wr_ = w_ + (g * 4 + {lane}) * {taps};")
-                            for j in range(vectors):
-                                body.line(f"const int8x16_t w{j}_ = {_mve_load(j, vectors)};")
-                            body.line(f"a_ = vsetq_lane_s32({_mve_dot(vectors, 0)}, a_, {lane});")
-                            body.line(f"b_ = vsetq_lane_s32({_mve_dot(vectors, 1)}, b_, {lane});")
-                    body.line("const int32x4_t bias_ = vldrwq_s32(bq_ + g * 4);")
-                    body.line("const int32x4_t sh_ = vldrwq_s32(shift_ + g * 4);")
-                    body.line("const int32x4_t m_ = vldrwq_s32(mult_ + g * 4);")
-                    body.line("const int32x4_t rs_ = vminq_s32(sh_, vdupq_n_s32(0));")
-                    body.line("const int32x4_t ls_ = vmaxq_s32(sh_, vdupq_n_s32(0));")
-                    for acc in ("a_", "b_"):
-                        _mve_requant(body, acc, q.output_offset, lo, hi)
-                    body.line("vstrbq_s32(ya_ + g * 4, a_);")
-                    with body.block("if (p1_ != p)"):
-                        body.line("vstrbq_s32(yb_ + g * 4, b_);")
-            if oc % 4:
-                with body.block(f"for (int32_t o = {groups * 4}; o < {oc}; ++o)"):
-                    body.line(f"const int8_t* wr_ = w_ + o * {taps};")
-                    for j in range(vectors):
-                        body.line(f"const int8x16_t w{j}_ = {_mve_load(j, vectors)};")
-                    body.line(f"const int32_t a_ = bq_[o] + {_mve_dot(vectors, 0)};")
-                    body.line(f"const int32_t b_ = bq_[o] + {_mve_dot(vectors, 1)};")
-                    _requant_setup(body, "o", True)
-                    _requant(body, "a_", q.output_offset, lo, hi, "ya_[o]", "a", True)
-                    with body.block("if (p1_ != p)"):
-                        _requant(body, "b_", q.output_offset, lo, hi, "yb_[o]", "b", True)
-        body.line("#undef SAT8_")
+            with body.loop("o", oc):
+                body.line(f"const int8_t* wr_ = w_ + o * {taps};")
+                for j in range(vectors):
+                    body.line(f"const int8x16_t w{j}_ = {_mve_load(j, vectors)};")
+                for k in range(MVE_BLOCK):
+                    body.line(f"acc_[{k}][o] = {_mve_dot(vectors, k)};")
+            body.line(f"const int32x4_t lo_ = vdupq_n_s32({lo});")
+            body.line(f"const int32x4_t hi_ = vdupq_n_s32({hi});")
+            for k in range(MVE_BLOCK):
+                guard = f"if (p + {k} < {positions})" if k else "if (1)"
+                with body.block(guard):
+                    body.line(f"int8_t* yr_ = y_ + (p + {k}) * {oc};")
+                    with body.block(f"for (int32_t o = 0; o < {oc}; o += 4)"):
+                        body.line(f"int32x4_t a_ = vldrwq_s32(&acc_[{k}][o]);")
+                        body.line("const int32x4_t ls_ = vldrwq_s32(vl_ + o);")
+                        body.line("const int32x4_t rs_ = vldrwq_s32(vr_ + o);")
+                        body.line("const int32x4_t m_ = vldrwq_s32(vm_ + o);")
+                        body.line("a_ = vaddq_s32(a_, vldrwq_s32(bq_ + o));")
+                        _mve_requant(body, "a_", q.output_offset)
+                        if oc % 4:
+                            body.line(f"vstrbq_p_s32(yr_ + o, a_, vctp32q({oc} - o));")
+                        else:
+                            body.line("vstrbq_s32(yr_ + o, a_);")
 
     # -- DSP and portable ----------------------------------------------------------------------
 
@@ -197,7 +198,7 @@ class DirectConv(Op):
             for k in range(block):
                 with body.block(""):
                     body.line(f"const int32_t pos_ = p + {k} < {positions} ? p + {k} : p;")
-                    g.gather(body, "pos_", "win_", "0", taps, taps, raw=False,
+                    g.gather(body, "pos_", "win_", taps, taps, raw=False,
                              offset=q.input_offset)  # fmt: skip
                     _pack(body, "win_", f"pk_[{k}]", taps)
             with body.loop("o", oc):
@@ -236,16 +237,16 @@ class DirectConv(Op):
         body.line("#undef SAT8_")
 
 
-def _mve_requant(body: Body, acc: str, out_offset: int, lo: int, hi: int) -> None:
-    """CMSIS-NN's double rounding on four lanes (``arm_requantize_mve_32x4``'s arithmetic):
-    left shift, rounding doubling high multiply, a rounding right shift whose ties go away
-    from zero (the fixup), then offset and clamp."""
-    body.line(f"{acc} = vaddq_s32({acc}, bias_);")
+def _mve_requant(body: Body, acc: str, out_offset: int) -> None:
+    """CMSIS-NN's double rounding on four lanes (``arm_requantize_mve_32x4``'s arithmetic)
+    with the vectors ``ls_``, ``rs_`` (left shift, minus right shift), ``m_`` (multipliers),
+    ``lo_`` and ``hi_`` (bounds) in scope: left shift, rounding doubling high multiply, a
+    rounding right shift whose ties go away from zero (the fixup), offset and clamp."""
     body.line(f"{acc} = vqrdmulhq_s32(vshlq_s32({acc}, ls_), m_);")
     body.line(f"{acc} = vqaddq_s32({acc}, vshrq_n_s32(vandq_s32({acc}, rs_), 31));")
     body.line(f"{acc} = vrshlq_s32({acc}, rs_);")
     body.line(f"{acc} = vaddq_n_s32({acc}, {out_offset});")
-    body.line(f"{acc} = vminq_s32(vmaxq_s32({acc}, vdupq_n_s32({lo})), vdupq_n_s32({hi}));")
+    body.line(f"{acc} = vminq_s32(vmaxq_s32({acc}, lo_), hi_);")
 
 
 def _mve_load(j: int, vectors: int) -> str:
@@ -323,42 +324,53 @@ class _Geometry:
     dilations: Sequence[int]
     pads: Sequence[int]
 
+    @property
+    def padded(self) -> Tuple[int, int]:
+        """Rows and columns of the input with the padding the windows reach."""
+        (sh, sw), (dh, dw), (pt, pl) = self.strides, self.dilations, self.pads
+        bottom = max(0, (self.oh - 1) * sh - pt + (self.kh - 1) * dh - (self.h - 1))
+        right = max(0, (self.ow - 1) * sw - pl + (self.kw - 1) * dw - (self.w - 1))
+        return self.h + pt + bottom, self.w + pl + right
+
+    def pad_input(self, body: Body, n: int, input_offset: int) -> None:
+        """``xp_``: the input with its padding made real (the input zero point, which the
+        offset makes 0), so that every window is read without bounds checks: TFLite's
+        padding folded into the convolution."""
+        hp, wp = self.padded
+        pt, pl = self.pads
+        xp = body.scratch("xpad_", "int8", n * hp * wp)
+        body.line(f"int8_t* xp_ = (int8_t*){xp.var};")
+        body.line(f"__builtin_memset(xp_, (int8_t){-input_offset}, {n * hp * wp});")
+        with body.block(f"for (int32_t r = 0; r < {n * self.h}; ++r)"):
+            body.line(f"const int32_t b_ = r / {self.h};")
+            body.line(
+                f"__builtin_memcpy(xp_ + (b_ * {hp} + r % {self.h} + {pt}) * {wp} + {pl}, "
+                f"x_ + r * {self.w}, {self.w});"
+            )
+
     def gather(
-        self, body: Body, pos: str, win: str, pad: str, taps: int, size: int, *, raw: bool,
+        self, body: Body, pos: str, win: str, taps: int, size: int, *, raw: bool,
         offset: int = 0,
     ) -> None:  # fmt: skip
-        """``win[t]`` = the input under tap ``t`` of output position ``pos`` (flat over
-        batch, rows, columns): raw, or plus ``offset``; ``pad`` outside the input; zeros from
-        ``taps`` to ``size``. A row of the window wholly inside the input is copied without
-        checks."""
-        (sh, sw), (dh, dw), (pt, pl) = self.strides, self.dilations, self.pads
+        """``win[t]`` = the padded input (``xp_``) under tap ``t`` of output position ``pos``
+        (flat over batch, rows, columns): raw, or plus ``offset``; zeros from ``taps`` to
+        ``size``."""
+        (sh, sw), (dh, dw) = self.strides, self.dilations
+        hp, wp = self.padded
         body.line(f"const int32_t b_ = {pos} / {self.oh * self.ow};")
         body.line(f"const int32_t oy_ = ({pos} / {self.ow}) % {self.oh};")
         body.line(f"const int32_t ox_ = {pos} % {self.ow};")
-        body.line(f"const int8_t* xb_ = x_ + b_ * {self.h * self.w};")
-        body.line(f"const int32_t ix0_ = ox_ * {sw} - {pl};")
-        body.line(f"const int32_t full_ = ix0_ >= 0 && ix0_ + {(self.kw - 1) * dw} < {self.w};")
-        with body.loop("ky", self.kh):
-            body.line(f"const int32_t iy_ = oy_ * {sh} - {pt} + ky * {dh};")
-            body.line(f"{c_type('int8' if raw else 'int16')}* gr_ = {win} + ky * {self.kw};")
-            with body.block(f"if (iy_ >= 0 && iy_ < {self.h} && full_)"):
-                body.line(f"const int8_t* xr_ = xb_ + iy_ * {self.w} + ix0_;")
-                if raw and dw == 1:
-                    body.line(f"__builtin_memcpy(gr_, xr_, {self.kw});")
-                else:
-                    for kx in range(self.kw):
-                        value = f"xr_[{kx * dw}]"
-                        if not raw:
-                            value = f"(int16_t)({value} + {offset})"
-                        body.line(f"gr_[{kx}] = {value};")
-            with body.block(f"else if (iy_ >= 0 && iy_ < {self.h})"), body.loop("kx", self.kw):
-                body.line(f"const int32_t ix_ = ix0_ + kx * {dw};")
-                value = f"xb_[iy_ * {self.w} + ix_]"
+        body.line(f"const int8_t* xw_ = xp_ + (b_ * {hp} + oy_ * {sh}) * {wp} + ox_ * {sw};")
+        for ky in range(self.kh):
+            row = f"xw_ + {ky * dh * wp}"
+            if raw and dw == 1:
+                body.line(f"__builtin_memcpy({win} + {ky * self.kw}, {row}, {self.kw});")
+                continue
+            for kx in range(self.kw):
+                value = f"({row})[{kx * dw}]"
                 if not raw:
                     value = f"(int16_t)({value} + {offset})"
-                body.line(f"gr_[kx] = ix_ >= 0 && ix_ < {self.w} ? {value} : {pad};")
-            with body.block("else"), body.loop("kx", self.kw):
-                body.line(f"gr_[kx] = {pad};")
+                body.line(f"{win}[{ky * self.kw + kx}] = {value};")
         if size > taps:
             with body.block(f"for (int32_t t = {taps}; t < {size}; ++t)"):
                 body.line(f"{win}[t] = 0;")

@@ -282,3 +282,5 @@ def test_compile_cmsis_part(smoke: Dict[str, Any]) -> None:
         True,
     )
     assert row["instructions"] > 0 and row["flash_bytes"] > 0 and row["ram_bytes"] > 0
+    # issue 43: at most 0.9x TFLM's instructions on the M55 (the direct form), exact
+    assert part["summary"]["target_qemu-mps3-an547"], row["instructions"]

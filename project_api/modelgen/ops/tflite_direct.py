@@ -195,12 +195,10 @@ class DirectConv(Op):
         body.line(f"int16_t win_[{taps}];")
         body.line(f"int32_t pk_[{block}][{words}];")
         with body.block(f"for (int32_t p = 0; p < {positions}; p += {block})"):
-            for k in range(block):
-                with body.block(""):
-                    body.line(f"const int32_t pos_ = p + {k} < {positions} ? p + {k} : p;")
-                    g.gather(body, "pos_", "win_", taps, taps, raw=False,
-                             offset=q.input_offset)  # fmt: skip
-                    _pack(body, "win_", f"pk_[{k}]", taps)
+            with body.loop("k", block):
+                body.line(f"const int32_t pos_ = p + k < {positions} ? p + k : p;")
+                g.gather(body, "pos_", "win_", taps, taps, raw=False, offset=q.input_offset)
+                _pack(body, "win_", "pk_[k]", taps)
             with body.loop("o", oc):
                 body.line(f"const int8_t* wr_ = w_ + o * {taps};")
                 body.line(f"const int32_t a0_ = {bias};")

@@ -1,14 +1,16 @@
 """Kernel forms: the one seam through which each lowered operator's C is chosen.
 
 A *form* is a way of computing an operator: ``ref`` (our plain C with TFLite's reference
-arithmetic, modelgen/ops/tflite*.py) or ``cmsis-nn`` (a call of CMSIS-NN v7.0.0,
-modelgen/ops/tflite_cmsis.py). :data:`FORMS` is the registry: each :class:`Form` says which
-operators it takes (:meth:`Form.refusal` on the ``.tflite`` operator, before lowering, and
-:meth:`Form.wrap` on the lowered one), the requantization rounding it computes, and the
-external dependency it needs. A new form (issue 43's specialized C) is one more entry.
+arithmetic, modelgen/ops/tflite*.py), ``cmsis-nn`` (a call of CMSIS-NN v7.0.0,
+modelgen/ops/tflite_cmsis.py) or ``direct`` (a one-input-channel CONV_2D in C specialized to
+its shape, modelgen/ops/tflite_direct.py). :data:`FORMS` is the registry: each :class:`Form`
+says which operators it takes (:meth:`Form.refusal` on the ``.tflite`` operator, before
+lowering, and :meth:`Form.wrap` on the lowered one), the requantization rounding it computes,
+and the external dependency it needs. A new form is one more entry.
 
-``compile`` asks for a form per operator kind (:func:`plan_forms`): ``--cmsis-nn`` prefers
-``cmsis-nn`` wherever it is exact and leaves the rest ``ref``; ``--form KIND=FORM`` forces one
+``compile`` asks for a form per operator kind (:func:`plan_forms`): ``--cmsis-nn`` takes the
+first form :data:`CMSIS_RULES` names for the kind that can take the operator, else
+``cmsis-nn`` wherever it is exact, and leaves the rest ``ref``; ``--form KIND=FORM`` forces one
 (a forced form that cannot take an operator of that kind is a one-line refusal), so the tests
 run every form. The choice is recorded per operator in the archive (``src/<mod>.kernels.json``,
 read back by ``project_api.read.kernel_forms``) and ``info`` shows it.

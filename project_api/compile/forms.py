@@ -33,12 +33,14 @@ from ..modelgen.ops.tflite_cmsis import (
 )
 from ..modelgen.ops.tflite_direct import DirectConv
 from ..modelgen.ops.tflite_elementwise import TflBinary
+from ..modelgen.ops.tflite_simd import SimdPointwise
 from .support import LITERT_ROUNDING, SUPPORTED
 from .tflite import Operator, TfliteModel
 
 REF = "ref"
 CMSIS_NN = "cmsis-nn"
 DIRECT = "direct"
+SIMD = "simd"
 # The CMSIS-NN the cmsis-nn form calls, as metadata.json names it (the pre-RFC's example).
 CMSIS_NN_DEPENDENCY = {
     "short_name": "cmsis-nn",
@@ -99,6 +101,25 @@ def _direct_wrap(op: Op) -> Optional[Op]:
     return None
 
 
+def _simd_refusal(model: TfliteModel, op: Operator) -> Optional[str]:
+    """Why the ``simd`` form cannot compute ``op`` (None: it can)."""
+    if op.name != "CONV_2D":
+        return "takes CONV_2D only"
+    bad = _cmsis_refusal(model, op)
+    if bad:
+        return bad
+    w = model.tensors[op.inputs[1]]
+    if len(w.shape) != 4 or w.shape[1:3] != (1, 1):
+        return "takes a 1x1 filter only"
+    return None
+
+
+def _simd_wrap(op: Op) -> Optional[Op]:
+    if isinstance(op, TflConv) and not op.depthwise and not op.hybrid_scale:
+        return SimdPointwise(op) if op.pads == (0, 0) else None
+    return None
+
+
 def _cmsis_wrap(op: Op) -> Optional[Op]:
     if isinstance(op, TflConv) and not op.hybrid_scale:
         return CmsisConv(op)
@@ -152,6 +173,14 @@ FORMS: Dict[str, Form] = {
         _direct_wrap,
         rounding={"CONV_2D": "double"},
     ),
+    SIMD: Form(
+        SIMD,
+        "a 1x1 CONV_2D: the direct form's C on DSP and Helium, CMSIS-NN v7.0.0 elsewhere",
+        _simd_refusal,
+        _simd_wrap,
+        rounding={"CONV_2D": "double"},
+        dependency=CMSIS_NN_DEPENDENCY,
+    ),
 }
 # What --cmsis-nn prefers, kind by kind: CMSIS-NN wherever its output is LiteRT's, exactly.
 # FULLY_CONNECTED stays ref: CMSIS-NN requantizes it with TFLite's classic double rounding
@@ -164,7 +193,7 @@ CMSIS_PREFERRED = tuple(kind for kind in CMSIS_KINDS if kind != "FULLY_CONNECTED
 # -icount (bench part 22, bench/README.md): ``direct`` beats CMSIS-NN v7.0.0's im2col loops on
 # a single-input-channel CONV_2D on every Cortex-M level (portable, DSP, MVE), so one rule
 # holds for every CPU.
-CMSIS_RULES: Dict[str, Tuple[str, ...]] = {"CONV_2D": (DIRECT,)}
+CMSIS_RULES: Dict[str, Tuple[str, ...]] = {"CONV_2D": (DIRECT, SIMD)}
 
 
 @dataclass

@@ -23,7 +23,7 @@ and LiteRT's reference convolution compute it, so every path's output equals the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -61,7 +61,11 @@ class DirectConv(Op):
         x = types[0]
         require(not self.base.depthwise, "direct: a CONV_2D")
         require(x.dtype == "int8" and not self.base.hybrid_scale, "direct: int8 only")
-        require(len(x.shape) == 4 and x.shape[3] == 1, "direct: a single input channel")
+        require(len(x.shape) == 4, "direct: an NHWC input")
+        require(
+            x.shape[3] == 1 or (types[1].shape[1:3] == (1, 1) and self.base.pads == (0, 0)),
+            "direct: a single input channel, or a 1x1 filter without padding",
+        )
         require(self.base.quant.requant.rounding == "double", "direct: double rounding")
         return self.base.infer(types)
 
@@ -74,32 +78,41 @@ class DirectConv(Op):
     def reference(self, arrays: Sequence[np.ndarray]) -> List[np.ndarray]:
         return self.base.reference(arrays)
 
-    def emit(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
+    def emit(
+        self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer],
+        portable: Optional[Callable[[], None]] = None,
+    ) -> None:  # fmt: skip
+        """The Helium, DSP and portable paths; ``portable`` (if given) emits the code for
+        cores with neither instead of ours."""
         op = self.base
         x, w, out = ins[0], ins[1], outs[0]
-        n, h, wd, _ = x.shape
+        n, h, wd, c = x.shape
         oc, kh, kw, _ = w.shape
         oh, ow = op.out_hw
-        taps = kh * kw
+        taps = kh * kw * c
         q = op.quant
         requant = q.requant
         mults = list(requant.multipliers) * (oc if len(requant.multipliers) == 1 else 1)
         shifts = list(requant.shifts) * (oc if len(requant.shifts) == 1 else 1)
         lo, hi = int(op.activation.low), int(op.activation.high)
         body.include(INTRINSICS)
-        body.line(f"static const int32_t mult_[{oc}] = {_ints(mults)};")
-        body.line(f"static const int32_t shift_[{oc}] = {_ints(shifts)};")
         body.line("const int8_t* x_ = (const int8_t*)" + x.var + ";")
         body.line("const int8_t* w_ = (const int8_t*)" + w.var + ";")
         body.line("int8_t* y_ = (int8_t*)" + out.var + ";")
         bias = f"((const int32_t*){ins[2].var})[o]" if op.bias else "0"
         positions = n * oh * ow
-        geometry = _Geometry(h, wd, oh, ow, kh, kw, op.strides, op.dilations, op.pads)
-        geometry.pad_input(body, n, q.input_offset)
+        geometry = _Geometry(h, wd, oh, ow, kh, kw, op.strides, op.dilations, op.pads, c)
+        if c == 1:
+            geometry.pad_input(body, n, q.input_offset)
         body.line(MVE)
         self._mve(body, geometry, positions, oc, taps, bias, lo, hi)
-        body.line("#else")
+        body.line("#else" if portable is None else DSP.replace("#if", "#elif"))
+        body.line(f"static const int32_t mult_[{oc}] = {_ints(mults)};")
+        body.line(f"static const int32_t shift_[{oc}] = {_ints(shifts)};")
         self._pairs(body, geometry, positions, oc, taps, bias, lo, hi)
+        if portable is not None:
+            body.line("#else")
+            portable()
         body.line("#endif")
 
     # -- Helium -------------------------------------------------------------------------------
@@ -112,6 +125,7 @@ class DirectConv(Op):
         vectors = -(-taps // 16)
         last = taps - 16 * (vectors - 1)
         padded = -(-oc // 4) * 4
+        block = MVE_BLOCK if vectors <= 3 else 1
         requant = q.requant
         shifts = list(requant.shifts) * (oc if len(requant.shifts) == 1 else 1)
         mults = list(requant.multipliers) * (oc if len(requant.multipliers) == 1 else 1)
@@ -124,7 +138,7 @@ class DirectConv(Op):
             f"static const int32_t vr_[{padded}] = {_ints([min(v, 0) for v in shifts] + fill)};"
         )
         body.line(f"int32_t bq_[{padded}];")
-        body.line(f"int32_t acc_[{MVE_BLOCK}][{padded}] __attribute__((aligned(16)));")
+        body.line(f"int32_t acc_[{block}][{padded}] __attribute__((aligned(16)));")
         body.line(f"const mve_pred16_t tail_ = vctp8q({last});")
         with body.loop("o", oc):
             body.line(f"const int8_t* wr_ = w_ + o * {taps};")
@@ -133,24 +147,24 @@ class DirectConv(Op):
                 body.line(f"s_ = vaddvaq_s8(s_, {_mve_load(j, vectors)});")
             body.line(f"bq_[o] = {bias} + {q.input_offset} * s_;")
         span = 16 * vectors
-        body.line(f"int8_t win_[{MVE_BLOCK}][{span}] __attribute__((aligned(16)));")
-        with body.block(f"for (int32_t p = 0; p < {positions}; p += {MVE_BLOCK})"):
-            for k in range(MVE_BLOCK):
+        body.line(f"int8_t win_[{block}][{span}] __attribute__((aligned(16)));")
+        with body.block(f"for (int32_t p = 0; p < {positions}; p += {block})"):
+            for k in range(block):
                 with body.block(""):
                     body.line(f"const int32_t pos_ = p + {k} < {positions} ? p + {k} : p;")
                     g.gather(body, "pos_", f"win_[{k}]", taps, span, raw=True)
-            for k in range(MVE_BLOCK):
+            for k in range(block):
                 for j in range(vectors):
                     body.line(f"const int8x16_t v{k}{j}_ = vld1q_s8(&win_[{k}][{16 * j}]);")
             with body.loop("o", oc):
                 body.line(f"const int8_t* wr_ = w_ + o * {taps};")
                 for j in range(vectors):
                     body.line(f"const int8x16_t w{j}_ = {_mve_load(j, vectors)};")
-                for k in range(MVE_BLOCK):
+                for k in range(block):
                     body.line(f"acc_[{k}][o] = {_mve_dot(vectors, k)};")
             body.line(f"const int32x4_t lo_ = vdupq_n_s32({lo});")
             body.line(f"const int32x4_t hi_ = vdupq_n_s32({hi});")
-            for k in range(MVE_BLOCK):
+            for k in range(block):
                 guard = f"if (p + {k} < {positions})" if k else "if (1)"
                 with body.block(guard):
                     body.line(f"int8_t* yr_ = y_ + (p + {k}) * {oc};")
@@ -321,6 +335,7 @@ class _Geometry:
     strides: Sequence[int]
     dilations: Sequence[int]
     pads: Sequence[int]
+    channels: int = 1  # > 1: a 1x1 filter, the window is one pixel's channels
 
     @property
     def padded(self) -> Tuple[int, int]:
@@ -358,6 +373,21 @@ class _Geometry:
         body.line(f"const int32_t b_ = {pos} / {self.oh * self.ow};")
         body.line(f"const int32_t oy_ = ({pos} / {self.ow}) % {self.oh};")
         body.line(f"const int32_t ox_ = {pos} % {self.ow};")
+        if self.channels > 1:  # a 1x1 filter: the pixel's channels, contiguous
+            c = self.channels
+            body.line(
+                f"const int8_t* xw_ = x_ + ((b_ * {self.h} + oy_ * {sh}) * {self.w} + "
+                f"ox_ * {sw}) * {c};"
+            )
+            if raw:
+                body.line(f"__builtin_memcpy({win}, xw_, {c});")
+            else:
+                with body.loop("t", c):
+                    body.line(f"{win}[t] = (int16_t)(xw_[t] + {offset});")
+            if size > taps:
+                with body.block(f"for (int32_t t = {taps}; t < {size}; ++t)"):
+                    body.line(f"{win}[t] = 0;")
+            return
         body.line(f"const int8_t* xw_ = xp_ + (b_ * {hp} + oy_ * {sh}) * {wp} + ox_ * {sw};")
         for ky in range(self.kh):
             row = f"xw_ + {ky * dh * wp}"

@@ -87,6 +87,12 @@ PATH_CASES = [
     Case("direct_ties", conv_case((1, 6, 6, 1), (4, 3, 4, 1), {"act": "RELU"}, ties=True)),
     # its padded input past 1 KiB: taken from the operator's workspace window, not the stack
     Case("direct_padded_in_workspace", conv_case((1, 36, 30, 1), (4, 3, 3, 1), {"stride": (2, 2)})),
+    # 1x1: the simd form (ours on DSP and Helium, CMSIS-NN's call on the host): channels in
+    # whole vectors or not, a tail past the quads, per-tensor, strides, channels out not a
+    # multiple of 4 (with path_conv_1x1_* and compile_cases's 1x1)
+    Case("simd_c20_oc6_relu6", conv_case((1, 5, 3, 20), (6, 1, 1, 20), {"act": "RELU6"})),
+    Case("simd_c37_s2", conv_case((1, 4, 4, 37), (9, 1, 1, 37), {"stride": (2, 2)},
+                                  per_channel=False)),
     Case("path_mul_37", binary_case("MUL", (1, 37), (1, 37), "RELU")),
 ]  # fmt: skip
 
@@ -201,9 +207,14 @@ def test_archive_records_forms_and_library_answers(cases: Tuple[bytes, List[str]
         assert (kind, "cmsis-nn") in forms, kind
     # broadcasting ADD/MUL, softmax and the float-only steps stay on our C
     assert ("ADD", "ref") in forms and ("SOFTMAX", "ref") in forms
-    # --cmsis-nn's rule (forms.CMSIS_RULES): a one-input-channel CONV_2D takes the direct form
+    # --cmsis-nn's rule (forms.CMSIS_RULES): a one-input-channel CONV_2D takes the direct form,
+    # a 1x1 one the simd form
     direct = [op for op in operators if op["form"] == "direct"]
     assert len(direct) == 6 and {op["operator"] for op in direct} == {"CONV_2D"}
+    simd = [op for op in operators if op["form"] == "simd"]
+    assert len(simd) == 5 and {op["operator"] for op in simd} == {"CONV_2D"}
+    assert all(op["call"] == "arm_convolve_wrapper_s8" for op in simd)
+    assert all(op["scratch"]["dsp"] == op["scratch"]["mve"] == 0 for op in simd)
     assert ("SOFTMAX", "cmsis-nn") not in forms
     calls = {op["call"]: op["scratch"] for op in operators if op["form"] == "cmsis-nn"}
     assert calls["arm_fully_connected_s8"]["mve"] > 0 == calls["arm_fully_connected_s8"]["dsp"]

@@ -234,8 +234,12 @@ class FormPlan:
     @property
     def dependencies(self) -> List[Mapping[str, str]]:
         used = {form for _, _, form, _ in self.chosen}
-        deps = [FORMS[f].dependency for f in sorted(used)]
-        return [d for d in deps if d is not None]
+        deps: List[Mapping[str, str]] = []
+        for f in sorted(used):
+            dep = FORMS[f].dependency
+            if dep is not None and dep not in deps:  # forms may share one (CMSIS-NN)
+                deps.append(dep)
+        return deps
 
 
 def parse_forced(items: Sequence[str]) -> Dict[str, str]:

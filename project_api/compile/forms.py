@@ -2,11 +2,12 @@
 
 A *form* is a way of computing an operator: ``ref`` (our plain C with TFLite's reference
 arithmetic, modelgen/ops/tflite*.py), ``cmsis-nn`` (a call of CMSIS-NN v7.0.0,
-modelgen/ops/tflite_cmsis.py) or ``direct`` (a one-input-channel CONV_2D in C specialized to
-its shape, modelgen/ops/tflite_direct.py). :data:`FORMS` is the registry: each :class:`Form`
-says which operators it takes (:meth:`Form.refusal` on the ``.tflite`` operator, before
-lowering, and :meth:`Form.wrap` on the lowered one), the requantization rounding it computes,
-and the external dependency it needs. A new form is one more entry.
+modelgen/ops/tflite_cmsis.py), ``direct`` (a one-input-channel CONV_2D in C specialized to
+its shape, modelgen/ops/tflite_direct.py) or ``simd`` (a 1x1 CONV_2D: direct's code on DSP and
+Helium, CMSIS-NN elsewhere, modelgen/ops/tflite_simd.py). :data:`FORMS` is the registry:
+each :class:`Form` says which operators it takes (:meth:`Form.refusal` on the ``.tflite``
+operator, before lowering, and :meth:`Form.wrap` on the lowered one), the requantization
+rounding it computes, and the external dependency it needs. A new form is one more entry.
 
 ``compile`` asks for a form per operator kind (:func:`plan_forms`): ``--cmsis-nn`` takes the
 first form :data:`CMSIS_RULES` names for the kind that can take the operator, else
@@ -191,8 +192,9 @@ CMSIS_PREFERRED = tuple(kind for kind in CMSIS_KINDS if kind != "FULLY_CONNECTED
 # The rule --cmsis-nn follows, as data: per operator kind, the forms it tries in order before
 # cmsis-nn (the first whose refusal lets the operator through wins). Measured under QEMU
 # -icount (bench part 22, bench/README.md): ``direct`` beats CMSIS-NN v7.0.0's im2col loops on
-# a single-input-channel CONV_2D on every Cortex-M level (portable, DSP, MVE), so one rule
-# holds for every CPU.
+# a single-input-channel CONV_2D on every Cortex-M level (portable, DSP, MVE); ``simd`` beats
+# its 1x1 kernels on DSP and MVE and is CMSIS-NN's call elsewhere. So one rule holds for
+# every CPU.
 CMSIS_RULES: Dict[str, Tuple[str, ...]] = {"CONV_2D": (DIRECT, SIMD)}
 
 

@@ -43,6 +43,8 @@ MVE = "#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)"
 DSP = "#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP"
 # Output positions that share each load of the filter on the DSP and portable paths.
 BLOCK = 4
+# Quads of taps (8 multiply-accumulates a position) unrolled a loop step on the DSP path.
+UNROLL = 4
 # Output positions that share each load of the filter on Helium.
 MVE_BLOCK = 2
 
@@ -219,16 +221,29 @@ class DirectConv(Op):
                 for k in range(1, block):
                     body.line(f"int32_t a{k}_ = a0_;")
                 body.line("int32_t c0_ = a0_;")
-                for j in range(quads):
+                # UNROLL quads a loop step (a loop over them all would cost its overhead, all
+                # of them unrolled the flash), then the quads left over
+                steps, left_over = divmod(quads, UNROLL)
+
+                def quad(j: str) -> None:
                     with body.block(""):
                         body.line("uint32_t w4_;")
-                        body.line(f"__builtin_memcpy(&w4_, wr_ + {4 * j}, 4);")
+                        body.line(f"__builtin_memcpy(&w4_, wr_ + 4 * ({j}), 4);")
                         body.line("const int32_t we_ = SXTB16_(w4_);")
                         body.line("const int32_t wo_ = SXTB16_((w4_ >> 8) | (w4_ << 24));")
                         for k in range(block):
                             acc = f"a{k}_" if k else "c0_"
-                            body.line(f"{acc} = SMLAD_(we_, pk_[{k}][{2 * j}], {acc});")
-                            body.line(f"{acc} = SMLAD_(wo_, pk_[{k}][{2 * j + 1}], {acc});")
+                            body.line(f"{acc} = SMLAD_(we_, pk_[{k}][2 * ({j})], {acc});")
+                            body.line(f"{acc} = SMLAD_(wo_, pk_[{k}][2 * ({j}) + 1], {acc});")
+
+                if steps > 1:
+                    with body.loop("js", steps):
+                        for u in range(UNROLL):
+                            quad(f"js * {UNROLL} + {u}")
+                else:
+                    left_over += UNROLL * steps
+                for j in range(quads - left_over, quads):
+                    quad(str(j))
                 for t in range(4 * quads, taps):
                     at = 2 * quads + t - 4 * quads
                     for k in range(block):

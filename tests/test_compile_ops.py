@@ -118,12 +118,22 @@ def test_every_case_matches_litert_on_cortex_m(dtype: str, board: str, tmp_path:
     assert problems == []
 
 
-def test_aot_archive_matches_litert(tmp_path: Path) -> None:
+@pytest.mark.parametrize("interface", ["c", "packed"])
+def test_aot_archive_matches_litert(interface: str, tmp_path: Path) -> None:
     """The small chain (every kind of operator the shared models use) compiled for TVM's AOT
-    executor (interface c, unpacked operators, weights as const arrays) equals LiteRT."""
+    executor equals LiteRT: interface c (unpacked operators, tvmgen_<name>_run over structs,
+    a header) and packed (TVM's packed calling convention through the system library, no
+    header, the call order in get_c_metadata's tables), as TVM 0.14 writes them."""
+    from project_api.read import open_archive
+
     path = tmp_path / "tiny.tflite"
     path.write_bytes(tiny_model("int8"))
-    archive = compile_tflite(path, tmp_path / "aot.tar", executor="aot")
+    archive = compile_tflite(path, tmp_path / "aot.tar", executor="aot", interface=interface)
+    with open_archive(archive) as opened:
+        entry = opened.models[0].aot
+        assert entry is not None and entry.interface == interface
+        assert (entry.header_member is None) == (interface == "packed")
+        assert entry.entry_function == "tvmgen_default_run"
     project = Project.generate(archive, tmp_path / "project")
     project.build()
     model = path.read_bytes()

@@ -7,7 +7,14 @@ import json
 import time
 from typing import Any, Dict, List
 
-from ..compile import EXECUTORS, build_model, compile_tflite, read_tflite, supported_text
+from ..compile import (
+    EXECUTORS,
+    INTERFACES,
+    build_model,
+    compile_tflite,
+    read_tflite,
+    supported_text,
+)
 from ..compile.tflite import Tensor
 from ..errors import CompileError
 from .command import EXIT_OK, Command
@@ -35,6 +42,14 @@ class CompileCommand(Command):
             "tvmgen_<name>_run, weights as const arrays)",
         )
         parser.add_argument(
+            "--interface",
+            choices=INTERFACES,
+            default="c",
+            help="AOT's interface: c (default: tvmgen_<name>_run over structs, a header) or "
+            "packed (TVM's packed calling convention through the system library, what a "
+            "host-driven microTVM session runs)",
+        )
+        parser.add_argument(
             "--name", default="default", help="the module name (default 'default', as tvmc)"
         )
         parser.add_argument("--force", action="store_true", help="replace an existing OUT")
@@ -42,14 +57,24 @@ class CompileCommand(Command):
 
     def do_run(self, args: argparse.Namespace) -> int:
         start = time.perf_counter()
+        if args.interface != "c" and args.executor != "aot":
+            raise CompileError(f"--interface {args.interface} is an AOT option (--executor aot)")
         out = compile_tflite(
-            args.model, args.out, name=args.name, executor=args.executor, force=args.force
+            args.model,
+            args.out,
+            name=args.name,
+            executor=args.executor,
+            interface=args.interface,
+            force=args.force,
         )
         seconds = time.perf_counter() - start
         if args.json:
             print(json.dumps({"archive": str(out), "name": args.name, "seconds": seconds}))
         else:
-            print(f"wrote {out} (module {args.name}, {args.executor} executor, {seconds:.2f} s)")
+            how = f"{args.executor} executor"
+            if args.executor == "aot":
+                how += f", interface {args.interface}"
+            print(f"wrote {out} (module {args.name}, {how}, {seconds:.2f} s)")
         return EXIT_OK
 
 

@@ -24,10 +24,12 @@ from .lower import SUPPORTED, Rounding, lower_model, supported_text
 from .tflite import TfliteModel, read_tflite
 
 EXECUTORS = ("graph", "aot")
+INTERFACES = ("c", "packed")  # AOT's interface-api
 PathLike = Union[str, "os.PathLike[str]"]
 
 __all__ = [
     "EXECUTORS",
+    "INTERFACES",
     "archive_members",
     "SUPPORTED",
     "TfliteModel",
@@ -78,12 +80,19 @@ def lower_to_model(
 
 
 def archive_members(
-    generated: GeneratedModel, executor: str = "graph", source: Path = Path("model.tflite")
+    generated: GeneratedModel,
+    executor: str = "graph",
+    source: Path = Path("model.tflite"),
+    interface: str = "c",
 ) -> Dict[str, bytes]:
-    """The archive's members (version 7) for ``executor``; a rule of its layout that the
-    model breaks (AOT's C names, ...) is a one-line CompileError."""
+    """The archive's members (version 7) for ``executor`` (and AOT's ``interface``); a rule
+    of its layout that the model breaks (AOT's C names, ...) is a one-line CompileError."""
+    if interface not in INTERFACES:
+        raise CompileError(f"interface {interface!r}: compile writes {', '.join(INTERFACES)}")
+    if interface != "c" and executor != "aot":
+        raise CompileError(f"--interface {interface} is an AOT option (--executor aot)")
     try:
-        return generated.members(version=7, executor=executor)
+        return generated.members(version=7, executor=executor, interface=interface)
     except ValueError as err:
         raise CompileError(f"{source}: {err}") from None
 
@@ -94,16 +103,19 @@ def compile_tflite(
     *,
     name: str = "default",
     executor: str = "graph",
+    interface: str = "c",
     force: bool = False,
 ) -> Path:
-    """Compiles ``path`` into the MLF archive ``out`` (a version-7 tar); returns ``out``."""
+    """Compiles ``path`` into the MLF archive ``out`` (a version-7 tar); returns ``out``.
+    ``interface`` is AOT's: ``c`` (``tvmgen_<name>_run`` over structs) or ``packed`` (TVM's
+    packed calling convention through the system library)."""
     out = Path(out)
     if (out.exists() or out.is_symlink()) and not force:
         raise CompileError(f"{out} exists (--force replaces it)")
     if out.is_dir():
         raise CompileError(f"{out} is a directory")
     generated = build_model(path, name=name, executor=executor)
-    data = archive_members(generated, executor, Path(path))
+    data = archive_members(generated, executor, Path(path), interface)
     from ..modelgen.emit import tar_bytes
 
     archive = tar_bytes(data)

@@ -68,6 +68,14 @@ def export_board(board: Optional[str], cpu: Optional[str]) -> Board:
     return known[cpu]
 
 
+def free_c_name(name: str) -> bool:
+    """Whether ``name`` can prefix a model's C API: an identifier, no keyword, no prefix the
+    runtime or TVM keeps."""
+    return bool(_C_IDENTIFIER.match(name)) and not (
+        name in _RESERVED or name.startswith(_TAKEN_PREFIXES)
+    )
+
+
 def check_c_name(name: str, where: str) -> None:
     """A model's C prefix must be a C identifier that names nothing else."""
     if not _C_IDENTIFIER.match(name):

@@ -1,0 +1,80 @@
+"""A ``.tflite`` through the doors that hand the model to someone else's code: ``export
+model.tflite`` built into a user firmware that is not ours (tests/export_user.py: its own
+main.c, start-up and linker script), on the host and on qemu-mps2-an385, bit-exact with
+LiteRT's reference kernels; the module is named after the file, as every door names a
+``.tflite`` compiled on the fly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REPO_ROOT, requires_arm
+from export_user import Exported, build_cmake, build_make, check_outputs, run_firmware
+
+from project_api.board import load_board
+from project_api.generate.export import export_library
+from project_api.generate.model_source import tflite_module_name
+
+litert = pytest.importorskip(
+    "ai_edge_litert.interpreter", reason="LiteRT (ai-edge-litert, the test extra) is the oracle"
+)
+
+KWS = REPO_ROOT.parent / "shared" / "models" / "kws_ref_model.tflite"
+
+
+def kws_model() -> Path:
+    if not KWS.is_file():
+        pytest.skip(f"{KWS} is absent (the shared models live in ../shared/models)")
+    return KWS
+
+
+def litert_case(model: Path, seed: int) -> tuple:
+    """One random input (by LiteRT's input name) and LiteRT's reference output."""
+    interpreter = litert.Interpreter(
+        model_path=str(model), experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF
+    )
+    interpreter.allocate_tensors()
+    detail = interpreter.get_input_details()[0]
+    x = np.random.default_rng(seed).integers(-128, 128, tuple(detail["shape"])).astype(np.int8)
+    interpreter.set_tensor(detail["index"], x)
+    interpreter.invoke()
+    want = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+    return {detail["name"]: x}, want
+
+
+def export_tflite(tmp: Path, board: str, monkeypatch: pytest.MonkeyPatch, seed: int) -> Exported:
+    """``export kws_ref_model.tflite`` without ``--name``: the C prefix is the file's stem."""
+    monkeypatch.setenv("MLF_PROJECT_CACHE", str(tmp / "cache"))
+    model = kws_model()
+    target = tmp / "export"
+    info = export_library(model, target, board=board)
+    name = tflite_module_name(model)
+    assert name == "kws_ref_model"
+    assert [m["name"] for m in info["models"]] == [name]
+    header = (target / "src" / f"{name}.h").read_text()
+    assert f"{name.upper()}_INPUT0_SCALE" in header  # the .tflite's quantization, stated
+    inputs, want = litert_case(model, seed)
+    assert len(np.unique(want)) > 2, "degenerate reference"
+    return Exported(target, name, inputs, [want])
+
+
+def test_export_tflite_into_a_user_firmware_on_the_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    board = load_board("host")
+    models = [export_tflite(tmp_path, "host", monkeypatch, seed=1)]
+    app = build_cmake(tmp_path / "user", models, board, mode="subdirectory")
+    check_outputs(run_firmware(app, board), models)
+
+
+@requires_arm
+@pytest.mark.qemu
+def test_export_tflite_into_a_user_firmware_on_an385(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    board = load_board("qemu-mps2-an385")
+    models = [export_tflite(tmp_path, board.name, monkeypatch, seed=2)]
+    app = build_make(tmp_path / "user", models, board)
+    check_outputs(run_firmware(app, board), models)

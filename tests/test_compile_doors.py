@@ -2,11 +2,13 @@
 model.tflite`` built into a user firmware that is not ours (tests/export_user.py: its own
 main.c, start-up and linker script), on the host and on qemu-mps2-an385, bit-exact with
 LiteRT's reference kernels; the module is named after the file, as every door names a
-``.tflite`` compiled on the fly."""
+``.tflite`` compiled on the fly. And TVM 0.14's own Project API client calling
+``generate_project`` on a ``.tflite``, then building and running the project."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -78,3 +80,40 @@ def test_export_tflite_into_a_user_firmware_on_an385(
     models = [export_tflite(tmp_path, board.name, monkeypatch, seed=2)]
     app = build_make(tmp_path / "user", models, board)
     check_outputs(run_firmware(app, board), models)
+
+
+@pytest.mark.slow
+def test_tvm_project_api_client_generates_from_a_tflite(tvm_host: Any, tmp_path: Path) -> None:
+    """TVM 0.14's own Project API client (tests/tvm_driver.py) calls generate_project with
+    kws_ref_model.tflite as its model_library_format_path, builds and flashes the project
+    through its server, opens tvm.micro.Session on it and runs the graph the project carries
+    (model.tar, compiled into the cache): equal to LiteRT."""
+    from project_api.resources import template_dir
+
+    model = kws_model()
+    inputs, want = litert_case(model, seed=3)
+    np.savez(tmp_path / "inputs.npz", **inputs)
+    project_dir = tmp_path / "project"
+    action = {"do": "graph", "archive": str(project_dir / "model.tar"),
+              "inputs": str(tmp_path / "inputs.npz"), "key": "graph"}  # fmt: skip
+    spec = {
+        "template_dir": str(template_dir()),
+        "project_dir": str(project_dir),
+        "tvm_version": "0.14.0",
+        "options": {"board": "host", "project_type": "host_driven"},
+        "steps": [
+            {"do": "generate", "archive": str(model)},
+            {"do": "session", "actions": [action]},
+        ],
+    }
+    cache = tmp_path / "cache"
+    result = tvm_host.run(spec, tmp_path / "driver", timeout=300,
+                          env={"MLF_PROJECT_CACHE": str(cache)})  # fmt: skip
+    error = result["error"]
+    assert error is None, f"{error}\n{result['log'][-3000:]}"
+    session = next(step for step in result["steps"] if step["do"] == "session")
+    assert [a.get("error") for a in session["actions"]] == [None], session["actions"]
+    assert len(list((cache / "compiled").glob("kws_ref_model-*.tar"))) == 1
+    got = result["arrays"]["graph.output0"]
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.reshape(want.shape), want)

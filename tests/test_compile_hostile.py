@@ -220,6 +220,23 @@ def test_unknown_operator_version(tmp_path: Path) -> None:
                    "version 9")  # fmt: skip
 
 
+@pytest.mark.parametrize("version", [2, 6])
+def test_hybrid_depthwise_is_refused_in_its_own_words(version: int, tmp_path: Path) -> None:
+    """An int8 filter on float32 data (v6, as LiteRT's converter writes it, or an older
+    version) is refused by what it is, not by its version; the same conv as CONV_2D
+    (hybrid, one filter scale) compiles."""
+    w = TfliteWriter()
+    rng = np.random.default_rng(0)
+    add = conv_case((1, 5, 5, 3), (1, 3, 3, 3), {}, depthwise=True, hybrid=True)
+    x, y = add(w, rng, "float32")
+    w.opcodes[0] = (w.opcodes[0][0], version, "")
+    label = f"operator 0 (DEPTHWISE_CONV_2D v{version}): hybrid"
+    assert_refused(write(tmp_path, w.finish([x], [y])), tmp_path, label, "float32 data")
+    w = TfliteWriter()
+    x, y = conv_case((1, 5, 5, 3), (2, 3, 3, 3), {}, hybrid=True)(w, rng, "float32")
+    assert compile_tflite(write(tmp_path, w.finish([x], [y]), "conv.tflite"), tmp_path / "c.tar")
+
+
 def test_several_subgraphs(tmp_path: Path) -> None:
     w = TfliteWriter(subgraphs=2)
     x, y = fc_case((1, 4), 2, "NONE")(w, np.random.default_rng(0), "float32")

@@ -8,6 +8,7 @@ and what is supported.
 
 from __future__ import annotations
 
+import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -49,6 +50,7 @@ from .schema import ACTIVATIONS, PADDING
 from .support import (
     CONVERSIONS,
     DTYPES,
+    HYBRID_DEPTHWISE,
     LITERT_ROUNDING,
     MODULE_NAME,
     SUPPORTED,
@@ -185,7 +187,9 @@ class _Lowering:
         """The filter scale of a hybrid CONV_2D or FULLY_CONNECTED (int8 filter, float32 data,
         one scale)."""
         q = w.quantization
-        if depthwise or x.dtype != "float32" or w.dtype != "int8" or q is None:
+        if depthwise:
+            raise Unsupported(op, HYBRID_DEPTHWISE)
+        if x.dtype != "float32" or w.dtype != "int8" or q is None:
             raise Unsupported(op, f"{w.dtype} filter on {x.dtype} data is not supported")
         if len(set(q.scales)) != 1 or any(q.zero_points) or not good_scales(q.scales):
             raise Unsupported(op, "hybrid with per-channel filter scales is not supported")
@@ -203,8 +207,6 @@ class _Lowering:
             hybrid_scale = self._hybrid(op, x, w, depthwise=False)
         if o.get("weights_format", 0) != 0:
             raise Unsupported(op, "shuffled weights are not supported")
-        if w.quantization is not None and w.quantization.per_channel:
-            raise Unsupported(op, "per-channel filter quantization is not supported here yet")
         if x.elements % max(w.shape[1], 1) or out.elements != x.elements // w.shape[1] * w.shape[0]:
             raise Unsupported(op, "input, filter and output shapes do not agree")
         bias = self._bias(op, w.shape[0], x.dtype)
@@ -350,10 +352,8 @@ class _Lowering:
             raise Unsupported(op, f"axes {axes} of a rank-{rank} input")
         if x.dtype == "float32":
             return self.net.apply(TflMean(tuple(axes), out.shape), self.operand(op, 0))[0]
-        if rank != 4 or axes != [1, 2] or not op.options.get("keep_dims"):
-            raise Unsupported(op, "int8 MEAN is supported over axes 1 and 2 of a 4-D input, kept")
         (in_scale, in_zp), (out_scale, out_zp) = scale_zp(x, op), scale_zp(out, op)
-        count = x.shape[1] * x.shape[2]
+        count = math.prod(x.shape[a] for a in axes)
         multiplier, shift = mean_multiplier(in_scale, out_scale, count)
         requant = Requant((multiplier,), (shift,), self._rounding(op))
         mean = TflMean(tuple(axes), out.shape, in_zp, out_zp, requant)

@@ -142,3 +142,29 @@ def test_aot_archive_matches_litert(interface: str, tmp_path: Path) -> None:
             inputs = random_inputs(model, seed)
             got = session.run(inputs)["output0"]
             np.testing.assert_array_equal(got, litert_outputs(model, inputs)[0].reshape(got.shape))
+
+
+def test_packed_aot_calls_inputs_in_order_whatever_their_names(tmp_path: Path) -> None:
+    """Interface packed keeps the tensor names as they are (in get_c_metadata's C strings,
+    escaped); the firmware takes the call order from there: two inputs whose names need
+    escapes, in the reverse of their sorted order (metadata.json's), still land right."""
+    from compile_cases import binary_case
+    from tflite_builders import TfliteWriter
+
+    w = TfliteWriter()
+    (x, y), z = binary_case("ADD", (2, 9), (2, 9))(w, np.random.default_rng(5), "int8")
+    w.tensors[x].name = 'z"in\\0 */'
+    w.tensors[y].name = "a/*\tb:0"
+    model = w.finish([x, y], [z])
+    path = tmp_path / "two.tflite"
+    path.write_bytes(model)
+    archive = compile_tflite(path, tmp_path / "two.tar", executor="aot", interface="packed")
+    project = Project.generate(archive, tmp_path / "project")
+    project.build()
+    with project.session(timeout=60) as session:
+        inputs = random_inputs(model, 1)
+        got = session.run(inputs)["output0"]
+        want = litert_outputs(model, inputs)[0]
+        np.testing.assert_array_equal(got.reshape(want.shape), want)
+        swapped = dict(zip(inputs, reversed(list(inputs.values()))))
+        assert not np.array_equal(litert_outputs(model, swapped)[0], want)  # order matters

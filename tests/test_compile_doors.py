@@ -3,7 +3,8 @@ model.tflite`` built into a user firmware that is not ours (tests/export_user.py
 main.c, start-up and linker script), on the host and on qemu-mps2-an385, bit-exact with
 LiteRT's reference kernels; the module is named after the file, as every door names a
 ``.tflite`` compiled on the fly. And TVM 0.14's own Project API client calling
-``generate_project`` on a ``.tflite``, then building and running the project."""
+``generate_project`` on a ``.tflite``, then building and running the project; and TVM's
+``AotModule`` running an archive compiled with ``--interface packed``."""
 
 from __future__ import annotations
 
@@ -116,4 +117,40 @@ def test_tvm_project_api_client_generates_from_a_tflite(tvm_host: Any, tmp_path:
     assert len(list((cache / "compiled").glob("kws_ref_model-*.tar"))) == 1
     got = result["arrays"]["graph.output0"]
     assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
+
+
+@pytest.mark.slow
+def test_tvm_aot_executor_runs_a_compiled_packed_archive(tvm_host: Any, tmp_path: Path) -> None:
+    """``compile --executor aot --interface packed`` writes what TVM's host-driven AOT flow
+    runs: TVM 0.14's client generates the project, and ``AotModule(session.
+    create_aot_executor())`` reads its input info, runs it and reads its output, as it does
+    with TVM's own packed archives: equal to LiteRT."""
+    from project_api.compile import compile_tflite
+    from project_api.resources import template_dir
+
+    model = kws_model()
+    archive = compile_tflite(model, tmp_path / "kws_packed.tar", executor="aot",
+                             interface="packed")  # fmt: skip
+    inputs, want = litert_case(model, seed=4)
+    np.savez(tmp_path / "inputs.npz", **inputs)
+    action = {"do": "aot", "inputs": str(tmp_path / "inputs.npz"), "key": "aot",
+              "number": 1, "repeat": 1}  # fmt: skip
+    spec = {
+        "template_dir": str(template_dir()),
+        "project_dir": str(tmp_path / "project"),
+        "tvm_version": "0.14.0",
+        "options": {"board": "host", "project_type": "host_driven"},
+        "steps": [
+            {"do": "generate", "archive": str(archive)},
+            {"do": "session", "actions": [action]},
+        ],
+    }
+    result = tvm_host.run(spec, tmp_path / "driver", timeout=300)
+    error = result["error"]
+    assert error is None, f"{error}\n{result['log'][-3000:]}"
+    session = next(step for step in result["steps"] if step["do"] == "session")
+    assert [a.get("error") for a in session["actions"]] == [None], session["actions"]
+    assert session["actions"][0]["num_inputs"] == 1
+    got = result["arrays"]["aot.output0"]
     np.testing.assert_array_equal(got.reshape(want.shape), want)

@@ -251,6 +251,22 @@ def test_dynamic_shape(tmp_path: Path) -> None:
     assert_refused(write(tmp_path, w.finish([x], [y])), tmp_path, "dynamic shape")
 
 
+def test_interface_is_an_aot_option(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """--interface packed without --executor aot: one line, exit 2, nothing written; with it
+    the archive is written and --json says which interface."""
+    import json
+
+    model = write(tmp_path, tiny_model())
+    out = tmp_path / "out.tar"
+    assert main(["compile", str(model), str(out), "--interface", "packed"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--executor aot" in err and not out.exists()
+    argv = ["compile", str(model), str(out), "--executor", "aot", "--interface", "packed"]
+    assert main([*argv, "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert (record["executor"], record["interface"], record["name"]) == ("aot", "packed", "default")
+
+
 def test_an_existing_archive_is_kept_unless_forced(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

@@ -69,7 +69,10 @@ class CompileCommand(Command):
         )
         seconds = time.perf_counter() - start
         if args.json:
-            print(json.dumps({"archive": str(out), "name": args.name, "seconds": seconds}))
+            record = {"archive": str(out), "name": args.name, "executor": args.executor,
+                      "interface": args.interface if args.executor == "aot" else None,
+                      "seconds": seconds}  # fmt: skip
+            print(json.dumps(record))
         else:
             how = f"{args.executor} executor"
             if args.executor == "aot":

@@ -78,9 +78,11 @@ def conv_case(
                                          zero_point=0))  # fmt: skip
             out_scale = 2.0**-7 if ties else _act_scale(in_scale, f_scales, depth)
             y = w.tensor(out_shape, "int8", scale=out_scale, zero_point=int(rng.integers(-10, 10)))
-        elif hybrid:  # float32 data, an int8 filter with one scale (LiteRT's EvalHybrid)
+        elif hybrid:  # float32 data, an int8 filter: one scale (conv), one a channel (depthwise)
             weights = rng.integers(-127, 128, filter_shape).astype(np.int8)
-            operands = [x, w.tensor(filter_shape, "int8", data=weights, scale=0.01, zero_point=0)]
+            scale = rng.uniform(0.005, 0.02, channels).astype(np.float32) if depthwise else 0.01
+            operands = [x, w.tensor(filter_shape, "int8", data=weights, scale=scale,
+                                    zero_point=0, axis=axis)]  # fmt: skip
             if bias:
                 b_data = rng.uniform(-1, 1, channels).astype(np.float32)
                 operands.append(w.tensor((channels,), "float32", data=b_data))
@@ -95,6 +97,8 @@ def conv_case(
         name = "DEPTHWISE_CONV_2D" if depthwise else "CONV_2D"
         make = depthwise_options if depthwise else conv_options
         version = 3 if dtype == "int8" else (2 if depthwise or hybrid else 1)
+        if hybrid and depthwise and dtype == "float32":
+            version = 6  # LiteRT's converter: hybrid depthwise, per-channel
         w.op(name, operands, [y], options=make(**options), version=version)  # type: ignore[arg-type]
         return x, y
 
@@ -434,6 +438,12 @@ CASES: List[Case] = [
     Case("mean_axis2_ties", mean_case((2, 3, 6), axes=(2,), ties=True, keep_dims=False)),
     Case("fc_pc_relu", fc_case((2, 19), 6, "RELU", per_channel=True)),
     Case("fc_pc_ties", fc_case((3, 40), 10, "NONE", ties=True, per_channel=True)),
+    Case("dw_hybrid_in_float",  # int8: a plain depthwise; float32: an int8 filter (hybrid)
+         conv_case((2, 6, 5, 3), (1, 3, 3, 6), {"multiplier": 2, "stride": (2, 1), "act": "RELU"},
+                   depthwise=True, hybrid=True)),
+    Case("dw_hybrid_valid_dil",
+         conv_case((1, 7, 7, 4), (1, 3, 2, 4), {"padding": "VALID", "dilation": (2, 1)},
+                   depthwise=True, hybrid=True)),
     Case("add_same_shape_relu", binary_case("ADD", (1, 4, 5, 3), (1, 4, 5, 3), "RELU")),
     Case("add_broadcast_const", binary_case("ADD", (2, 3, 4), (4,), const_b=True)),
     Case("add_broadcast_both", binary_case("ADD", (3, 1, 5), (1, 4, 1), "RELU6")),

@@ -220,21 +220,21 @@ def test_unknown_operator_version(tmp_path: Path) -> None:
                    "version 9")  # fmt: skip
 
 
-@pytest.mark.parametrize("version", [2, 6])
-def test_hybrid_depthwise_is_refused_in_its_own_words(version: int, tmp_path: Path) -> None:
-    """An int8 filter on float32 data (v6, as LiteRT's converter writes it, or an older
-    version) is refused by what it is, not by its version; the same conv as CONV_2D
-    (hybrid, one filter scale) compiles."""
+def test_hybrid_depthwise_with_one_filter_scale_is_refused(tmp_path: Path) -> None:
+    """LiteRT's hybrid DEPTHWISE_CONV_2D takes a filter scale per channel (its Prepare
+    refuses one scale, DEPTHWISE_CONV_2D v4): refused in one line that says so; the same
+    operator with a scale per channel (v6) compiles."""
     w = TfliteWriter()
     rng = np.random.default_rng(0)
     add = conv_case((1, 5, 5, 3), (1, 3, 3, 3), {}, depthwise=True, hybrid=True)
     x, y = add(w, rng, "float32")
-    w.opcodes[0] = (w.opcodes[0][0], version, "")
-    label = f"operator 0 (DEPTHWISE_CONV_2D v{version}): hybrid"
-    assert_refused(write(tmp_path, w.finish([x], [y])), tmp_path, label, "float32 data")
-    w = TfliteWriter()
-    x, y = conv_case((1, 5, 5, 3), (2, 3, 3, 3), {}, hybrid=True)(w, rng, "float32")
-    assert compile_tflite(write(tmp_path, w.finish([x], [y]), "conv.tflite"), tmp_path / "c.tar")
+    good = write(tmp_path, w.finish([x], [y]), "per_channel.tflite")
+    assert compile_tflite(good, tmp_path / "ok.tar")
+    w.tensors[w.ops[0].inputs[1]].scales = [0.01]
+    w.tensors[w.ops[0].inputs[1]].zero_points = [0]
+    w.opcodes[0] = (w.opcodes[0][0], 4, "")
+    label = "operator 0 (DEPTHWISE_CONV_2D v4): hybrid"
+    assert_refused(write(tmp_path, w.finish([x], [y])), tmp_path, label, "per output channel")
 
 
 def test_several_subgraphs(tmp_path: Path) -> None:

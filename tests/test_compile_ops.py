@@ -88,6 +88,11 @@ def test_every_case_matches_litert(compiled: Tuple[str, bytes, List[str], Projec
                     continue
                 problems.extend(f"{name} (seed {seed}): {problem}" for problem in found)
                 seen.setdefault(name, set()).update(np.unique(want[i]).tolist())
+                if "hybrid" in name and not np.array_equal(expected[f"output{i}"],
+                                                           got[f"output{i}"]):  # fmt: skip
+                    # the hybrid kernels' quantization steps are LiteRT's to the bit: on the
+                    # host (no fused multiply-add) a step in another precision shows here
+                    problems.append(f"{name} (seed {seed}): not bit-identical")
     assert problems == []
     # every case must exercise its output's range, not saturate into a constant or two
     assert [name for name, values in seen.items() if len(values) <= 2] == []

@@ -35,6 +35,7 @@ from ..modelgen.ops.tflite_data import (
     TflUnary,
 )
 from ..modelgen.ops.tflite_elementwise import LEFT_SHIFT, TflBinary, broadcast_shape
+from ..modelgen.ops.tflite_hybrid import TflHybridDepthwise
 from .quantize import (
     activation_range,
     add_multipliers,
@@ -161,8 +162,9 @@ class _Lowering:
         if w is None or w.data is None or len(w.shape) != 4 or len(x.shape) != 4:
             raise Unsupported(op, "needs a constant 4-D filter and a 4-D input")
         hybrid_scale = 0.0
-        if w.dtype != x.dtype:
-            hybrid_scale = self._hybrid(op, x, w, depthwise)
+        hybrid_depthwise = depthwise and w.dtype != x.dtype
+        if w.dtype != x.dtype and not depthwise:
+            hybrid_scale = self._hybrid(op, x, w)
         channels = w.shape[3] if depthwise else w.shape[0]
         if not depthwise and w.shape[3] != x.shape[3]:
             raise Unsupported(op, "grouped convolution is not supported")
@@ -177,23 +179,44 @@ class _Lowering:
         out_hw, pads = _window(op, x.shape[1:3], kernel, strides, dilations)
         bias = self._bias(op, channels, x.dtype)
         activation = self._activation(op, out)
+        if hybrid_depthwise:
+            scales = self._channel_scales(op, x, w, channels)
+            hybrid = TflHybridDepthwise(out_hw, strides, dilations, pads, multiplier,
+                                        bias is not None, activation, scales)  # fmt: skip
+            operands = [self.operand(op, 0), self.operand(op, 1)] + ([bias] if bias else [])
+            return self.net.apply(hybrid, *operands)[0]
         quant = self._quant(op, x, w, out, channels, axis=3 if depthwise else 0)
         conv = TflConv(depthwise, out_hw, strides, dilations, pads, multiplier, bias is not None,
                        activation, quant, hybrid_scale)  # fmt: skip
         operands = [self.operand(op, 0), self.operand(op, 1)] + ([bias] if bias else [])
         return self.net.apply(conv, *operands)[0]
 
-    def _hybrid(self, op: Operator, x: Tensor, w: Tensor, depthwise: bool) -> float:
+    def _hybrid(self, op: Operator, x: Tensor, w: Tensor) -> float:
         """The filter scale of a hybrid CONV_2D or FULLY_CONNECTED (int8 filter, float32 data,
         one scale)."""
         q = w.quantization
-        if depthwise:
-            raise Unsupported(op, HYBRID_DEPTHWISE)
         if x.dtype != "float32" or w.dtype != "int8" or q is None:
             raise Unsupported(op, f"{w.dtype} filter on {x.dtype} data is not supported")
         if len(set(q.scales)) != 1 or any(q.zero_points) or not good_scales(q.scales):
             raise Unsupported(op, "hybrid with per-channel filter scales is not supported")
         return q.scales[0]
+
+    def _channel_scales(
+        self, op: Operator, x: Tensor, w: Tensor, channels: int
+    ) -> Tuple[float, ...]:
+        """The per-channel filter scales of a hybrid DEPTHWISE_CONV_2D."""
+        q = w.quantization
+        if x.dtype != "float32" or w.dtype != "int8":
+            raise Unsupported(op, f"{w.dtype} filter on {x.dtype} data is not supported")
+        if (
+            q is None
+            or len(q.scales) != channels
+            or (channels > 1 and q.axis != 3)
+            or any(q.zero_points)
+            or not good_scales(q.scales)
+        ):
+            raise Unsupported(op, HYBRID_DEPTHWISE)
+        return tuple(float(s) for s in q.scales)
 
     def lower_fully_connected(self, op: Operator, x: Tensor, out: Tensor) -> Value:
         o = op.options
@@ -204,7 +227,7 @@ class _Lowering:
         if w.dtype != x.dtype:
             if o.get("asymmetric_quantize_inputs"):
                 raise Unsupported(op, "hybrid with asymmetric input quantization is not supported")
-            hybrid_scale = self._hybrid(op, x, w, depthwise=False)
+            hybrid_scale = self._hybrid(op, x, w)
         if o.get("weights_format", 0) != 0:
             raise Unsupported(op, "shuffled weights are not supported")
         if x.elements % max(w.shape[1], 1) or out.elements != x.elements // w.shape[1] * w.shape[0]:

@@ -21,7 +21,7 @@ SUPPORTED = {
     "AVERAGE_POOL_2D": 2,
     "CONCATENATION": 2,
     "CONV_2D": 3,
-    "DEPTHWISE_CONV_2D": 3,
+    "DEPTHWISE_CONV_2D": 6,  # 4 and 6: hybrid; 5 (int16) is refused by its data type
     "DEQUANTIZE": 2,
     "FULLY_CONNECTED": 5,
     "LOGISTIC": 2,
@@ -59,12 +59,11 @@ Rounding = Union[None, str, Mapping[int, str]]
 MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-# Hybrid DEPTHWISE_CONV_2D (an int8 filter on float32 data, DEPTHWISE_CONV_2D v6 as LiteRT's
-# converter writes it) stays refused: docs/compile.md says why.
+# Hybrid DEPTHWISE_CONV_2D (an int8 filter on float32 data) as LiteRT's kernel takes it (its
+# Prepare refuses a filter with one scale).
 HYBRID_DEPTHWISE = (
-    "hybrid DEPTHWISE_CONV_2D (an int8 filter on float32 data) is refused: LiteRT quantizes "
-    "each batch of its input asymmetrically and scales per channel, which compile does not "
-    "reproduce exactly (dequantize the filter to float32, or quantize the model to int8)"
+    "hybrid DEPTHWISE_CONV_2D (an int8 filter on float32 data) needs one filter scale per "
+    "output channel (axis 3), finite and positive, and zero points 0, as LiteRT's kernel does"
 )
 
 
@@ -121,18 +120,8 @@ def check_model(model: TfliteModel) -> None:
             raise Unsupported(op, "custom operators are not supported")
         if op.name not in SUPPORTED:
             raise Unsupported(op, "not supported")
-        if op.name == "DEPTHWISE_CONV_2D" and _hybrid(model, op):
-            raise Unsupported(op, HYBRID_DEPTHWISE)
         if op.version > SUPPORTED[op.name]:
             raise Unsupported(op, f"version {op.version} is newer than compile implements")
-
-
-def _hybrid(model: TfliteModel, op: Operator) -> bool:
-    """A float32 input with an int8 filter (indices are checked by the reader)."""
-    if len(op.inputs) < 2 or min(op.inputs[:2]) < 0:
-        return False
-    x, w = model.tensors[op.inputs[0]], model.tensors[op.inputs[1]]
-    return x.dtype == "float32" and w.dtype == "int8"
 
 
 def scale_zp(t: Tensor, op: Optional[Operator] = None) -> Tuple[float, int]:

@@ -21,7 +21,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from ..read.dtypes import parse_dtype
 from ..read.params import save_params
-from .emit import OPERATOR_FILE_HEADER, REGISTRY_DECLARATION, c_string_escape, names_blob
+from .emit import OPERATOR_FILE_HEADER, c_string_escape, registry_source
 from .emit import input_types as model_inputs
 from .emit import output_types as model_outputs
 from .emit_aot import MainPlan, aot_relay_text, constant_array, output_names
@@ -32,20 +32,6 @@ PACKED_PARAMS = (
     "TVMValue* args, int* type_code, int num_args, TVMValue* out_value, int* out_type_code, "
     "void* resource_handle"
 )
-
-
-def _registry(names: Sequence[str]) -> str:
-    """The system-lib registry over ``names`` in TVM's order (run, operators, main, metadata)."""
-    parts = ["#include <tvm/runtime/crt/module.h>\n"]
-    parts += [REGISTRY_DECLARATION.format(name=name) for name in names]
-    parts.append("static TVMBackendPackedCFunc _tvm_func_array[] = {\n")
-    parts += [f"    (TVMBackendPackedCFunc){name},\n" for name in names]
-    parts.append("};\nstatic const TVMFuncRegistry _tvm_func_registry = {\n")
-    parts.append(f'    "{names_blob(names)}",    _tvm_func_array,\n}};\n')
-    parts.append("static const TVMModule _tvm_system_lib = {\n    &_tvm_func_registry,\n};\n")
-    parts.append("const TVMModule* TVMSystemLibEntryPoint(void) {\n")
-    parts.append("    return &_tvm_system_lib;\n}\n")
-    return "".join(parts)
 
 
 def _run(prefix: str, count: int) -> str:
@@ -227,7 +213,7 @@ def aot_packed_members(lowered: Lowered) -> Dict[str, bytes]:
     parts.append(_main(main, args))
     return {
         f"codegen/host/src/{mod}_lib0.c": (
-            _registry(registry) + _run(main.prefix, len(args))
+            registry_source(registry, ordered=True) + "\n" + _run(main.prefix, len(args))
         ).encode(),
         f"codegen/host/src/{mod}_lib1.c": _c_metadata(main.prefix, ins, outs).encode(),
         f"codegen/host/src/{mod}_lib2.c": "".join(parts).encode(),

@@ -24,7 +24,7 @@ from ..read.params import save_params
 from .emit import OPERATOR_FILE_HEADER, c_string_escape, registry_source
 from .emit import input_types as model_inputs
 from .emit import output_types as model_outputs
-from .emit_aot import MainPlan, aot_relay_text, constant_array, output_names
+from .emit_aot import MainPlan, aot_relay_text, constant_array
 from .lower import Lowered
 from .ops import TensorType
 
@@ -202,7 +202,9 @@ def aot_packed_members(lowered: Lowered) -> Dict[str, bytes]:
     mod = lowered.module
     main = MainPlan(lowered, numbered=True)
     ins = [(s.name, TensorType(s.shape, s.dtype)) for s in model_inputs(lowered)]
-    outs = list(zip(output_names(lowered), model_outputs(lowered)))
+    # get_c_metadata numbers the outputs (output0..), as TVM's tables do, where metadata.json
+    # names a single one "output"
+    outs = [(f"output{i}", t) for i, t in enumerate(model_outputs(lowered))]
     args = [f"arg{i}" for i in range(len(ins) + len(outs))]
     operators = sorted(lowered.functions)
     registry = [f"{main.prefix}_run", *operators, f"{main.prefix}___tvm_main__",

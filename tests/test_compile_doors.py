@@ -9,7 +9,7 @@ LiteRT's reference kernels; the module is named after the file, as every door na
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Dict, Tuple
 
 import numpy as np
 import pytest
@@ -33,7 +33,7 @@ def kws_model() -> Path:
     return KWS
 
 
-def litert_case(model: Path, seed: int) -> tuple:
+def litert_case(model: Path, seed: int) -> Tuple[Dict[str, np.ndarray], np.ndarray]:
     """One random input (by LiteRT's input name) and LiteRT's reference output."""
     interpreter = litert.Interpreter(
         model_path=str(model), experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF
@@ -45,6 +45,28 @@ def litert_case(model: Path, seed: int) -> tuple:
     interpreter.invoke()
     want = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
     return {detail["name"]: x}, want
+
+
+@pytest.mark.parametrize(
+    "file, name",
+    [
+        ("kws_ref_model.tflite", "kws_ref_model"),
+        ("ad01-int8 (v2).tflite", "ad01_int8_v2"),
+        ("3x.tflite", "model_3x"),
+        ("int.tflite", "model_int"),
+        ("tvm_kws.tflite", "model_tvm_kws"),
+        ("mlf_x.tflite", "model_mlf_x"),
+        ("__a.tflite", "a"),
+        ("é.tflite", "model"),
+        ("x" * 60 + ".tflite", "x" * 40),
+    ],
+)
+def test_a_tflite_is_named_after_its_file(file: str, name: str) -> None:
+    """The module name every door gives a .tflite: a free C prefix made of the file's stem."""
+    from project_api.generate.export.target import check_c_name
+
+    assert tflite_module_name(Path("/models") / file) == name
+    check_c_name(name, "module name")  # export takes it as it is
 
 
 def export_tflite(tmp: Path, board: str, monkeypatch: pytest.MonkeyPatch, seed: int) -> Exported:

@@ -9,9 +9,12 @@ from typing import Any, Dict, List
 
 from ..compile import (
     EXECUTORS,
+    FORMS,
     INTERFACES,
+    CmsisNnSource,
     build_model,
     compile_tflite,
+    parse_forced,
     read_tflite,
     supported_text,
 )
@@ -52,6 +55,36 @@ class CompileCommand(Command):
         parser.add_argument(
             "--name", default="default", help="the module name (default 'default', as tvmc)"
         )
+        parser.add_argument(
+            "--cmsis-nn",
+            action="store_true",
+            help="int8 operators CMSIS-NN v7.0.0 computes exactly as LiteRT call it (not "
+            "FULLY_CONNECTED: see --form); the archive names CMSIS-NN as a dependency",
+        )
+        parser.add_argument(
+            "--form",
+            action="append",
+            default=[],
+            metavar="KIND=FORM",
+            help=f"force a kernel form ({', '.join(FORMS)}) on every operator of KIND, e.g. "
+            "FULLY_CONNECTED=cmsis-nn (1 apart from LiteRT on ties: docs/compile.md); repeatable",
+        )
+        parser.add_argument(
+            "--cmsis-path",
+            metavar="DIR",
+            help="a CMSIS-NN checkout to ask its buffer sizes (else the archive's entry)",
+        )
+        parser.add_argument(
+            "--dependency",
+            action="append",
+            default=[],
+            metavar="SPEC",
+            help="short_name=cmsis-nn,url=...,url_type=git,version_spec=... replaces the "
+            "CMSIS-NN entry (as for generate)",
+        )
+        parser.add_argument(
+            "--offline", action="store_true", help="never fetch CMSIS-NN (use the cache)"
+        )
         parser.add_argument("--force", action="store_true", help="replace an existing OUT")
         parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -66,6 +99,9 @@ class CompileCommand(Command):
             executor=args.executor,
             interface=args.interface,
             force=args.force,
+            cmsis_nn=args.cmsis_nn,
+            forms=parse_forced(args.form),
+            source=CmsisNnSource(args.cmsis_path, tuple(args.dependency), args.offline),
         )
         seconds = time.perf_counter() - start
         if args.json:

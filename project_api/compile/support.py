@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Mapping, Optional, Sequence, Tuple, Union
+from typing import List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..errors import CompileError
-from .schema import CUSTOM
+from .schema import CUSTOM, PADDING
 from .tflite import Operator, Tensor, TfliteModel
 
 # Operator → the highest version whose semantics compile implements (LiteRT's versioning).
@@ -141,3 +141,27 @@ def scale_zp(t: Tensor, op: Optional[Operator] = None) -> Tuple[float, int]:
 
 def good_scales(scales: Sequence[float]) -> bool:
     return all(math.isfinite(s) and s > 0 for s in scales)
+
+
+def conv_window(
+    op: Operator,
+    size: Sequence[int],
+    kernel: Tuple[int, int],
+    strides: Tuple[int, int],
+    dilations: Tuple[int, int],
+) -> Tuple[Tuple[int, int], Tuple[int, int]]:
+    """TFLite's output extent and leading padding for SAME or VALID, per axis."""
+    padding = PADDING.get(int(op.options.get("padding", 0)))  # type: ignore[call-overload]
+    if padding is None:
+        raise Unsupported(op, "unknown padding")
+    out: List[int] = []
+    pads: List[int] = []
+    for extent, k, s, d in zip(size, kernel, strides, dilations):
+        effective = (k - 1) * d + 1
+        o = (extent + s - 1) // s if padding == "SAME" else (extent + s - effective) // s
+        if o < 1:
+            raise Unsupported(op, f"a window of {effective} does not fit extent {extent}")
+        total = max((o - 1) * s + effective - extent, 0)
+        out.append(o)
+        pads.append(total // 2)
+    return (out[0], out[1]), (pads[0], pads[1])

@@ -255,12 +255,14 @@ def test_cases_on_the_host(
     assert asking and taken and all(m > 0 for m in taken), (asking, taken)
 
 
-def test_aot_archive_on_the_host(tmp_path: Path, cmsis_v7: Path) -> None:
-    """The small chain as an AOT archive (unpacked calls, one workspace) with --cmsis-nn:
-    equal to LiteRT."""
+@pytest.mark.parametrize("interface", ["c", "packed"])
+def test_aot_archive_on_the_host(interface: str, tmp_path: Path, cmsis_v7: Path) -> None:
+    """The small chain as an AOT archive (unpacked calls, one workspace; or TVM's packed
+    interface) with --cmsis-nn: equal to LiteRT."""
     path = tmp_path / "tiny.tflite"
     path.write_bytes(tiny_model("int8"))
     archive = compile_tflite(path, tmp_path / "aot.tar", executor="aot", cmsis_nn=True,
+                             interface=interface,
                              source=CmsisNnSource(cmsis_path=str(cmsis_v7)))  # fmt: skip
     assert {op["form"] for op in kernel_forms(archive)["operators"]} == {"ref", "cmsis-nn"}
     project = Project.generate(archive, tmp_path / "p", options={"cmsis_path": str(cmsis_v7)})

@@ -5,7 +5,8 @@ references.
 
 One portable export (no --cpu: graph and AOT, TVM named both ``kws``, two models in one
 firmware) goes into every target of :data:`TARGETS`: the host (gcc, clang, ``-m32``), QEMU
-Cortex-M3 (an385), Cortex-M4F with ``-mfloat-abi=hard`` (an386) and RISC-V (rv64:
+Cortex-M3 (an385), Cortex-M4F with ``-mfloat-abi=hard`` (an386), the Cortex-M0 micro:bit
+(the MLP's graph and AOT archives: KWS needs more than its 16 KiB) and RISC-V (rv64:
 compile-only); each target reserves the arena its pointer width needs. CMSIS-NN exports are
 CPU-specific: exact on the CPU they were exported for (an386: DSP, an547: MVE), an ``#error``
 naming the CPU and the export command that fits when compiled for another."""
@@ -60,7 +61,8 @@ def _export(
 
 
 # Every case a target may name, C name → corpus archive (a small board's may be a smaller model).
-CASES = {name: stem for stem, name in (*KWS_PAIR, ("mlp_default", "mlp"), ("mnist8", "mnist8"))}
+SMALL_PAIR = (("mlp_default", "mlp"), ("mlp_default_aot_packed", "mlp_aot"))
+CASES = {name: stem for stem, name in (*KWS_PAIR, *SMALL_PAIR, ("mnist8", "mnist8"))}
 
 
 class PortableExports(Dict[str, Exported]):
@@ -121,6 +123,9 @@ TARGETS = [
                  marks=[requires_arm, pytest.mark.qemu]),
     pytest.param(UserTarget("qemu-riscv32", ("subdirectory",)), id="riscv32",
                  marks=[requires_riscv, pytest.mark.qemu]),
+    # the Cortex-M0 with 16 KiB of RAM: neither KWS nor mnist8 fits, the MLP graph and AOT do
+    pytest.param(UserTarget("qemu-microbit", ("subdirectory",), models=("mlp", "mlp_aot")),
+                 id="microbit", marks=[requires_arm, pytest.mark.qemu]),
 ]  # fmt: skip
 
 

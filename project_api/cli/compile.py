@@ -10,6 +10,7 @@ from typing import Any, Dict, List
 from ..compile import (
     EXECUTORS,
     FORMS,
+    INTERFACES,
     CmsisNnSource,
     build_model,
     compile_tflite,
@@ -42,6 +43,14 @@ class CompileCommand(Command):
             default="graph",
             help="graph (default: graph.json and params) or aot (TVM's interface c: "
             "tvmgen_<name>_run, weights as const arrays)",
+        )
+        parser.add_argument(
+            "--interface",
+            choices=INTERFACES,
+            default="c",
+            help="AOT's interface: c (default: tvmgen_<name>_run over structs, a header) or "
+            "packed (TVM's packed calling convention through the system library, what a "
+            "host-driven microTVM session runs)",
         )
         parser.add_argument(
             "--name", default="default", help="the module name (default 'default', as tvmc)"
@@ -81,11 +90,14 @@ class CompileCommand(Command):
 
     def do_run(self, args: argparse.Namespace) -> int:
         start = time.perf_counter()
+        if args.interface != "c" and args.executor != "aot":
+            raise CompileError(f"--interface {args.interface} is an AOT option (--executor aot)")
         out = compile_tflite(
             args.model,
             args.out,
             name=args.name,
             executor=args.executor,
+            interface=args.interface,
             force=args.force,
             cmsis_nn=args.cmsis_nn,
             forms=parse_forced(args.form),
@@ -93,9 +105,15 @@ class CompileCommand(Command):
         )
         seconds = time.perf_counter() - start
         if args.json:
-            print(json.dumps({"archive": str(out), "name": args.name, "seconds": seconds}))
+            record = {"archive": str(out), "name": args.name, "executor": args.executor,
+                      "interface": args.interface if args.executor == "aot" else None,
+                      "seconds": seconds}  # fmt: skip
+            print(json.dumps(record))
         else:
-            print(f"wrote {out} (module {args.name}, {args.executor} executor, {seconds:.2f} s)")
+            how = f"{args.executor} executor"
+            if args.executor == "aot":
+                how += f", interface {args.interface}"
+            print(f"wrote {out} (module {args.name}, {how}, {seconds:.2f} s)")
         return EXIT_OK
 
 

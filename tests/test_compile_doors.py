@@ -8,12 +8,14 @@ LiteRT's reference kernels; the module is named after the file, as every door na
 
 from __future__ import annotations
 
+import json
+import tarfile
 from pathlib import Path
 from typing import Any, Dict, Tuple
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT, requires_arm
+from conftest import CMSIS_NN_SKIP, REPO_ROOT, cmsis_nn_given, requires_arm
 from export_user import Exported, build_cmake, build_make, check_outputs, run_firmware
 
 from project_api.board import load_board
@@ -176,3 +178,56 @@ def test_tvm_aot_executor_runs_a_compiled_packed_archive(tvm_host: Any, tmp_path
     assert session["actions"][0]["num_inputs"] == 1
     got = result["arrays"]["aot.output0"]
     np.testing.assert_array_equal(got.reshape(want.shape), want)
+
+
+@pytest.mark.skipif(not cmsis_nn_given(), reason=CMSIS_NN_SKIP)
+def test_run_a_tflite_with_cmsis_nn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """``run model.tflite --cmsis-nn`` compiles with CMSIS-NN on the fly (CMSIS-NN v7.0.0 from
+    ``--dependency``, resolved at the door as the archive names it) and runs exact; without
+    the flag (the control) the same file is cached apart, in our own C only."""
+    from compile_cases import tiny_model
+    from conftest import cmsis_nn
+
+    from project_api.cli import main
+
+    monkeypatch.setenv("MLF_PROJECT_CACHE", str(tmp_path / "cache"))
+    where = cmsis_nn()
+    url = where.git_url or str(where.tree)
+    kind = "git" if where.git_url else "path"
+    model = tmp_path / "tiny.tflite"
+    model.write_bytes(tiny_model("int8"))
+    inputs, want = litert_case(model, seed=3)
+    np.savez(tmp_path / "in.npz", **inputs)
+    dependency = f"short_name=cmsis-nn,url={url},url_type={kind}"
+    if kind == "git":
+        dependency += ",version_spec=v7.0.0"
+    forms: Dict[bool, set] = {}
+    for flag in (True, False):
+        before = set((tmp_path / "cache" / "compiled").glob("*.tar"))
+        argv = [
+            "run",
+            str(model),
+            "--board",
+            "host",
+            "--input",
+            str(tmp_path / "in.npz"),
+            "--output",
+            str(tmp_path / f"out{flag}.npz"),
+            "--dependency",
+            dependency,
+        ]
+        argv += ["--cmsis-nn"] if flag else []
+        status = main(argv)
+        err = capsys.readouterr().err
+        assert status == 0, err
+        got = np.load(tmp_path / f"out{flag}.npz")["output0"]
+        np.testing.assert_array_equal(got.reshape(want.shape), want)
+        (archive,) = set((tmp_path / "cache" / "compiled").glob("*.tar")) - before
+        with tarfile.open(archive) as tar:
+            member = tar.extractfile(f"./src/{tflite_module_name(model)}.kernels.json")
+            assert member is not None
+            forms[flag] = {op["form"] for op in json.load(member)["operators"]}
+    assert "cmsis-nn" in forms[True]
+    assert forms[False] == {"ref"}

@@ -12,22 +12,39 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Union
 
-from ..compile import is_tflite
+from ..compile import CmsisNnSource, is_tflite
 from ..compile.cache import cached_archive
 from ..resolve.cache import default_cache_dir
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def archive_source(path: PathLike, say: Optional[Callable[[str], None]] = None) -> Path:
-    """``path`` itself, or the cached archive compiled from the ``.tflite`` at ``path``."""
+def archive_source(
+    path: PathLike,
+    say: Optional[Callable[[str], None]] = None,
+    options: Optional[Mapping[str, Any]] = None,
+) -> Path:
+    """``path`` itself, or the cached archive compiled from the ``.tflite`` at ``path``.
+    ``options`` (normalized project options) choose how: ``cmsis_nn``, and where CMSIS-NN
+    and the cache are (``cmsis_path``, ``dependencies``, ``offline``, ``cache_dir``)."""
     if not is_tflite(path):
         return Path(path)
+    opts = options or {}
+    root = Path(opts["cache_dir"]) if opts.get("cache_dir") else default_cache_dir()
+    cmsis_nn = bool(opts.get("cmsis_nn"))
     if say is not None:
-        say(f"compiling {Path(path).name} (cached under {default_cache_dir() / 'compiled'})")
-    return cached_archive(path, default_cache_dir(), name=tflite_module_name(path))
+        how = " with CMSIS-NN" if cmsis_nn else ""
+        say(f"compiling {Path(path).name}{how} (cached under {root / 'compiled'})")
+    source = CmsisNnSource(
+        cmsis_path=opts.get("cmsis_path"),
+        dependencies=tuple(opts.get("dependencies") or ()),
+        offline=bool(opts.get("offline")),
+    )
+    return cached_archive(
+        path, root, name=tflite_module_name(path), cmsis_nn=cmsis_nn, source=source
+    )
 
 
 MAX_NAME = 40

@@ -112,7 +112,7 @@ def export_library(
         )
     destination = Path(directory)
     check_destination(destination, force, EXPORT_DESTINATION)
-    archive_path = archive_source(archive, say)
+    archive_path = archive_source(archive, say, opts)
     say(f"reading {archive_path}")
     with open_archive(archive_path) as opened:
         names = export_names([m.name for m in choose_models(opened, model)], name)

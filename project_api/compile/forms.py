@@ -17,7 +17,7 @@ read back by ``project_api.read.kernel_forms``) and ``info`` shows it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import CompileError
 from ..modelgen.network import OpNode
@@ -97,6 +97,8 @@ class Form:
     wrap: Callable[[Op], Optional[Op]]
     rounding: Mapping[str, str] = field(default_factory=dict)  # op kind -> rounding it computes
     dependency: Optional[Mapping[str, str]] = None
+    # Bumped when the form's C changes what it runs: part of compile --tune's cache key.
+    version: str = "1"
 
 
 CMSIS_KINDS = (
@@ -136,6 +138,7 @@ class FormPlan:
     forced: Dict[int, bool]
     chosen: List[Tuple[int, str, str, int]] = field(default_factory=list)
     # (tflite index, kind, form, network op number)
+    why: Dict[int, Dict[str, Any]] = field(default_factory=dict)  # index -> reason (choose.py)
 
     def rounding(self, op: Operator) -> Optional[str]:
         """The rounding the wanted form computes for ``op`` (None: LiteRT's)."""
@@ -160,6 +163,7 @@ class FormPlan:
                         f"operator {op.index} ({op.name}): form {name} cannot compute it"
                     )
                 name, wrapped = REF, node.op
+                self.why[op.index] = {**self.why.get(op.index, {}), "fell_back": True}
             node.op = wrapped
             self.chosen.append((op.index, op.name, name, first + offset))
 

@@ -7,10 +7,12 @@ operators it takes (:meth:`Form.refusal` on the ``.tflite`` operator, before low
 :meth:`Form.wrap` on the lowered one), the requantization rounding it computes, and the
 external dependency it needs. A new form (issue 43's specialized C) is one more entry.
 
-``compile`` asks for a form per operator kind (:func:`plan_forms`): ``--cmsis-nn`` prefers
-``cmsis-nn`` wherever it is exact and leaves the rest ``ref``; ``--form KIND=FORM`` forces one
-(a forced form that cannot take an operator of that kind is a one-line refusal), so the tests
-run every form. The choice is recorded per operator in the archive (``src/<mod>.kernels.json``,
+``compile`` chooses a form per operator in compile/choose.py (forced, tuned, a rule of the
+package's rules table, or the only candidate; the reason is recorded). ``--form KIND=FORM``
+forces one (a forced form that cannot take an operator of that kind is a one-line refusal),
+so the tests run every form. :func:`plan_forms` is the rule-free choice (``--cmsis-nn``:
+``cmsis-nn`` wherever :data:`CMSIS_PREFERRED` has it and it can), kept for callers that want
+no rules; the ``default`` class of the rules table says the same. The choice is recorded per operator in the archive (``src/<mod>.kernels.json``,
 read back by ``project_api.read.kernel_forms``) and ``info`` shows it.
 """
 

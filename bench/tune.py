@@ -80,7 +80,10 @@ def write_rules(rows: Sequence[Dict[str, Any]], path: Path = RULES) -> None:
     table = json.loads(path.read_text(encoding="utf-8"))
     for row in rows:
         entry = table["classes"].setdefault(row["cpu"], {"operators": {}})
-        entry["about"] = f"measured on {row['board']} with compile --tune (bench/tune.py)"
+        entry["about"] = (
+            f"measured on {row['board']} with compile --tune on KWS (bench/tune.py "
+            "--write-rules, CMSIS-NN v7.0.0)"
+        )
         for op in row["operators"]:
             kind = entry["operators"].setdefault(op["operator"], {})
             kind.setdefault("signatures", {})[op["signature"]] = {

@@ -20,7 +20,7 @@ from typing import Any, Dict, Iterator, Tuple
 
 import pytest
 from compile_cases import tiny_model
-from conftest import CMSIS_NN_SKIP, cmsis_nn, cmsis_nn_given, requires_arm
+from conftest import CMSIS_NN_SKIP, REPO_ROOT, cmsis_nn, cmsis_nn_given, requires_arm
 
 from project_api.compile import CmsisNnSource, compile_tflite, read_tflite
 from project_api.compile.choose import (
@@ -78,6 +78,27 @@ def test_rules_decide_and_a_table_that_says_otherwise_changes_the_choice(tiny: P
     assert choose_forms(model, cmsis_nn=True, cpu="cortex-m3").wanted[0] == "cmsis-nn"
     # without --cmsis-nn, ref is the one candidate
     assert choose_forms(model, cpu="cortex-m-dsp").why[0]["by"] == "only"
+
+
+def test_the_measured_rules_of_kws_follow_the_cpu() -> None:
+    """The package's table holds KWS's layers as measured per CPU class: its AVERAGE_POOL_2D
+    is faster in our C on the Cortex-M3 and M4, in CMSIS-NN on the M55 (bench/README.md)."""
+    kws = REPO_ROOT.parent / "shared" / "models" / "kws_ref_model.tflite"
+    if not kws.is_file():
+        pytest.skip(f"needs {kws}")
+    model = read_tflite(kws)
+    pool = next(op.index for op in model.operators if op.name == "AVERAGE_POOL_2D")
+    forms = {}
+    for cpu in ("default", "cortex-m3", "cortex-m-dsp", "cortex-m-mve"):
+        plan = choose_forms(model, cmsis_nn=True, cpu=cpu)
+        forms[cpu] = plan.wanted[pool]
+        assert plan.why[pool]["by"] == "rule"
+        if cpu != "default":
+            assert plan.why[pool]["rule"].startswith(f"{cpu}/AVERAGE_POOL_2D/AVERAGE_POOL_2D:")
+            counts = plan.why[pool]["instructions"]
+            assert forms[cpu] == min(counts, key=counts.__getitem__)
+    assert forms == {"default": "cmsis-nn", "cortex-m3": "ref", "cortex-m-dsp": "ref",
+                     "cortex-m-mve": "cmsis-nn"}  # fmt: skip
 
 
 def test_the_package_table_and_cpu_classes() -> None:

@@ -91,7 +91,7 @@ def signature(model: TfliteModel, op: Operator) -> str:
         t = model.tensors[index]
         q = t.quantization
         grain = "" if q is None else ("/pc" if q.per_channel else "/pt")
-        parts.append(f"{t.dtype}{'x'.join(map(str, t.shape)) or 's'}{grain}")
+        parts.append(f"{t.dtype}[{','.join(map(str, t.shape))}]{grain}")
     options = json.dumps(op.options, sort_keys=True, default=str, separators=(",", ":"))
     parts.append(hashlib.sha256(options.encode()).hexdigest()[:8])
     return ":".join(parts)

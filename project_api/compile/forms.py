@@ -12,8 +12,9 @@ package's rules table, or the only candidate; the reason is recorded). ``--form 
 forces one (a forced form that cannot take an operator of that kind is a one-line refusal),
 so the tests run every form. :func:`plan_forms` is the rule-free choice (``--cmsis-nn``:
 ``cmsis-nn`` wherever :data:`CMSIS_PREFERRED` has it and it can), kept for callers that want
-no rules; the ``default`` class of the rules table says the same. The choice is recorded per operator in the archive (``src/<mod>.kernels.json``,
-read back by ``project_api.read.kernel_forms``) and ``info`` shows it.
+no rules; the ``default`` class of the rules table says the same. The choice is recorded
+per operator in the archive (``src/<mod>.kernels.json``, read back by
+``project_api.read.kernel_forms``) and ``info`` shows it.
 """
 
 from __future__ import annotations

@@ -48,15 +48,20 @@ class KernelForms:
 
 
 def describe_why(why: Any) -> str:
-    """One line of a ``why`` entry: ``tuned on cortex-m-dsp: ref 1,200 / cmsis-nn 800
-    instructions``, ``rule default/CONV_2D``, ``forced``, ...; "" for none or a bad one."""
+    """One line of a ``why`` entry (compile/choose.py): ``tuned (cpu class cortex-m-dsp):
+    cmsis-nn 800 / ref 1,200 instructions on qemu-mps2-an386``, ``rule default/CONV_2D``,
+    ``forced (cpu class default)``, ...; "" for none or a bad one."""
     if not isinstance(why, dict) or not isinstance(why.get("by"), str):
         return ""
-    text = why["by"][:16]
-    if isinstance(why.get("rule"), str):
-        text += f" {why['rule'][:200]}"
-    if isinstance(why.get("cpu"), str) and why["by"] != "rule":
-        text += f" ({why['cpu'][:32]})"
+    by = why["by"][:16]
+    text = {"only": "the only candidate", "default": "no rule: ref"}.get(by, by)
+    rule = why.get("rule")
+    if isinstance(rule, str):
+        where, _, shape = rule[:400].partition("/")
+        kind, _, signature = shape.partition("/")
+        text += f" {where}/{kind}" + (" for this shape" if signature else "")
+    if isinstance(why.get("cpu"), str) and by != "rule":
+        text += f" (cpu class {why['cpu'][:32]})"
     counts = why.get("instructions")
     if isinstance(counts, dict) and counts:
         measured = " / ".join(

@@ -11,6 +11,7 @@ never a candidate, only forced.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -160,7 +161,9 @@ def tuned(
 ) -> Iterator[Tuple[Tuning, Path, Path, CmsisNnSource]]:
     work = tmp_path_factory.mktemp("tuned")
     source = CmsisNnSource(cmsis_path=str(cmsis_v7))
-    tuning = tune_forms(tiny, BOARD, cmsis_nn=True, source=source, cache_dir=work / "cache")
+    # the cache where the CLI looks with $MLF_PROJECT_CACHE=work/mlf-cache
+    tuning = tune_forms(tiny, BOARD, cmsis_nn=True, source=source,
+                        cache_dir=work / "mlf-cache" / "tune")  # fmt: skip
     archive = compile_tflite(tiny, work / "tuned.tar", cmsis_nn=True, source=source,
                              cpu="cortex-m-dsp", measured=tuning.measured,
                              measured_on=BOARD)  # fmt: skip
@@ -199,7 +202,8 @@ def test_second_tune_hits_the_cache_and_chooses_the_same(
 ) -> None:
     first, archive, work, source = tuned
     start = time.perf_counter()
-    again = tune_forms(tiny, BOARD, cmsis_nn=True, source=source, cache_dir=work / "cache")
+    again = tune_forms(tiny, BOARD, cmsis_nn=True, source=source,
+                       cache_dir=work / "mlf-cache" / "tune")  # fmt: skip
     assert time.perf_counter() - start < 5.0
     assert again.builds == [] and again.fresh == 0
     assert again.cached == sum(len(c) for c in first.measured.values())
@@ -208,3 +212,27 @@ def test_second_tune_hits_the_cache_and_chooses_the_same(
                             cpu="cortex-m-dsp", measured=again.measured,
                             measured_on=BOARD)  # fmt: skip
     assert _kernels(second) == _kernels(archive)
+
+
+@pytest.mark.qemu
+@requires_arm
+def test_the_command_tunes_from_the_same_cache_and_info_says_why(
+    tuned: Tuple[Tuning, Path, Path, CmsisNnSource], tiny: Path, cmsis_v7: Path
+) -> None:
+    first, archive, work, _ = tuned
+    out = work / "cli.tar"
+    done = subprocess.run(
+        [sys.executable, "-m", "project_api", "compile", str(tiny), str(out), "--cmsis-nn",
+         "--cmsis-path", str(cmsis_v7), "--tune", BOARD, "--json"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "MLF_PROJECT_CACHE": str(work / "mlf-cache")},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["cpu"] == "cortex-m-dsp" and report["tune"]["builds"] == []
+    assert report["tune"]["instructions"] == {str(i): c for i, c in first.measured.items()}
+    assert _kernels(out) == _kernels(archive)
+    shown = subprocess.run([sys.executable, "-m", "project_api", "info", str(out)],
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert f"instructions on {BOARD}]" in shown.stdout and "[the only candidate" in shown.stdout

@@ -7,7 +7,8 @@ MVE), each from an empty cache, then again (every figure from the cache):
 
 - the tuning's time, the firmwares it built, the figures it measured;
 - the form chosen per operator, and the sum of the operators' instructions with the tuned
-  choice beside the rules' choice (``compile --cmsis-nn --board B`` without ``--tune``);
+  choice beside the rules' (``compile --cmsis-nn --board B``: the package's table for the
+  board's CPU class) and beside ``compile --cmsis-nn`` alone (the ``default`` class);
 - the second run's time (nothing built) and whether it chose the same.
 
 ``python -m bench.tune --write-rules`` tunes the three boards and writes what they measured into
@@ -48,7 +49,8 @@ def tune_board(tree: Path, board: str, cache: Path, log: Any = print) -> Dict[st
                        progress=lambda line: log("  " + line))  # fmt: skip
     again = tune_forms(KWS, board, cmsis_nn=True, source=source, cache_dir=cache)
     tuned = choose_forms(model, cmsis_nn=True, cpu=cpu, measured=first.measured)
-    ruled = choose_forms(model, cmsis_nn=True, cpu=cpu)
+    ruled = choose_forms(model, cmsis_nn=True, cpu=cpu)  # the package's rules for the class
+    untuned = choose_forms(model, cmsis_nn=True)  # --cmsis-nn without --board: default class
     redone = choose_forms(model, cmsis_nn=True, cpu=cpu, measured=again.measured)
     operators = {op.index: op for op in model.operators}
     chosen: List[Dict[str, Any]] = []
@@ -57,6 +59,7 @@ def tune_board(tree: Path, board: str, cache: Path, log: Any = print) -> Dict[st
             "index": index, "operator": operators[index].name,
             "signature": signature(model, operators[index]), "instructions": counts,
             "tuned": tuned.wanted[index], "rule": ruled.wanted[index],
+            "untuned": untuned.wanted[index],
         })  # fmt: skip
     return {
         "board": board,
@@ -69,6 +72,7 @@ def tune_board(tree: Path, board: str, cache: Path, log: Any = print) -> Dict[st
         "same_choice": redone.wanted == tuned.wanted,
         "tuned_sum": sum(c["instructions"][c["tuned"]] for c in chosen),
         "rules_sum": sum(c["instructions"][c["rule"]] for c in chosen),
+        "untuned_sum": sum(c["instructions"][c["untuned"]] for c in chosen),
         "forms": ", ".join(f"{c['index']} {c['operator']} {c['tuned']}" for c in chosen),
         "operators": chosen,
     }

@@ -81,18 +81,21 @@ PATH_CASES = [
 
 def all_cases_model(seed: int = 0) -> Tuple[bytes, List[str]]:
     """compile_cases's int8 cases and :data:`PATH_CASES` in one ``.tflite``, as
-    ``cases_model`` builds it."""
+    ``cases_model`` builds it; not the per-channel FULLY_CONNECTED cases (``fc_pc_``), which
+    the cmsis-nn form refuses when FULLY_CONNECTED is forced onto it (its one multiplier:
+    test_forms_chosen_and_forced)."""
     rng = np.random.default_rng(seed)
     w = TfliteWriter()
     inputs, outputs = [], []
-    for case in [*CASES, *PATH_CASES]:
+    chosen = [case for case in [*CASES, *PATH_CASES] if not case.name.startswith("fc_pc_")]
+    for case in chosen:
         x, y = case.add(w, rng, "int8")
         fed = x if isinstance(x, tuple) else (x,)
         for number, tensor in enumerate(fed):
             w.tensors[tensor].name = f"{case.name}_in" + (f"{number}" if number else "")
             inputs.append(tensor)
         outputs.append(y)
-    return w.finish(inputs, outputs), [case.name for case in [*CASES, *PATH_CASES]]
+    return w.finish(inputs, outputs), [case.name for case in chosen]
 
 
 def litert_outputs(model: bytes, inputs: Dict[str, np.ndarray]) -> List[np.ndarray]:
@@ -220,6 +223,12 @@ def test_forms_chosen_and_forced(tmp_path: Path, cmsis_v7: Path) -> None:
     with pytest.raises(CompileError, match=r"operator \d+ \(SOFTMAX\): form cmsis-nn"):
         compile_tflite(path, tmp_path / "b.tar", forms={"SOFTMAX": "cmsis-nn"}, source=source)
     assert not (tmp_path / "b.tar").exists()
+    # per-channel FULLY_CONNECTED (compile_cases's fc_pc_*): arm_fully_connected_s8 takes one
+    # multiplier, so forcing the form on it is refused too
+    with pytest.raises(CompileError, match="FULLY_CONNECTED.*per-tensor filter quantization"):
+        compile_tflite(path, tmp_path / "b.tar", forms={"FULLY_CONNECTED": "cmsis-nn"},
+                       source=source)  # fmt: skip
+    assert not (tmp_path / "b.tar").exists()
     for bad in ("CONV_2D=fast", "CONV_3D=ref", "CONV_2D"):
         with pytest.raises(CompileError, match="--form"):
             parse_forced([bad])
@@ -246,12 +255,14 @@ def test_cases_on_the_host(
     assert asking and taken and all(m > 0 for m in taken), (asking, taken)
 
 
-def test_aot_archive_on_the_host(tmp_path: Path, cmsis_v7: Path) -> None:
-    """The small chain as an AOT archive (unpacked calls, one workspace) with --cmsis-nn:
-    equal to LiteRT."""
+@pytest.mark.parametrize("interface", ["c", "packed"])
+def test_aot_archive_on_the_host(interface: str, tmp_path: Path, cmsis_v7: Path) -> None:
+    """The small chain as an AOT archive (unpacked calls, one workspace; or TVM's packed
+    interface) with --cmsis-nn: equal to LiteRT."""
     path = tmp_path / "tiny.tflite"
     path.write_bytes(tiny_model("int8"))
     archive = compile_tflite(path, tmp_path / "aot.tar", executor="aot", cmsis_nn=True,
+                             interface=interface,
                              source=CmsisNnSource(cmsis_path=str(cmsis_v7)))  # fmt: skip
     assert {op["form"] for op in kernel_forms(archive)["operators"]} == {"ref", "cmsis-nn"}
     project = Project.generate(archive, tmp_path / "p", options={"cmsis_path": str(cmsis_v7)})

@@ -125,6 +125,7 @@ NEAR_MISS: Dict[str, str] = {
     "project_api.read.aot._INTEGER_RE": "0x1u",
     "project_api.read.aot._DEFINE_RE": " #define \n",
     "project_api.read.aot._STATIC_POOL_RE": '__attribute__((section(".bss.noinit")',
+    "project_api.read.ctext._ESCAPE": "\\",
     "project_api.read.code._DEFINITION_RE": "a(b(c)",
     "project_api.read.ctext._ANY_COMMENT": "/*/",
     "project_api.read.ctext._BLOCK_COMMENT": "/*/",

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional
 from ..compile import (
     EXECUTORS,
     FORMS,
+    INTERFACES,
     CmsisNnSource,
     build_model,
     compile_tflite,
@@ -46,6 +47,14 @@ class CompileCommand(Command):
             default="graph",
             help="graph (default: graph.json and params) or aot (TVM's interface c: "
             "tvmgen_<name>_run, weights as const arrays)",
+        )
+        parser.add_argument(
+            "--interface",
+            choices=INTERFACES,
+            default="c",
+            help="AOT's interface: c (default: tvmgen_<name>_run over structs, a header) or "
+            "packed (TVM's packed calling convention through the system library, what a "
+            "host-driven microTVM session runs)",
         )
         parser.add_argument(
             "--name", default="default", help="the module name (default 'default', as tvmc)"
@@ -101,6 +110,8 @@ class CompileCommand(Command):
 
     def do_run(self, args: argparse.Namespace) -> int:
         start = time.perf_counter()
+        if args.interface != "c" and args.executor != "aot":
+            raise CompileError(f"--interface {args.interface} is an AOT option (--executor aot)")
         forced = parse_forced(args.form)
         source = CmsisNnSource(args.cmsis_path, tuple(args.dependency), args.offline)
         if args.board and args.cpu:
@@ -127,6 +138,7 @@ class CompileCommand(Command):
             args.out,
             name=args.name,
             executor=args.executor,
+            interface=args.interface,
             force=args.force,
             cmsis_nn=args.cmsis_nn,
             forms=forced,
@@ -138,6 +150,9 @@ class CompileCommand(Command):
         seconds = time.perf_counter() - start
         if args.json:
             document: Dict[str, Any] = {"archive": str(out), "name": args.name,
+                                        "executor": args.executor,
+                                        "interface": args.interface if args.executor == "aot"
+                                        else None,
                                         "seconds": seconds, "cpu": cpu}  # fmt: skip
             if tuning is not None:
                 document["tune"] = tuning.to_json()
@@ -149,7 +164,10 @@ class CompileCommand(Command):
                     f"({len(tuning.builds)} firmware(s)), {tuning.cached} from the cache, "
                     f"{tuning.seconds:.1f} s"
                 )
-            print(f"wrote {out} (module {args.name}, {args.executor} executor, {seconds:.2f} s)")
+            how = f"{args.executor} executor"
+            if args.executor == "aot":
+                how += f", interface {args.interface}"
+            print(f"wrote {out} (module {args.name}, {how}, {seconds:.2f} s)")
         return EXIT_OK
 
 

@@ -33,10 +33,12 @@ from .lower import SUPPORTED, Rounding, lower_model, supported_text
 from .tflite import TfliteModel, read_tflite
 
 EXECUTORS = ("graph", "aot")
+INTERFACES = ("c", "packed")  # AOT's interface-api
 PathLike = Union[str, "os.PathLike[str]"]
 
 __all__ = [
     "EXECUTORS",
+    "INTERFACES",
     "FORMS",
     "CmsisNnSource",
     "compile_model",
@@ -198,13 +200,19 @@ def archive_members(
     generated: Union[GeneratedModel, Compiled],
     executor: str = "graph",
     source: Path = Path("model.tflite"),
+    interface: str = "c",
 ) -> Dict[str, bytes]:
-    """The archive's members (version 7) for ``executor``; a rule of its layout that the
-    model breaks (AOT's C names, ...) is a one-line CompileError. A :class:`Compiled` model
-    also records its operators' kernel forms (:func:`kernel_forms_member`)."""
+    """The archive's members (version 7) for ``executor`` (and AOT's ``interface``); a rule
+    of its layout that the model breaks (AOT's C names, ...) is a one-line CompileError. A
+    :class:`Compiled` model also records its operators' kernel forms
+    (:func:`kernel_forms_member`)."""
+    if interface not in INTERFACES:
+        raise CompileError(f"interface {interface!r}: compile writes {', '.join(INTERFACES)}")
+    if interface != "c" and executor != "aot":
+        raise CompileError(f"--interface {interface} is an AOT option (--executor aot)")
     model = generated.generated if isinstance(generated, Compiled) else generated
     try:
-        members = model.members(version=7, executor=executor)
+        members = model.members(version=7, executor=executor, interface=interface)
     except ValueError as err:
         raise CompileError(f"{source}: {err}") from None
     if isinstance(generated, Compiled):
@@ -218,6 +226,7 @@ def compile_tflite(
     *,
     name: str = "default",
     executor: str = "graph",
+    interface: str = "c",
     force: bool = False,
     cmsis_nn: bool = False,
     forms: Optional[Mapping[str, str]] = None,
@@ -228,8 +237,10 @@ def compile_tflite(
     measured_on: str = "",
 ) -> Path:
     """Compiles ``path`` into the MLF archive ``out`` (a version-7 tar); returns ``out``.
-    ``cmsis_nn``, ``forms``, ``source``, ``cpu``, ``measured`` (on board ``measured_on``),
-    ``plan``: as :func:`compile_model`."""
+    ``interface`` is AOT's: ``c`` (``tvmgen_<name>_run`` over structs) or ``packed`` (TVM's
+    packed calling convention through the system library); ``cmsis_nn``, ``forms``,
+    ``source``, ``cpu``, ``measured`` (on board ``measured_on``), ``plan``: as
+    :func:`compile_model`."""
     out = Path(out)
     if (out.exists() or out.is_symlink()) and not force:
         raise CompileError(f"{out} exists (--force replaces it)")
@@ -247,7 +258,7 @@ def compile_tflite(
         plan=plan,
         measured_on=measured_on,
     )
-    data = archive_members(compiled, executor, Path(path))
+    data = archive_members(compiled, executor, Path(path), interface)
     from ..modelgen.emit import tar_bytes
 
     archive = tar_bytes(data)

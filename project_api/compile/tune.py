@@ -51,6 +51,7 @@ class Tuning:
     cached: int = 0  # figures taken from the cache
     fresh: int = 0  # figures measured now
     seconds: float = 0.0
+    notes: List[str] = field(default_factory=list)
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -59,6 +60,7 @@ class Tuning:
             "cached": self.cached,
             "measured": self.fresh,
             "seconds": self.seconds,
+            "notes": list(self.notes),
             "instructions": {str(i): dict(c) for i, c in sorted(self.measured.items())},
         }
 
@@ -178,8 +180,16 @@ def tune_forms(
             f"to measure on {board} (generate, build, run with -icount)"
         )
         began = time.perf_counter()
-        counts = _measure(path, model, machine.name, form, allowed, forced, source, cmsis_root)
+        counts, nested = _measure(
+            path, model, machine.name, form, allowed, forced, source, cmsis_root
+        )
         tuning.builds.append(form)
+        if nested:
+            note = (f"form {form}: {nested} call(s) inside operator functions were recorded too; "
+                    "their hooks are in those operators' figures (no_instrument_function "
+                    "keeps a helper out)")  # fmt: skip
+            tuning.notes.append(note)
+            say(f"tune: note: {note}")
         say(f"tune: [{number}/{len(order)}] form {form}: {time.perf_counter() - began:.1f} s")
         for index in missing[form]:
             if index not in counts:
@@ -208,9 +218,9 @@ def _measure(
     forced: Mapping[str, str],
     source: Any,
     cmsis_root: Optional[Path],
-) -> Dict[int, int]:
-    """{operator index: instructions} of one firmware with ``form`` wherever it is a
-    candidate (``ref`` elsewhere, forced kinds as forced)."""
+) -> Tuple[Dict[int, int], int]:
+    """({operator index: instructions}, calls recorded below the operators) of one firmware
+    with ``form`` wherever it is a candidate (``ref`` elsewhere, forced kinds as forced)."""
     from ..driver import Project
     from ..errors import MlfProjectError
     from ..modelgen.emit import tar_bytes
@@ -263,6 +273,6 @@ def _measure(
             owner = functions.get(call.function)
             if owner is not None:
                 counts[owner] = counts.get(owner, 0) + round(call.value)
-        return counts
+        return counts, max(0, len(records) - len(profile.calls))
     finally:
         shutil.rmtree(work, ignore_errors=True)

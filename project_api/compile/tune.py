@@ -135,6 +135,10 @@ def tune_forms(
             f"--tune {board}: tuning counts instructions under QEMU -icount; name a QEMU board "
             "(qemu-mps2-an386, qemu-mps3-an547, qemu-riscv32, ...)"
         )
+    if cmsis_nn and not machine.architecture.runs_cmsis_nn:
+        raise CompileError(
+            f"--tune {board}: CMSIS-NN is not built for {machine.arch}; tune without --cmsis-nn"
+        )
     model = read_tflite(path)
     forced = dict(forced or {})
     allowed = {

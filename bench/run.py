@@ -51,6 +51,7 @@ from bench import (  # noqa: E402
     soak,
     streaming,
     trial,
+    tune,
     utvm,
 )
 from bench.common import REPO_ROOT, Context, Part, PartResult, Skip  # noqa: E402
@@ -61,7 +62,7 @@ REGISTERED: List[Part] = [
     module.PART
     for module in (codesize, ram, dispatch, buildtime, streaming, params, aot, hostile, fuzz,
                    soak, matrix, bare, project_types, idle, machines, utvm, trial, sandbox,
-                   export, cmsis_nn, plan, compile_fuzz, compile_cmsis, compile_kws)
+                   export, cmsis_nn, plan, compile_fuzz, compile_cmsis, compile_kws, tune)
 ]  # fmt: skip
 PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
     (part.name, part.title, part.run) for part in REGISTERED

@@ -102,7 +102,8 @@ def archive_summary(archive: Archive) -> Dict[str, Any]:
             summary["kernel_forms"] = [
                 {"index": op.index, "operator": op.operator, "form": op.form,
                  "function": op.function, "call": op.call or None,
-                 "scratch_bytes": dict(zip(FORM_LEVELS, op.scratch)) if op.call else None}
+                 "scratch_bytes": dict(zip(FORM_LEVELS, op.scratch)) if op.call else None,
+                 "why": op.why or None}
                 for op in forms.operators
             ]  # fmt: skip
         models.append(summary)
@@ -191,6 +192,8 @@ def _form_lines(model: Model) -> List[str]:
         if op.call:
             per_level = ", ".join(f"{level} {n}" for level, n in zip(FORM_LEVELS, op.scratch))
             text += f" ({op.call}; scratch B: {per_level})"
+        if op.why:
+            text += f"  [{op.why}]"
         lines.append(text)
     if forms.cmsis_nn:
         lines.append(

@@ -7,17 +7,20 @@ operators it takes (:meth:`Form.refusal` on the ``.tflite`` operator, before low
 :meth:`Form.wrap` on the lowered one), the requantization rounding it computes, and the
 external dependency it needs. A new form (issue 43's specialized C) is one more entry.
 
-``compile`` asks for a form per operator kind (:func:`plan_forms`): ``--cmsis-nn`` prefers
-``cmsis-nn`` wherever it is exact and leaves the rest ``ref``; ``--form KIND=FORM`` forces one
-(a forced form that cannot take an operator of that kind is a one-line refusal), so the tests
-run every form. The choice is recorded per operator in the archive (``src/<mod>.kernels.json``,
-read back by ``project_api.read.kernel_forms``) and ``info`` shows it.
+``compile`` chooses a form per operator in compile/choose.py (forced, tuned, a rule of the
+package's rules table, or the only candidate; the reason is recorded). ``--form KIND=FORM``
+forces one (a forced form that cannot take an operator of that kind is a one-line refusal),
+so the tests run every form. :func:`plan_forms` is the rule-free choice (``--cmsis-nn``:
+``cmsis-nn`` wherever :data:`CMSIS_PREFERRED` has it and it can), kept for callers that want
+no rules; the ``default`` class of the rules table says the same. The choice is recorded
+per operator in the archive (``src/<mod>.kernels.json``, read back by
+``project_api.read.kernel_forms``) and ``info`` shows it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import CompileError
 from ..modelgen.network import OpNode
@@ -97,6 +100,8 @@ class Form:
     wrap: Callable[[Op], Optional[Op]]
     rounding: Mapping[str, str] = field(default_factory=dict)  # op kind -> rounding it computes
     dependency: Optional[Mapping[str, str]] = None
+    # Bumped when the form's C changes what it runs: part of compile --tune's cache key.
+    version: str = "1"
 
 
 CMSIS_KINDS = (
@@ -136,6 +141,7 @@ class FormPlan:
     forced: Dict[int, bool]
     chosen: List[Tuple[int, str, str, int]] = field(default_factory=list)
     # (tflite index, kind, form, network op number)
+    why: Dict[int, Dict[str, Any]] = field(default_factory=dict)  # index -> reason (choose.py)
 
     def rounding(self, op: Operator) -> Optional[str]:
         """The rounding the wanted form computes for ``op`` (None: LiteRT's)."""
@@ -160,6 +166,7 @@ class FormPlan:
                         f"operator {op.index} ({op.name}): form {name} cannot compute it"
                     )
                 name, wrapped = REF, node.op
+                self.why[op.index] = {**self.why.get(op.index, {}), "fell_back": True}
             node.op = wrapped
             self.chosen.append((op.index, op.name, name, first + offset))
 

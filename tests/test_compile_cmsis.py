@@ -15,7 +15,6 @@ own scratch answers.
 from __future__ import annotations
 
 import json
-import subprocess
 import tarfile
 from pathlib import Path
 from typing import Dict, Iterator, List, Tuple
@@ -33,7 +32,7 @@ from compile_cases import (
     pool_case,
     tiny_model,
 )
-from conftest import CMSIS_NN_SKIP, REPO_ROOT, cmsis_nn, cmsis_nn_given, requires_arm
+from conftest import CMSIS_NN_SKIP, REPO_ROOT, cmsis_nn_given, requires_arm
 from tflite_builders import TfliteWriter
 from workspace_marks import over_window, planned_windows
 
@@ -119,19 +118,10 @@ def random_inputs(model: bytes, seed: int) -> Dict[str, np.ndarray]:
 
 
 @pytest.fixture(scope="module")
-def cmsis_v7(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def cmsis_v7(cmsis_v7_checkout: Path) -> Path:
     """CMSIS-NN at the tag the archive names, checked out once."""
-    source = cmsis_nn()
-    if source.tree is not None:
-        return source.tree
-    assert source.git_url is not None
-    tree = tmp_path_factory.mktemp("cmsis-v7") / "CMSIS-NN"
-    subprocess.run(
-        ["git", "-c", "advice.detachedHead=false", "clone", "--quiet", "--depth", "1",
-         "--branch", TAG, source.git_url, str(tree)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return tree
+    assert TAG == "v7.0.0"
+    return cmsis_v7_checkout
 
 
 @pytest.fixture(scope="module")

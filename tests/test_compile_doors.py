@@ -231,3 +231,28 @@ def test_run_a_tflite_with_cmsis_nn(
             forms[flag] = {op["form"] for op in json.load(member)["operators"]}
     assert "cmsis-nn" in forms[True]
     assert forms[False] == {"ref"}
+
+
+@pytest.mark.skipif(not cmsis_nn_given(), reason=CMSIS_NN_SKIP)
+def test_a_door_compiles_for_its_boards_cpu_class(tmp_path: Path, cmsis_v7_checkout: Path) -> None:
+    """A door compiles a .tflite by the rules of its board's CPU class (here an386's
+    cortex-m-dsp, where KWS's AVERAGE_POOL_2D stays in our C); without a board (the control)
+    by the default class's, and the two are cached apart."""
+    from project_api.generate.model_source import archive_source
+
+    model = kws_model()
+    options = {"cmsis_nn": True, "cmsis_path": str(cmsis_v7_checkout), "cache_dir": tmp_path}
+    why: Dict[str, Any] = {}
+    for board in ("qemu-mps2-an386", None):
+        archive = archive_source(model, None, options, load_board(board) if board else None)
+        with tarfile.open(archive) as tar:
+            member = tar.extractfile(f"./src/{tflite_module_name(model)}.kernels.json")
+            assert member is not None
+            why[str(board)] = {
+                op["operator"]: (op["form"], op["why"]) for op in json.load(member)["operators"]
+            }
+    form, reason = why["qemu-mps2-an386"]["AVERAGE_POOL_2D"]
+    assert (form, reason["by"], reason["cpu"]) == ("ref", "rule", "cortex-m-dsp")
+    form, reason = why["None"]["AVERAGE_POOL_2D"]
+    assert form == "cmsis-nn" and reason.get("cpu") != "cortex-m-dsp"
+    assert len(list((tmp_path / "compiled").glob("*.tar"))) == 2

@@ -48,10 +48,12 @@ def cached_archive(
     executor: str = "graph",
     cmsis_nn: bool = False,
     source: Optional[CmsisNnSource] = None,
+    cpu: str = "default",
 ) -> Path:
     """The MLF archive of the ``.tflite`` at ``path``, compiled into ``cache_root/compiled``
-    unless it is there already. ``cmsis_nn`` and ``source``: as ``compile_tflite``'s (where
-    CMSIS-NN comes from does not change the archive, so it is not in the key)."""
+    unless it is there already. ``cmsis_nn``, ``source`` and ``cpu`` (a CPU class, whose rules
+    choose each operator's form): as ``compile_tflite``'s (where CMSIS-NN comes from does not
+    change the archive, so it is not in the key)."""
     from . import compile_tflite
 
     model = Path(path)
@@ -61,7 +63,9 @@ def cached_archive(
         data = model.read_bytes()
     except OSError as err:
         raise CompileError(f"{model}: {err.strerror or err}") from None
-    options = json.dumps({"name": name, "executor": executor, "cmsis_nn": cmsis_nn}, sort_keys=True)
+    options = json.dumps(
+        {"name": name, "executor": executor, "cmsis_nn": cmsis_nn, "cpu": cpu}, sort_keys=True
+    )
     key = hashlib.sha256(data + options.encode() + compiler_digest().encode()).hexdigest()[:32]
     folder = Path(cache_root) / "compiled"
     archive = folder / f"{model.stem[:40]}-{key}.tar"
@@ -75,7 +79,7 @@ def cached_archive(
         staged.write_bytes(data)  # compile what was hashed, not what the path holds now
         built = compile_tflite(
             staged, work / archive.name, name=name, executor=executor, cmsis_nn=cmsis_nn,
-            source=source,
+            source=source, cpu=cpu,
         )  # fmt: skip
         os.replace(built, archive)
     finally:

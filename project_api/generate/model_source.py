@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, Optional, Union
 
 from ..compile import CmsisNnSource, is_tflite
 from ..compile.cache import cached_archive
+from ..compile.choose import cpu_class
 from ..resolve.cache import default_cache_dir
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -25,10 +26,13 @@ def archive_source(
     path: PathLike,
     say: Optional[Callable[[str], None]] = None,
     options: Optional[Mapping[str, Any]] = None,
+    board: Any = None,
 ) -> Path:
     """``path`` itself, or the cached archive compiled from the ``.tflite`` at ``path``.
     ``options`` (normalized project options) choose how: ``cmsis_nn``, and where CMSIS-NN
-    and the cache are (``cmsis_path``, ``dependencies``, ``offline``, ``cache_dir``)."""
+    and the cache are (``cmsis_path``, ``dependencies``, ``offline``, ``cache_dir``); the
+    ``board``'s CPU class picks each operator's form by the package's rules (none: the
+    default class, as ``compile`` without ``--board``)."""
     if not is_tflite(path):
         return Path(path)
     opts = options or {}
@@ -43,7 +47,12 @@ def archive_source(
         offline=bool(opts.get("offline")),
     )
     return cached_archive(
-        path, root, name=tflite_module_name(path), cmsis_nn=cmsis_nn, source=source
+        path,
+        root,
+        name=tflite_module_name(path),
+        cmsis_nn=cmsis_nn,
+        source=source,
+        cpu=cpu_class(board),
     )
 
 

@@ -7,6 +7,9 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from ..cmsis_nn.adapter import workspace_needs
+from ..cmsis_nn.calls import API_CMSIS5, API_V4, CmsisNnCalls, find_cmsis_nn_calls
+from ..cmsis_nn.features import LEVELS
 from ..compile import is_tflite
 from ..generate.dependencies import archive_base_dir
 from ..generate.memory_plan import model_memory
@@ -14,9 +17,6 @@ from ..read import Archive, Model, TensorSpec, open_archive
 from ..read.kernel_forms import LEVELS as FORM_LEVELS
 from ..read.kernel_forms import model_kernel_forms
 from ..resolve import check_dependencies, collect_dependencies
-from ..resolve.cmsis_nn_adapter import workspace_needs
-from ..resolve.cmsis_nn_calls import API_CMSIS5, API_V4, CmsisNnCalls, find_cmsis_nn_calls
-from ..resolve.features import LEVELS
 from ..resolve.trust import TrustPolicy, Verdict, assess_all
 from .command import EXIT_OK, Command
 from .compile import describe_tflite, tflite_lines

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 MAX_BYTES = 1 << 20
-LEVELS = ("portable", "dsp", "mve")  # resolve.features.LEVELS' order: 0, 1, 2
+LEVELS = ("portable", "dsp", "mve")  # cmsis_nn.features.LEVELS' order: 0, 1, 2
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,15 @@ class Requant:
         if len(self.multipliers) > 1:
             count = len(self.multipliers)
             body.line(f"static const int32_t mult_[{count}] = {_c_ints(self.multipliers)};")
-            body.line(f"static const int8_t shift_[{len(self.shifts)}] = {_c_ints(self.shifts)};")
+            if self.rounding == "double" and max(self.shifts) <= 0:
+                # right shifts only: stored as such, in the smallest type that holds them
+                rights = [-s for s in self.shifts]
+                body.line(f"static const uint8_t rshift_[{count}] = {_c_ints(rights)};")
+            else:
+                body.line(f"static const int8_t shift_[{count}] = {_c_ints(self.shifts)};")
+
+    def right_shifts_only(self) -> bool:
+        return max(self.shifts) <= 0
 
     def emit(self, body: Body, acc: str, channel: str, tag: str = "") -> str:
         """Statements computing ``MultiplyByQuantizedMultiplier(acc)``; returns the variable.
@@ -72,16 +80,33 @@ class Requant:
                 f": -((-mag{t}_ + half{t}_) >> ts{t}_));"
             )
             return f"q{t}_"
-        body.line(f"int32_t ls{t}_ = {shift} > 0 ? {shift} : 0;")
-        body.line(f"int32_t rs{t}_ = {shift} > 0 ? 0 : -({shift});")
-        body.line(f"int64_t ab{t}_ = ((int64_t)(int32_t)((uint32_t){acc} << ls{t}_)) * {mult};")
-        body.line(f"int64_t nudge{t}_ = ab{t}_ >= 0 ? (1 << 30) : (1 - (1 << 30));")
-        body.line(f"int32_t hi{t}_ = (int32_t)((ab{t}_ + nudge{t}_) / ((int64_t)1 << 31));")
-        body.line(f"int32_t mask{t}_ = (int32_t)(((int64_t)1 << rs{t}_) - 1);")
-        body.line(f"int32_t thr{t}_ = (mask{t}_ >> 1) + (hi{t}_ < 0 ? 1 : 0);")
+        return self._emit_double(body, acc, channel, t)
+
+    def _emit_double(self, body: Body, acc: str, channel: str, t: str) -> str:
+        """TFLite's SaturatingRoundingDoublingHighMul then RoundingDivideByPOT, without a
+        64-bit division: with the nudge ±2^30, truncating (ab + nudge) / 2^31 towards zero
+        equals flooring (ab + 2^30) / 2^31 for either sign of ab, which is an arithmetic
+        shift. (The saturation case needs a multiplier of INT32_MIN: never, m < 2^31.)"""
+        per_channel = len(self.multipliers) > 1
+        mult = f"mult_[{channel}]" if per_channel else str(self.multipliers[0])
+        if not self.right_shifts_only():
+            shift = f"shift_[{channel}]" if per_channel else str(self.shifts[0])
+            body.line(f"int32_t ls{t}_ = {shift} > 0 ? {shift} : 0;")
+            body.line(f"int32_t rs{t}_ = {shift} > 0 ? 0 : -({shift});")
+            scaled = f"(int32_t)((uint32_t){acc} << ls{t}_)"
+            rs = f"rs{t}_"
+        else:
+            scaled = acc
+            rs = f"(int32_t)rshift_[{channel}]" if per_channel else str(-self.shifts[0])
         body.line(
-            f"int32_t q{t}_ = (hi{t}_ >> rs{t}_) + (((hi{t}_ & mask{t}_) > thr{t}_) ? 1 : 0);"
+            f"int32_t hi{t}_ = (int32_t)((((int64_t){scaled}) * {mult} + "
+            f"((int64_t)1 << 30)) >> 31);"
         )
+        if rs == "0":
+            return f"hi{t}_"
+        body.line(f"int32_t mask{t}_ = (int32_t)(((uint32_t)1 << {rs}) - 1u);")
+        body.line(f"int32_t thr{t}_ = (mask{t}_ >> 1) + (int32_t)((uint32_t)hi{t}_ >> 31);")
+        body.line(f"int32_t q{t}_ = (hi{t}_ >> {rs}) + ((hi{t}_ & mask{t}_) > thr{t}_);")
         return f"q{t}_"
 
 

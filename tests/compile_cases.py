@@ -407,6 +407,12 @@ CASES: List[Case] = [
     Case("mul_same_shape", binary_case("MUL", (2, 7), (2, 7))),
     Case("mul_broadcast_const_relu", binary_case("MUL", (1, 3, 3, 4), (1, 1, 1, 4), "RELU",
                                                  const_b=True)),
+    # shapes the fast form specializes (modelgen/ops/tflite_fast.py): one input channel with a
+    # tall window (KWS's first layer), 1×1 over an odd pixel count into odd channels with a
+    # depth past the full unroll, a depthwise 5×5 (taps not in locals) with an interior
+    Case("conv_1ch_10x4_s2", conv_case((1, 15, 9, 1), (5, 10, 4, 1), {"stride": (2, 2)})),
+    Case("conv_1x1_odd", conv_case((1, 3, 5, 19), (5, 1, 1, 19), {"act": "RELU"})),
+    Case("dw_5x5_interior", conv_case((1, 9, 8, 3), (1, 5, 5, 3), {}, depthwise=True)),
 ]  # fmt: skip
 
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..cgen import Body, Buffer, c_type, float_literal
 from .base import Op, TensorType, nest, require
+from .tflite_fast import FORMS, emit_conv, emit_depthwise, emit_fully_connected
 
 ROUNDINGS = ("single", "away", "double")
 
@@ -156,9 +157,11 @@ class TflConv(Op):
     activation: Activation
     quant: Quant = Quant()
     hybrid_scale: float = 0.0  # an int8 filter's scale on float32 data (0: not hybrid)
+    form: str = "fast"  # int8's C: "fast" (tflite_fast.py) or "reference" (the plain loops)
 
     def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
         x, w = types[0], types[1]
+        require(self.form in FORMS, f"conv: form must be one of {FORMS}")
         require(len(x.shape) == 4 and len(w.shape) == 4, "conv: input NHWC and a 4-D filter")
         hybrid = x.dtype == "float32" and w.dtype == "int8"
         require(hybrid == bool(self.hybrid_scale), "conv: an int8 filter on float32 data is hybrid")
@@ -187,6 +190,9 @@ class TflConv(Op):
         dh, dw = self.dilations
         pt, pl = self.pads
         mode = self.mode(x.dtype)
+        if mode == "int8" and self.form == "fast":
+            (emit_depthwise if self.depthwise else emit_conv)(self, body, ins, outs)
+            return
         if mode == "int8":
             self.quant.requant.declare(body)
         with nest(body, [("b", n)]) as (b,):
@@ -284,9 +290,11 @@ class TflFullyConnected(Op):
     activation: Activation
     quant: Quant = Quant()
     hybrid_scale: float = 0.0  # an int8 filter's scale on float32 data (0: not hybrid)
+    form: str = "fast"  # int8's C: "fast" (tflite_fast.py) or "reference" (the plain loops)
 
     def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
         x, w = types[0], types[1]
+        require(self.form in FORMS, f"fully connected: form must be one of {FORMS}")
         require(len(w.shape) == 2, "fully connected: a 2-D filter")
         hybrid = x.dtype == "float32" and w.dtype == "int8"
         require(hybrid == bool(self.hybrid_scale), "fully connected: hybrid needs its scale")
@@ -310,6 +318,9 @@ class TflFullyConnected(Op):
         o, d = w.shape
         batches = x.size // d
         quantized = x.dtype == "int8"
+        if quantized and self.form == "fast":
+            emit_fully_connected(self, body, ins, outs)
+            return
         if quantized:
             self.quant.requant.declare(body)
         if self.hybrid_scale:

@@ -1,0 +1,402 @@
+"""The ``fast`` form of the int8 convolutions and FULLY_CONNECTED: the same integers as the
+``reference`` form (tflite.py), in C specialized to the shape.
+
+- The window's interior (every tap inside the input) is split from its border. The
+  interior has no bound checks, and its input offset is hoisted: sum((x + io) · w) =
+  sum(x · w) + io · sum(w), with io · sum(w) + bias worked out once per output channel.
+  The border iterates over the taps that lie inside only (clipped ranges, no check per tap).
+- A CONV_2D's taps along a filter row are one contiguous span of the input and of the
+  filter (dilation 1): its dot product runs over kw · c bytes, unrolled at the constant
+  length. Two pixels × two output channels share each load (four accumulators).
+- A 1×1 CONV_2D with stride 1 and FULLY_CONNECTED are one matrix product over pixels
+  (batches): pairs of rows × pairs of output channels.
+- DEPTHWISE_CONV_2D runs channel by channel with the channel's taps in locals.
+
+Integer addition is exact, so only the order of the terms changes; the requantization and
+clamp are the reference form's (``Requant.emit``, ``Activation.clamp``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Sequence, Tuple
+
+from ..cgen import Body, Buffer
+from .base import nest
+
+if TYPE_CHECKING:
+    from ..network import Network
+
+FORMS = ("fast", "reference")
+FULL_UNROLL = 16  # dot products up to this length are unrolled completely
+UNROLL = 4  # longer ones by this factor
+
+
+def force_form(network: Network, form: str) -> int:
+    """Every operator of ``network`` that has C forms gets ``form`` (the tests run each
+    form); returns how many did."""
+    if form not in FORMS:
+        raise ValueError(f"form must be one of {FORMS}")
+    count = 0
+    for node in network.ops:
+        op: Any = node.op
+        if isinstance(getattr(op, "form", None), str):
+            node.op = dataclasses.replace(op, form=form)
+            count += 1
+    return count
+
+
+def interior(
+    size: int, out: int, kernel: int, stride: int, dilation: int, pad: int
+) -> Tuple[int, int]:
+    """[first, last) outputs along one axis whose every tap lies inside ``size``."""
+    first = -(-pad // stride)
+    last = (size - 1 - (kernel - 1) * dilation + pad) // stride + 1
+    first, last = min(first, out), min(max(last, 0), out)
+    return first, max(first, last)
+
+
+def _tap_range(body: Body, var: str, origin: str, size: int, kernel: int, dilation: int) -> None:
+    """``var``0/``var``1: the taps k with 0 <= origin + k · dilation < size."""
+    if dilation == 1:
+        body.line(f"int32_t {var}0 = {origin} < 0 ? -{origin} : 0;")
+        body.line(f"int32_t {var}1 = {size} - {origin} < {kernel} ? {size} - {origin} : {kernel};")
+    else:
+        d = dilation
+        body.line(f"int32_t {var}0 = {origin} < 0 ? (-{origin} + {d - 1}) / {d} : 0;")
+        body.line(f"int32_t {var}e = ({size} - {origin} + {d - 1}) / {d};")
+        body.line(f"int32_t {var}1 = {var}e < {kernel} ? {var}e : {kernel};")
+
+
+@contextlib.contextmanager
+def _clipped_taps(body: Body) -> Iterator[None]:
+    """The taps ky0..ky1 × kx0..kx1 that :func:`_tap_range` found inside."""
+    with (
+        body.block("for (int32_t ky = ky0; ky < ky1; ++ky)"),
+        body.block("for (int32_t kx = kx0; kx < kx1; ++kx)"),
+    ):
+        yield
+
+
+def _dot(
+    body: Body, xs: Sequence[str], ws: Sequence[str], accs: List[List[str]], length: int
+) -> None:
+    """acc[i][j] += sum over t < length of xs[i][t] · ws[j][t] (pointers to int8)."""
+
+    def step(offset: str) -> None:
+        for i, xp in enumerate(xs):
+            body.line(f"int32_t x{i}_ = {xp}[{offset}];")
+        for j, wp in enumerate(ws):
+            body.line(f"int32_t w{j}_ = {wp}[{offset}];")
+        for i in range(len(xs)):
+            for j in range(len(ws)):
+                body.line(f"{accs[i][j]} += x{i}_ * w{j}_;")
+
+    if length <= FULL_UNROLL:
+        for t in range(length):
+            with body.block(""):
+                step(str(t))
+        return
+    body.line("int32_t t_ = 0;")
+    with body.block(f"for (; t_ + {UNROLL - 1} < {length}; t_ += {UNROLL})"):
+        for u in range(UNROLL):
+            with body.block(""):
+                step(f"t_ + {u}")
+    if length % UNROLL:
+        with body.block(f"for (; t_ < {length}; ++t_)"):
+            step("t_")
+
+
+def _store(body: Body, op, out: Buffer, at: str, acc: str, channel: str, tag: str) -> None:
+    """Requantize, offset, clamp and store one int8 output."""
+    q = op.quant.requant.emit(body, acc, channel, tag)
+    low, high = int(op.activation.low), int(op.activation.high)
+    body.line(f"int32_t c{tag}_ = {q} + {op.quant.output_offset};")
+    body.line(f"c{tag}_ = c{tag}_ < {low} ? {low} : c{tag}_;")
+    body.line(f"{out[at]} = (int8_t)(c{tag}_ > {high} ? {high} : c{tag}_);")
+
+
+def _base(
+    body: Body,
+    name: str,
+    bias: Optional[Buffer],
+    channel: str,
+    w: str,
+    count: int,
+    stride: int,
+    io: int,
+) -> None:
+    """``name`` = bias[channel] + io · sum of ``count`` filter values at ``w`` (stride apart)."""
+    body.line(f"int32_t {name} = {bias[channel] if bias is not None else '0'};")
+    if io:
+        body.line(f"int32_t {name}s_ = 0;")
+        with body.block(f"for (int32_t t_ = 0; t_ < {count}; ++t_)"):
+            body.line(f"{name}s_ += {w}[t_ * {stride}];")
+        body.line(f"{name} += {name}s_ * {io};")
+
+
+def emit_conv(op, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
+    """int8 CONV_2D (filter OHWI), NHWC."""
+    x, w, out = ins[0], ins[1], outs[0]
+    bias = ins[2] if op.bias else None
+    n, h, wd, c = x.shape
+    _, kh, kw, _ = w.shape
+    oh, ow = op.out_hw
+    oc = out.shape[3]
+    sh, sw = op.strides
+    dh, dw = op.dilations
+    pt, pl = op.pads
+    io = op.quant.input_offset
+    ks = kh * kw * c
+    op.quant.requant.declare(body)
+    body.line(f"const int8_t* x_ = (const int8_t*){x.var};")
+    body.line(f"const int8_t* w_ = (const int8_t*){w.var};")
+    y0, y1 = interior(h, oh, kh, sh, dh, pt)
+    x0, x1 = interior(wd, ow, kw, sw, dw, pl)
+    if (y0, y1, x0, x1) != (0, oh, 0, ow):
+        _conv_border(op, body, x, w, out, bias, (y0, y1, x0, x1))
+    if y0 == y1 or x0 == x1:
+        return
+    pointwise = kh == kw == 1 and sh == sw == 1 and (y0, y1, x0, x1) == (0, oh, 0, ow)
+    with (
+        nest(body, [("b", n if not pointwise else 1)]) as (b,),
+        body.block(f"for (int32_t o = 0; o < {oc}; o += 2)"),
+    ):
+        body.line(f"int32_t two_ = o + 1 < {oc};")
+        body.line(f"const int8_t* q0_ = w_ + o * {ks};")
+        body.line(f"const int8_t* q1_ = two_ ? q0_ + {ks} : q0_;")
+        _base(body, "base0_", bias, "o", "q0_", ks, 1, io)
+        _base(body, "base1_", bias, "(o + two_)", "q1_", ks, 1, io)
+        if pointwise:
+            _pointwise(op, body, out, c, n * oh * ow)
+        else:
+            box = (y0, y1, x0, x1)
+            _conv_interior(op, body, x, out, b, (kh, kw), box, kw * c if dw == 1 else 0)
+
+
+def _pair_store(op, body: Body, out: Buffer, at: str, accs: Sequence[str], tag: str) -> None:
+    _store(body, op, out, at, accs[0], "o", f"{tag}0")
+    with body.block("if (two_)"):
+        _store(body, op, out, f"{at} + 1", accs[1], "(o + 1)", f"{tag}1")
+
+
+def _pointwise(op, body: Body, out: Buffer, c: int, pixels: int) -> None:
+    oc = out.shape[-1]
+    body.line("int32_t p = 0;")
+    with body.block(f"for (; p + 1 < {pixels}; p += 2)"):
+        body.line(f"const int8_t* r0_ = x_ + p * {c};")
+        body.line(f"const int8_t* r1_ = r0_ + {c};")
+        accs = [["a00_", "a01_"], ["a10_", "a11_"]]
+        body.line("int32_t a00_ = base0_, a01_ = base1_, a10_ = base0_, a11_ = base1_;")
+        _dot(body, ["r0_", "r1_"], ["q0_", "q1_"], accs, c)
+        _pair_store(op, body, out, f"p * {oc} + o", accs[0], "a")
+        _pair_store(op, body, out, f"(p + 1) * {oc} + o", accs[1], "b")
+    if pixels % 2:
+        with body.block(f"if (p < {pixels})"):
+            body.line(f"const int8_t* r0_ = x_ + p * {c};")
+            body.line("int32_t a00_ = base0_, a01_ = base1_;")
+            _dot(body, ["r0_"], ["q0_", "q1_"], [["a00_", "a01_"]], c)
+            _pair_store(op, body, out, f"p * {oc} + o", ["a00_", "a01_"], "a")
+
+
+def _conv_interior(
+    op,
+    body: Body,
+    x: Buffer,
+    out: Buffer,
+    b: str,
+    kernel: Tuple[int, int],
+    box: Tuple[int, int, int, int],
+    span: int,
+) -> None:
+    """The interior's pixels in pairs along a row; ``span``: the contiguous length of a
+    filter row (kw · c), 0 with a dilated width (then each tap's c values)."""
+    _, h, wd, c = x.shape
+    _, oh, ow, oc = out.shape
+    kh, kw = kernel
+    sh, sw = op.strides
+    dh, dw = op.dilations
+    pt, pl = op.pads
+    y0, y1, x0, x1 = box
+    with body.block(f"for (int32_t oy = {y0}; oy < {y1}; ++oy)"):
+        body.line(
+            f"const int8_t* row_ = x_ + (({b} * {h} + oy * {sh} - {pt}) * {wd} - {pl}) * {c};"
+        )
+        body.line(f"int32_t ox = {x0};")
+
+        def pixels(count: int) -> None:
+            names = [[f"a{i}{j}_" for j in range(2)] for i in range(count)]
+            inits = (f"{names[i][j]} = base{j}_" for i in range(count) for j in range(2))
+            body.line("int32_t " + ", ".join(inits) + ";")
+            with body.block(f"for (int32_t ky = 0; ky < {kh}; ++ky)"):
+                body.line(f"const int8_t* r0_ = row_ + (ky * {dh * wd} + ox * {sw}) * {c};")
+                if count == 2:
+                    body.line(f"const int8_t* r1_ = r0_ + {sw * c};")
+                body.line(f"const int8_t* f0_ = q0_ + ky * {kw * c};")
+                body.line(f"const int8_t* f1_ = q1_ + ky * {kw * c};")
+                xs = ["r0_", "r1_"][:count]
+                if span:
+                    _dot(body, xs, ["f0_", "f1_"], names, span)
+                else:
+                    with body.block(f"for (int32_t kx = 0; kx < {kw}; ++kx)"):
+                        body.line(f"const int8_t* s0_ = r0_ + kx * {dw * c};")
+                        if count == 2:
+                            body.line(f"const int8_t* s1_ = r1_ + kx * {dw * c};")
+                        body.line(f"const int8_t* g0_ = f0_ + kx * {c};")
+                        body.line(f"const int8_t* g1_ = f1_ + kx * {c};")
+                        _dot(body, ["s0_", "s1_"][:count], ["g0_", "g1_"], names, c)
+            for i in range(count):
+                at = f"(({b} * {oh} + oy) * {ow} + ox + {i}) * {oc} + o"
+                _pair_store(op, body, out, at, names[i], "ab"[i])
+
+        with body.block(f"for (; ox + 1 < {x1}; ox += 2)"):
+            pixels(2)
+        if (x1 - x0) % 2:
+            with body.block(""):
+                pixels(1)
+
+
+def _conv_border(
+    op,
+    body: Body,
+    x: Buffer,
+    w: Buffer,
+    out: Buffer,
+    bias: Optional[Buffer],
+    box: Tuple[int, int, int, int],
+) -> None:
+    """Every output outside the interior: the taps inside only, (x + io) · w per tap."""
+    n, h, wd, c = x.shape
+    _, kh, kw, _ = w.shape
+    oh, ow = op.out_hw
+    oc = out.shape[3]
+    sh, sw = op.strides
+    dh, dw = op.dilations
+    pt, pl = op.pads
+    io = op.quant.input_offset
+    y0, y1, x0, x1 = box
+    with nest(body, [("b", n), ("oy", oh), ("ox", ow)]) as (b, oy, ox):
+        inside = f"{oy} >= {y0} && {oy} < {y1} && {ox} >= {x0} && {ox} < {x1}"
+        with body.block(f"if (!({inside}))"):
+            body.line(f"int32_t iy_ = {oy} * {sh} - {pt};")
+            body.line(f"int32_t ix_ = {ox} * {sw} - {pl};")
+            _tap_range(body, "ky", "iy_", h, kh, dh)
+            _tap_range(body, "kx", "ix_", wd, kw, dw)
+            with body.loop("o", oc):
+                body.line(f"int32_t acc = {bias['o'] if bias is not None else '0'};")
+                with _clipped_taps(body):
+                    row = f"({b} * {h} + iy_ + ky * {dh}) * {wd}"
+                    body.line(f"const int8_t* r_ = x_ + ({row} + ix_ + kx * {dw}) * {c};")
+                    body.line(f"const int8_t* f_ = w_ + ((o * {kh} + ky) * {kw} + kx) * {c};")
+                    with body.block(f"for (int32_t i = 0; i < {c}; ++i)"):
+                        body.line(f"acc += ((int32_t)r_[i] + {io}) * (int32_t)f_[i];")
+                _store(
+                    body, op, out, f"(({b} * {oh} + {oy}) * {ow} + {ox}) * {oc} + o", "acc", "o", ""
+                )
+
+
+def emit_depthwise(op, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
+    """int8 DEPTHWISE_CONV_2D (filter 1HWO), NHWC, channel by channel."""
+    x, w, out = ins[0], ins[1], outs[0]
+    bias = ins[2] if op.bias else None
+    n, h, wd, c = x.shape
+    _, kh, kw, oc = w.shape
+    oh, ow = op.out_hw
+    sh, sw = op.strides
+    dh, dw = op.dilations
+    pt, pl = op.pads
+    io = op.quant.input_offset
+    mult = op.depth_multiplier
+    taps = kh * kw
+    op.quant.requant.declare(body)
+    body.line(f"const int8_t* x_ = (const int8_t*){x.var};")
+    body.line(f"const int8_t* w_ = (const int8_t*){w.var};")
+    y0, y1 = interior(h, oh, kh, sh, dh, pt)
+    xa, xb = interior(wd, ow, kw, sw, dw, pl)
+    in_regs = taps <= 16
+    with nest(body, [("b", n)]) as (b,), body.loop("o", oc):
+        body.line(f"int32_t ic_ = o / {mult};" if mult > 1 else "int32_t ic_ = o;")
+        body.line(f"const int8_t* xc_ = x_ + {b} * {h * wd * c} + ic_;")
+        if in_regs:
+            for t in range(taps):
+                body.line(f"int32_t k{t}_ = w_[{t * oc} + o];")
+        body.line(f"int32_t base_ = {bias['o'] if bias is not None else '0'};")
+        if io:
+            if in_regs:
+                total = " + ".join(f"k{t}_" for t in range(taps))
+                body.line(f"base_ += ({total}) * {io};")
+            else:
+                _base(body, "sum_", None, "o", "(w_ + o)", taps, oc, io)
+                body.line("base_ += sum_;")
+        # the border: taps inside only
+        if (y0, y1, xa, xb) != (0, oh, 0, ow):
+            with (
+                nest(body, [("oy", oh), ("ox", ow)]) as (oy, ox),
+                body.block(f"if (!({oy} >= {y0} && {oy} < {y1} && {ox} >= {xa} && {ox} < {xb}))"),
+            ):
+                body.line(f"int32_t iy_ = {oy} * {sh} - {pt};")
+                body.line(f"int32_t ix_ = {ox} * {sw} - {pl};")
+                _tap_range(body, "ky", "iy_", h, kh, dh)
+                _tap_range(body, "kx", "ix_", wd, kw, dw)
+                body.line(f"int32_t acc = {bias['o'] if bias is not None else '0'};")
+                with _clipped_taps(body):
+                    tap = f"((iy_ + ky * {dh}) * {wd} + ix_ + kx * {dw}) * {c}"
+                    body.line(f"int32_t v_ = xc_[{tap}];")
+                    body.line(f"acc += (v_ + {io}) * (int32_t)w_[(ky * {kw} + kx) * {oc} + o];")
+                at = f"(({b} * {oh} + {oy}) * {ow} + {ox}) * {oc} + o"
+                _store(body, op, out, at, "acc", "o", "")
+        if y0 < y1 and xa < xb:
+            with (
+                body.block(f"for (int32_t oy = {y0}; oy < {y1}; ++oy)"),
+                body.block(f"for (int32_t ox = {xa}; ox < {xb}; ++ox)"),
+            ):
+                origin = f"(oy * {sh} - {pt}) * {wd} + ox * {sw} - {pl}"
+                body.line(f"const int8_t* r_ = xc_ + ({origin}) * {c};")
+                body.line("int32_t acc = base_;")
+                for ky in range(kh):
+                    for kx in range(kw):
+                        off = (ky * dh * wd + kx * dw) * c
+                        wv = (
+                            f"k{ky * kw + kx}_"
+                            if in_regs
+                            else f"(int32_t)w_[{(ky * kw + kx) * oc} + o]"
+                        )
+                        body.line(f"acc += (int32_t)r_[{off}] * {wv};")
+                at = f"(({b} * {oh} + oy) * {ow} + ox) * {oc} + o"
+                _store(body, op, out, at, "acc", "o", "")
+
+
+def emit_fully_connected(op, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
+    """int8 FULLY_CONNECTED, row by row (a batch row is used once: summing the filter to
+    hoist the offsets would cost as much as the product): four output channels share each
+    input load and its offset, (x + io) · (w + fo) per term as the reference form."""
+    x, w, out = ins[0], ins[1], outs[0]
+    bias = ins[2] if op.bias else None
+    o, d = w.shape
+    batches = x.size // d
+    io, fo = op.quant.input_offset, op.quant.filter_offset
+    op.quant.requant.declare(body)
+    body.line(f"const int8_t* w_ = (const int8_t*){w.var};")
+    with nest(body, [("r", batches)]) as (r,):
+        body.line(f"const int8_t* x_ = (const int8_t*){x.var} + {r} * {d};")
+        body.line("int32_t o = 0;")
+        groups = [(4, f"o + 3 < {o}")] if o >= 4 else []
+        if o % 4:
+            groups.append((1, f"o < {o}"))
+        for group, cond in groups:
+            with body.block(f"for (; {cond}; o += {group})"):
+                body.line(f"const int8_t* q_ = w_ + o * {d};")
+                accs = [f"a{j}_" for j in range(group)]
+                inits = (
+                    f"{a} = {bias[f'o + {j}'] if bias is not None else '0'}"
+                    for j, a in enumerate(accs)
+                )
+                body.line("int32_t " + ", ".join(inits) + ";")
+                with body.block(f"for (int32_t t = 0; t < {d}; ++t)"):
+                    body.line(f"int32_t xv_ = (int32_t)x_[t] + {io};")
+                    for j, a in enumerate(accs):
+                        wv = f"(int32_t)q_[{j * d} + t]"
+                        body.line(f"{a} += xv_ * ({wv} + {fo});" if fo else f"{a} += xv_ * {wv};")
+                for j, a in enumerate(accs):
+                    _store(body, op, out, f"{r} * {o} + o + {j}", a, f"(o + {j})", f"{j}")

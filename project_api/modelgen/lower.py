@@ -135,7 +135,8 @@ class _Lowering:
         kind = "nop" if op.kind == "nop" else "op"
         read = tuple(self.entry_of[id(v)] for v in node.inputs)
         written = tuple(self.entry_of[id(v)] for v in node.outputs)
-        self.plan_nodes.append(PlanNode(kind, read, written))
+        inplace = op.inplace_input([v.type for v in node.inputs]) if kind == "op" else None
+        self.plan_nodes.append(PlanNode(kind, read, written, inplace))
 
     def function_for(self, node: OpNode) -> Tuple[str, Dict[str, str]]:
         """(func_name, extra graph attrs ending with ``hash``) of an operator node."""

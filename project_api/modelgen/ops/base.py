@@ -67,6 +67,12 @@ class Op:
     def graph_attrs(self) -> Dict[str, str]:
         return {}
 
+    def inplace_input(self, types: Sequence[TensorType]) -> Optional[int]:
+        """The input (by position) whose storage the output may take when that input dies
+        here: the operator's C is written so that it is right both when the output
+        overwrites that input and when it does not. None: the output needs its own."""
+        return None
+
     def emit(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
         raise NotImplementedError
 

@@ -18,13 +18,20 @@ These operators have no numpy reference: LiteRT is their oracle (tests/test_comp
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ..cgen import Body, Buffer, c_type, float_literal
 from .base import Op, TensorType, nest, require
-from .tflite_fast import FORMS, emit_conv, emit_depthwise, emit_fully_connected
+from .tflite_fast import (
+    FORMS,
+    depthwise_in_place,
+    emit_conv,
+    emit_depthwise,
+    emit_fully_connected,
+    pointwise_in_place,
+)
 
 ROUNDINGS = ("single", "away", "double")
 
@@ -176,6 +183,16 @@ class TflConv(Op):
 
     def name_parts(self) -> List[str]:
         return ["tfl_depthwise_conv_2d" if self.depthwise else "tfl_conv_2d"]
+
+    def inplace_input(self, types: Sequence[TensorType]) -> Optional[int]:
+        x, w = types[0], types[1]
+        if x.dtype != "int8" or self.form != "fast":
+            return None
+        _, kh, kw, _ = w.shape
+        if self.depthwise:
+            return 0 if depthwise_in_place(self, x.shape, (kh, kw)) else None
+        pointwise = kh == kw == 1 and self.strides == (1, 1) and self.out_hw == x.shape[1:3]
+        return 0 if pointwise and pointwise_in_place(x.shape[3], w.shape[0]) else None
 
     def output_names(self) -> List[str]:
         return ["T_conv"]

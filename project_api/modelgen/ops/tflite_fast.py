@@ -22,7 +22,7 @@ import contextlib
 import dataclasses
 from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Sequence, Tuple
 
-from ..cgen import Body, Buffer
+from ..cgen import STACK_LIMIT_BYTES, Body, Buffer
 from .base import nest
 
 if TYPE_CHECKING:
@@ -159,6 +159,9 @@ def emit_conv(op, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> 
     if y0 == y1 or x0 == x1:
         return
     pointwise = kh == kw == 1 and sh == sw == 1 and (y0, y1, x0, x1) == (0, oh, 0, ow)
+    if pointwise and pointwise_in_place(c, oc):
+        _pointwise_in_place(op, body, out, bias, c, n * oh * ow)
+        return
     with (
         nest(body, [("b", n if not pointwise else 1)]) as (b,),
         body.block(f"for (int32_t o = 0; o < {oc}; o += 2)"),
@@ -198,6 +201,50 @@ def _pointwise(op, body: Body, out: Buffer, c: int, pixels: int) -> None:
             body.line("int32_t a00_ = base0_, a01_ = base1_;")
             _dot(body, ["r0_"], ["q0_", "q1_"], [["a00_", "a01_"]], c)
             _pair_store(op, body, out, f"p * {oc} + o", ["a00_", "a01_"], "a")
+
+
+def pointwise_in_place(c: int, oc: int) -> bool:
+    """Whether a 1×1 stride-1 CONV_2D runs pixel by pixel, its output able to overwrite its
+    input: an output pixel is no wider than an input pixel, and the per-channel sums
+    (int32) and two pixels of output fit the stack."""
+    return oc <= c and oc * 4 + 2 * oc < STACK_LIMIT_BYTES
+
+
+def _pointwise_in_place(
+    op, body: Body, out: Buffer, bias: Optional[Buffer], c: int, pixels: int
+) -> None:
+    """Two pixels at a time into ``tmp_``, copied out once both are done: the output may
+    overwrite the input (pixel p's output lies at or before pixel p's input, oc <= c)."""
+    oc = out.shape[-1]
+    io = op.quant.input_offset
+    body.line(f"int32_t basev_[{oc}];")
+    body.line(f"int8_t tmp_[{2 * oc}];")
+    with body.loop("o", oc):
+        _base(body, "bo_", bias, "o", f"(w_ + o * {c})", c, 1, io)
+        body.line("basev_[o] = bo_;")
+    tmp = Buffer("tmp_", "int8", (2 * oc,))
+    body.line("int32_t p = 0;")
+    for count in (2, 1):
+        header = f"for (; p + 1 < {pixels}; p += 2)" if count == 2 else f"if (p < {pixels})"
+        if count == 1 and pixels % 2 == 0:
+            break
+        with body.block(header):
+            body.line(f"const int8_t* r0_ = x_ + p * {c};")
+            if count == 2:
+                body.line(f"const int8_t* r1_ = r0_ + {c};")
+            with body.block(f"for (int32_t o = 0; o < {oc}; o += 2)"):
+                body.line(f"int32_t two_ = o + 1 < {oc};")
+                body.line(f"const int8_t* q0_ = w_ + o * {c};")
+                body.line(f"const int8_t* q1_ = two_ ? q0_ + {c} : q0_;")
+                body.line("int32_t base0_ = basev_[o], base1_ = basev_[o + two_];")
+                accs = [["a00_", "a01_"], ["a10_", "a11_"]][:count]
+                inits = (f"{a} = base{j}_" for row in accs for j, a in enumerate(row))
+                body.line("int32_t " + ", ".join(inits) + ";")
+                _dot(body, ["r0_", "r1_"][:count], ["q0_", "q1_"], accs, c)
+                for i in range(count):
+                    _pair_store(op, body, tmp, f"{i * oc} + o", accs[i], "ab"[i])
+            with body.loop("t", count * oc):
+                body.line(f"{out[f'p * {oc} + t']} = tmp_[t];")
 
 
 def _conv_interior(
@@ -315,6 +362,10 @@ def emit_depthwise(op, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]
     y0, y1 = interior(h, oh, kh, sh, dh, pt)
     xa, xb = interior(wd, ow, kw, sw, dw, pl)
     in_regs = taps <= 16
+    padded = depthwise_in_place(op, x.shape, (kh, kw))
+    if padded:
+        ph, pw = padded
+        body.line(f"int8_t buf_[{ph * pw}];")
     with nest(body, [("b", n)]) as (b,), body.loop("o", oc):
         body.line(f"int32_t ic_ = o / {mult};" if mult > 1 else "int32_t ic_ = o;")
         body.line(f"const int8_t* xc_ = x_ + {b} * {h * wd * c} + ic_;")
@@ -329,42 +380,112 @@ def emit_depthwise(op, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]
             else:
                 _base(body, "sum_", None, "o", "(w_ + o)", taps, oc, io)
                 body.line("base_ += sum_;")
-        # the border: taps inside only
-        if (y0, y1, xa, xb) != (0, oh, 0, ow):
-            with (
-                nest(body, [("oy", oh), ("ox", ow)]) as (oy, ox),
-                body.block(f"if (!({oy} >= {y0} && {oy} < {y1} && {ox} >= {xa} && {ox} < {xb}))"),
-            ):
-                body.line(f"int32_t iy_ = {oy} * {sh} - {pt};")
-                body.line(f"int32_t ix_ = {ox} * {sw} - {pl};")
-                _tap_range(body, "ky", "iy_", h, kh, dh)
-                _tap_range(body, "kx", "ix_", wd, kw, dw)
-                body.line(f"int32_t acc = {bias['o'] if bias is not None else '0'};")
-                with _clipped_taps(body):
-                    tap = f"((iy_ + ky * {dh}) * {wd} + ix_ + kx * {dw}) * {c}"
-                    body.line(f"int32_t v_ = xc_[{tap}];")
-                    body.line(f"acc += (v_ + {io}) * (int32_t)w_[(ky * {kw} + kx) * {oc} + o];")
-                at = f"(({b} * {oh} + {oy}) * {ow} + {ox}) * {oc} + o"
-                _store(body, op, out, at, "acc", "o", "")
-        if y0 < y1 and xa < xb:
-            with (
-                body.block(f"for (int32_t oy = {y0}; oy < {y1}; ++oy)"),
-                body.block(f"for (int32_t ox = {xa}; ox < {xb}; ++ox)"),
-            ):
-                origin = f"(oy * {sh} - {pt}) * {wd} + ox * {sw} - {pl}"
-                body.line(f"const int8_t* r_ = xc_ + ({origin}) * {c};")
-                body.line("int32_t acc = base_;")
-                for ky in range(kh):
-                    for kx in range(kw):
-                        off = (ky * dh * wd + kx * dw) * c
-                        wv = (
-                            f"k{ky * kw + kx}_"
-                            if in_regs
-                            else f"(int32_t)w_[{(ky * kw + kx) * oc} + o]"
-                        )
-                        body.line(f"acc += (int32_t)r_[{off}] * {wv};")
-                at = f"(({b} * {oh} + oy) * {ow} + ox) * {oc} + o"
-                _store(body, op, out, at, "acc", "o", "")
+        if padded:
+            _depthwise_padded(op, body, x, out, b, padded, (kh, kw), in_regs)
+        else:
+            # the border: taps inside only
+            if (y0, y1, xa, xb) != (0, oh, 0, ow):
+                with (
+                    nest(body, [("oy", oh), ("ox", ow)]) as (oy, ox),
+                    body.block(
+                        f"if (!({oy} >= {y0} && {oy} < {y1} && {ox} >= {xa} && {ox} < {xb}))"
+                    ),
+                ):
+                    body.line(f"int32_t iy_ = {oy} * {sh} - {pt};")
+                    body.line(f"int32_t ix_ = {ox} * {sw} - {pl};")
+                    _tap_range(body, "ky", "iy_", h, kh, dh)
+                    _tap_range(body, "kx", "ix_", wd, kw, dw)
+                    body.line(f"int32_t acc = {bias['o'] if bias is not None else '0'};")
+                    with _clipped_taps(body):
+                        tap = f"((iy_ + ky * {dh}) * {wd} + ix_ + kx * {dw}) * {c}"
+                        body.line(f"int32_t v_ = xc_[{tap}];")
+                        body.line(f"acc += (v_ + {io}) * (int32_t)w_[(ky * {kw} + kx) * {oc} + o];")
+                    at = f"(({b} * {oh} + {oy}) * {ow} + {ox}) * {oc} + o"
+                    _store(body, op, out, at, "acc", "o", "")
+            if y0 < y1 and xa < xb:
+                with (
+                    body.block(f"for (int32_t oy = {y0}; oy < {y1}; ++oy)"),
+                    body.block(f"for (int32_t ox = {xa}; ox < {xb}; ++ox)"),
+                ):
+                    origin = f"(oy * {sh} - {pt}) * {wd} + ox * {sw} - {pl}"
+                    body.line(f"const int8_t* r_ = xc_ + ({origin}) * {c};")
+                    body.line("int32_t acc = base_;")
+                    for ky in range(kh):
+                        for kx in range(kw):
+                            off = (ky * dh * wd + kx * dw) * c
+                            wv = (
+                                f"k{ky * kw + kx}_"
+                                if in_regs
+                                else f"(int32_t)w_[{(ky * kw + kx) * oc} + o]"
+                            )
+                            body.line(f"acc += (int32_t)r_[{off}] * {wv};")
+                    at = f"(({b} * {oh} + oy) * {ow} + ox) * {oc} + o"
+                    _store(body, op, out, at, "acc", "o", "")
+
+
+def depthwise_in_place(
+    op, x_shape: Sequence[int], kernel: Tuple[int, int]
+) -> Optional[Tuple[int, int]]:
+    """(rows, columns) of the padded copy of one channel that a DEPTHWISE_CONV_2D with depth
+    multiplier 1 works from when it fits the stack, else None (no copy). Working from the
+    copy, the output can overwrite the input channel by channel: output channel o lies on
+    input channel o's bytes (no more pixels out than in)."""
+    _, h, wd, _ = x_shape
+    oh, ow = op.out_hw
+    ph = (oh - 1) * op.strides[0] + (kernel[0] - 1) * op.dilations[0] + 1
+    pw = (ow - 1) * op.strides[1] + (kernel[1] - 1) * op.dilations[1] + 1
+    if op.depth_multiplier != 1 or oh * ow > h * wd or ph * pw >= STACK_LIMIT_BYTES:
+        return None
+    return (ph, pw)
+
+
+def _depthwise_padded(
+    op,
+    body: Body,
+    x: Buffer,
+    out: Buffer,
+    b: str,
+    padded: Tuple[int, int],
+    kernel: Tuple[int, int],
+    in_regs: bool,
+) -> None:
+    """One channel copied into ``buf_`` with its padding (the input's zero point, so a
+    padded tap adds (zp + io) · w = 0, as the reference form's skipped tap), then the
+    window over the copy with no border at all."""
+    _, h, wd, c = x.shape
+    _, oh, ow, oc = out.shape
+    ph, pw = padded
+    kh, kw = kernel
+    sh, sw = op.strides
+    dh, dw = op.dilations
+    pt, pl = op.pads
+    zp = -op.quant.input_offset
+    cols = max(0, min(wd, pw - pl))
+    with body.loop("r", ph):
+        body.line(f"int8_t* d_ = buf_ + r * {pw};")
+        body.line(f"int32_t iy_ = r - {pt};")
+        with body.block(f"if (iy_ < 0 || iy_ >= {h})"), body.loop("q", pw):
+            body.line(f"d_[q] = {zp};")
+        with body.block("else"):
+            if pl:
+                with body.loop("q", pl):
+                    body.line(f"d_[q] = {zp};")
+            body.line(f"const int8_t* s_ = xc_ + iy_ * {wd * c};")
+            with body.loop("q", cols):
+                body.line(f"d_[{pl} + q] = s_[q * {c}];")
+            if pl + cols < pw:
+                with body.block(f"for (int32_t q = {pl + cols}; q < {pw}; ++q)"):
+                    body.line(f"d_[q] = {zp};")
+    with body.loop("oy", oh), body.loop("ox", ow):
+        body.line(f"const int8_t* r_ = buf_ + oy * {sh * pw} + ox * {sw};")
+        body.line("int32_t acc = base_;")
+        for ky in range(kh):
+            for kx in range(kw):
+                off = ky * dh * pw + kx * dw
+                t = ky * kw + kx
+                wv = f"k{t}_" if in_regs else f"(int32_t)w_[{t * oc} + o]"
+                body.line(f"acc += (int32_t)r_[{off}] * {wv};")
+        _store(body, op, out, f"(({b} * {oh} + oy) * {ow} + ox) * {oc} + o", "acc", "o", "")
 
 
 def emit_fully_connected(op, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:

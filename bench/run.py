@@ -34,6 +34,7 @@ from bench import (  # noqa: E402
     cmsis_nn,
     codesize,
     compile_fuzz,
+    compiled,
     dispatch,
     export,
     fuzz,
@@ -59,7 +60,7 @@ REGISTERED: List[Part] = [
     module.PART
     for module in (codesize, ram, dispatch, buildtime, streaming, params, aot, hostile, fuzz,
                    soak, matrix, bare, project_types, idle, machines, utvm, trial, sandbox,
-                   export, cmsis_nn, plan, compile_fuzz)
+                   export, cmsis_nn, plan, compile_fuzz, compiled)
 ]  # fmt: skip
 PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
     (part.name, part.title, part.run) for part in REGISTERED

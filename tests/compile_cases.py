@@ -413,6 +413,8 @@ CASES: List[Case] = [
     Case("conv_1ch_10x4_s2", conv_case((1, 15, 9, 1), (5, 10, 4, 1), {"stride": (2, 2)})),
     Case("conv_1x1_odd", conv_case((1, 3, 5, 19), (5, 1, 1, 19), {"act": "RELU"})),
     Case("dw_5x5_interior", conv_case((1, 9, 8, 3), (1, 5, 5, 3), {}, depthwise=True)),
+    # padded input past the stack's copy: the border's clipped taps
+    Case("conv_same_big_border", conv_case((1, 18, 20, 3), (4, 3, 3, 3), {"stride": (1, 2)})),
 ]  # fmt: skip
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..cgen import STACK_LIMIT_BYTES, Body, Buffer
 from .base import nest
@@ -154,28 +154,82 @@ def emit_conv(op, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> 
     body.line(f"const int8_t* w_ = (const int8_t*){w.var};")
     y0, y1 = interior(h, oh, kh, sh, dh, pt)
     x0, x1 = interior(wd, ow, kw, sw, dw, pl)
-    if (y0, y1, x0, x1) != (0, oh, 0, ow):
+    padded = padded_input(op, x.shape, (kh, kw)) if (y0, y1, x0, x1) != (0, oh, 0, ow) else None
+    if padded is None and (y0, y1, x0, x1) != (0, oh, 0, ow):
         _conv_border(op, body, x, w, out, bias, (y0, y1, x0, x1))
-    if y0 == y1 or x0 == x1:
+    if padded is None and (y0 == y1 or x0 == x1):
         return
     pointwise = kh == kw == 1 and sh == sw == 1 and (y0, y1, x0, x1) == (0, oh, 0, ow)
     if pointwise and pointwise_in_place(c, oc):
         _pointwise_in_place(op, body, out, bias, c, n * oh * ow)
         return
-    with (
-        nest(body, [("b", n if not pointwise else 1)]) as (b,),
-        body.block(f"for (int32_t o = 0; o < {oc}; o += 2)"),
-    ):
-        body.line(f"int32_t two_ = o + 1 < {oc};")
-        body.line(f"const int8_t* q0_ = w_ + o * {ks};")
-        body.line(f"const int8_t* q1_ = two_ ? q0_ + {ks} : q0_;")
-        _base(body, "base0_", bias, "o", "q0_", ks, 1, io)
-        _base(body, "base1_", bias, "(o + two_)", "q1_", ks, 1, io)
-        if pointwise:
-            _pointwise(op, body, out, c, n * oh * ow)
-        else:
-            box = (y0, y1, x0, x1)
-            _conv_interior(op, body, x, out, b, (kh, kw), box, kw * c if dw == 1 else 0)
+    span = kw * c if dw == 1 else 0
+    if padded is not None:
+        ph, pw = padded
+        body.line(f"int8_t pad_[{ph * pw * c}];")
+    with nest(body, [("b", n if not pointwise else 1)]) as (b,):
+        if padded is not None:
+            _copy_padded(body, x, b, (ph, pw), (pt, pl), -io)
+        with body.block(f"for (int32_t o = 0; o < {oc}; o += 2)"):
+            body.line(f"int32_t two_ = o + 1 < {oc};")
+            body.line(f"const int8_t* q0_ = w_ + o * {ks};")
+            body.line(f"const int8_t* q1_ = two_ ? q0_ + {ks} : q0_;")
+            _base(body, "base0_", bias, "o", "q0_", ks, 1, io)
+            _base(body, "base1_", bias, "(o + two_)", "q1_", ks, 1, io)
+            if pointwise:
+                _pointwise(op, body, out, c, n * oh * ow)
+            elif padded is not None:
+                source = Source("pad_", "0", (ph, pw, c), (0, 0))
+                _conv_interior(op, body, source, out, b, (kh, kw), (0, oh, 0, ow), span)
+            else:
+                source = Source("x_", b, (h, wd, c), (pt, pl))
+                _conv_interior(op, body, source, out, b, (kh, kw), (y0, y1, x0, x1), span)
+
+
+class Source(NamedTuple):
+    """What a convolution's interior reads: a pointer, its batch index, (rows, columns,
+    channels) and its (top, left) padding."""
+
+    var: str
+    batch: str
+    shape: Tuple[int, int, int]
+    pads: Tuple[int, int]
+
+
+def padded_input(op, x_shape: Sequence[int], kernel: Tuple[int, int]) -> Optional[Tuple[int, int]]:
+    """(rows, columns) of one batch of a padded CONV_2D's input copied with its padding,
+    when that copy fits the stack: the window then has no border. None otherwise."""
+    c = x_shape[3]
+    oh, ow = op.out_hw
+    ph = (oh - 1) * op.strides[0] + (kernel[0] - 1) * op.dilations[0] + 1
+    pw = (ow - 1) * op.strides[1] + (kernel[1] - 1) * op.dilations[1] + 1
+    return (ph, pw) if ph * pw * c < STACK_LIMIT_BYTES else None
+
+
+def _copy_padded(
+    body: Body, x: Buffer, b: str, size: Tuple[int, int], pads: Tuple[int, int], zp: int
+) -> None:
+    """Batch ``b`` of ``x`` into ``pad_`` (rows × columns of c bytes), the padding filled with
+    the input's zero point: a padded tap then adds (zp + io) · w = 0, as a skipped one."""
+    _, h, wd, c = x.shape
+    ph, pw = size
+    pt, pl = pads
+    cols = max(0, min(wd, pw - pl))
+    with body.loop("r", ph):
+        body.line(f"int8_t* d_ = pad_ + r * {pw * c};")
+        body.line(f"int32_t iy_ = r - {pt};")
+        with body.block(f"if (iy_ < 0 || iy_ >= {h})"), body.loop("q", pw * c):
+            body.line(f"d_[q] = {zp};")
+        with body.block("else"):
+            if pl:
+                with body.loop("q", pl * c):
+                    body.line(f"d_[q] = {zp};")
+            body.line(f"const int8_t* s_ = x_ + ({b} * {h} + iy_) * {wd * c};")
+            with body.loop("q", cols * c):
+                body.line(f"d_[{pl * c} + q] = s_[q];")
+            if pl + cols < pw:
+                with body.block(f"for (int32_t q = {(pl + cols) * c}; q < {pw * c}; ++q)"):
+                    body.line(f"d_[q] = {zp};")
 
 
 def _pair_store(op, body: Body, out: Buffer, at: str, accs: Sequence[str], tag: str) -> None:
@@ -185,22 +239,18 @@ def _pair_store(op, body: Body, out: Buffer, at: str, accs: Sequence[str], tag: 
 
 
 def _pointwise(op, body: Body, out: Buffer, c: int, pixels: int) -> None:
+    """Pixels in pairs; an odd last pixel is computed as its own pair (stored once)."""
     oc = out.shape[-1]
-    body.line("int32_t p = 0;")
-    with body.block(f"for (; p + 1 < {pixels}; p += 2)"):
+    with body.block(f"for (int32_t p = 0; p < {pixels}; p += 2)"):
+        body.line(f"int32_t more_ = p + 1 < {pixels};")
         body.line(f"const int8_t* r0_ = x_ + p * {c};")
-        body.line(f"const int8_t* r1_ = r0_ + {c};")
+        body.line(f"const int8_t* r1_ = more_ ? r0_ + {c} : r0_;")
         accs = [["a00_", "a01_"], ["a10_", "a11_"]]
         body.line("int32_t a00_ = base0_, a01_ = base1_, a10_ = base0_, a11_ = base1_;")
         _dot(body, ["r0_", "r1_"], ["q0_", "q1_"], accs, c)
         _pair_store(op, body, out, f"p * {oc} + o", accs[0], "a")
-        _pair_store(op, body, out, f"(p + 1) * {oc} + o", accs[1], "b")
-    if pixels % 2:
-        with body.block(f"if (p < {pixels})"):
-            body.line(f"const int8_t* r0_ = x_ + p * {c};")
-            body.line("int32_t a00_ = base0_, a01_ = base1_;")
-            _dot(body, ["r0_"], ["q0_", "q1_"], [["a00_", "a01_"]], c)
-            _pair_store(op, body, out, f"p * {oc} + o", ["a00_", "a01_"], "a")
+        with body.block("if (more_)"):
+            _pair_store(op, body, out, f"(p + 1) * {oc} + o", accs[1], "b")
 
 
 def pointwise_in_place(c: int, oc: int) -> bool:
@@ -223,34 +273,29 @@ def _pointwise_in_place(
         _base(body, "bo_", bias, "o", f"(w_ + o * {c})", c, 1, io)
         body.line("basev_[o] = bo_;")
     tmp = Buffer("tmp_", "int8", (2 * oc,))
-    body.line("int32_t p = 0;")
-    for count in (2, 1):
-        header = f"for (; p + 1 < {pixels}; p += 2)" if count == 2 else f"if (p < {pixels})"
-        if count == 1 and pixels % 2 == 0:
-            break
-        with body.block(header):
-            body.line(f"const int8_t* r0_ = x_ + p * {c};")
-            if count == 2:
-                body.line(f"const int8_t* r1_ = r0_ + {c};")
-            with body.block(f"for (int32_t o = 0; o < {oc}; o += 2)"):
-                body.line(f"int32_t two_ = o + 1 < {oc};")
-                body.line(f"const int8_t* q0_ = w_ + o * {c};")
-                body.line(f"const int8_t* q1_ = two_ ? q0_ + {c} : q0_;")
-                body.line("int32_t base0_ = basev_[o], base1_ = basev_[o + two_];")
-                accs = [["a00_", "a01_"], ["a10_", "a11_"]][:count]
-                inits = (f"{a} = base{j}_" for row in accs for j, a in enumerate(row))
-                body.line("int32_t " + ", ".join(inits) + ";")
-                _dot(body, ["r0_", "r1_"][:count], ["q0_", "q1_"], accs, c)
-                for i in range(count):
-                    _pair_store(op, body, tmp, f"{i * oc} + o", accs[i], "ab"[i])
-            with body.loop("t", count * oc):
-                body.line(f"{out[f'p * {oc} + t']} = tmp_[t];")
+    with body.block(f"for (int32_t p = 0; p < {pixels}; p += 2)"):
+        body.line(f"int32_t more_ = p + 1 < {pixels};")
+        body.line(f"const int8_t* r0_ = x_ + p * {c};")
+        body.line(f"const int8_t* r1_ = more_ ? r0_ + {c} : r0_;")
+        with body.block(f"for (int32_t o = 0; o < {oc}; o += 2)"):
+            body.line(f"int32_t two_ = o + 1 < {oc};")
+            body.line(f"const int8_t* q0_ = w_ + o * {c};")
+            body.line(f"const int8_t* q1_ = two_ ? q0_ + {c} : q0_;")
+            body.line("int32_t base0_ = basev_[o], base1_ = basev_[o + two_];")
+            accs = [["a00_", "a01_"], ["a10_", "a11_"]]
+            body.line("int32_t a00_ = base0_, a01_ = base1_, a10_ = base0_, a11_ = base1_;")
+            _dot(body, ["r0_", "r1_"], ["q0_", "q1_"], accs, c)
+            for i in range(2):
+                _pair_store(op, body, tmp, f"{i * oc} + o", accs[i], "ab"[i])
+        # both pixels' outputs (one when the last is odd) over the input they were made of
+        with body.block(f"for (int32_t t = 0; t < (1 + more_) * {oc}; ++t)"):
+            body.line(f"{out[f'p * {oc} + t']} = tmp_[t];")
 
 
 def _conv_interior(
     op,
     body: Body,
-    x: Buffer,
+    src: Source,
     out: Buffer,
     b: str,
     kernel: Tuple[int, int],
@@ -259,49 +304,40 @@ def _conv_interior(
 ) -> None:
     """The interior's pixels in pairs along a row; ``span``: the contiguous length of a
     filter row (kw · c), 0 with a dilated width (then each tap's c values)."""
-    _, h, wd, c = x.shape
+    h, wd, c = src.shape
     _, oh, ow, oc = out.shape
     kh, kw = kernel
     sh, sw = op.strides
     dh, dw = op.dilations
-    pt, pl = op.pads
+    pt, pl = src.pads
     y0, y1, x0, x1 = box
     with body.block(f"for (int32_t oy = {y0}; oy < {y1}; ++oy)"):
-        body.line(
-            f"const int8_t* row_ = x_ + (({b} * {h} + oy * {sh} - {pt}) * {wd} - {pl}) * {c};"
-        )
-        body.line(f"int32_t ox = {x0};")
-
-        def pixels(count: int) -> None:
-            names = [[f"a{i}{j}_" for j in range(2)] for i in range(count)]
-            inits = (f"{names[i][j]} = base{j}_" for i in range(count) for j in range(2))
-            body.line("int32_t " + ", ".join(inits) + ";")
+        origin = f"(({src.batch} * {h} + oy * {sh} - {pt}) * {wd} - {pl}) * {c}"
+        body.line(f"const int8_t* row_ = {src.var} + {origin};")
+        with body.block(f"for (int32_t ox = {x0}; ox < {x1}; ox += 2)"):
+            # pixels in pairs; an odd last pixel is computed as its own pair (stored once)
+            body.line(f"int32_t more_ = ox + 1 < {x1};")
+            body.line(f"int32_t step_ = more_ ? {sw * c} : 0;")
+            names = [["a00_", "a01_"], ["a10_", "a11_"]]
+            body.line("int32_t a00_ = base0_, a01_ = base1_, a10_ = base0_, a11_ = base1_;")
             with body.block(f"for (int32_t ky = 0; ky < {kh}; ++ky)"):
                 body.line(f"const int8_t* r0_ = row_ + (ky * {dh * wd} + ox * {sw}) * {c};")
-                if count == 2:
-                    body.line(f"const int8_t* r1_ = r0_ + {sw * c};")
+                body.line("const int8_t* r1_ = r0_ + step_;")
                 body.line(f"const int8_t* f0_ = q0_ + ky * {kw * c};")
                 body.line(f"const int8_t* f1_ = q1_ + ky * {kw * c};")
-                xs = ["r0_", "r1_"][:count]
                 if span:
-                    _dot(body, xs, ["f0_", "f1_"], names, span)
+                    _dot(body, ["r0_", "r1_"], ["f0_", "f1_"], names, span)
                 else:
                     with body.block(f"for (int32_t kx = 0; kx < {kw}; ++kx)"):
                         body.line(f"const int8_t* s0_ = r0_ + kx * {dw * c};")
-                        if count == 2:
-                            body.line(f"const int8_t* s1_ = r1_ + kx * {dw * c};")
+                        body.line(f"const int8_t* s1_ = r1_ + kx * {dw * c};")
                         body.line(f"const int8_t* g0_ = f0_ + kx * {c};")
                         body.line(f"const int8_t* g1_ = f1_ + kx * {c};")
-                        _dot(body, ["s0_", "s1_"][:count], ["g0_", "g1_"], names, c)
-            for i in range(count):
-                at = f"(({b} * {oh} + oy) * {ow} + ox + {i}) * {oc} + o"
-                _pair_store(op, body, out, at, names[i], "ab"[i])
-
-        with body.block(f"for (; ox + 1 < {x1}; ox += 2)"):
-            pixels(2)
-        if (x1 - x0) % 2:
-            with body.block(""):
-                pixels(1)
+                        _dot(body, ["s0_", "s1_"], ["g0_", "g1_"], names, c)
+            at = f"(({b} * {oh} + oy) * {ow} + ox) * {oc} + o"
+            _pair_store(op, body, out, at, names[0], "a")
+            with body.block("if (more_)"):
+                _pair_store(op, body, out, f"{at} + {oc}", names[1], "b")
 
 
 def _conv_border(

@@ -312,7 +312,7 @@ def _conv_interior(
     pt, pl = src.pads
     y0, y1, x0, x1 = box
     with body.block(f"for (int32_t oy = {y0}; oy < {y1}; ++oy)"):
-        origin = f"(({src.batch} * {h} + oy * {sh} - {pt}) * {wd} - {pl}) * {c}"
+        origin = f"({src.batch} * {h} + oy * {sh} - {pt}) * {wd * c}"
         body.line(f"const int8_t* row_ = {src.var} + {origin};")
         with body.block(f"for (int32_t ox = {x0}; ox < {x1}; ox += 2)"):
             # pixels in pairs; an odd last pixel is computed as its own pair (stored once)
@@ -321,7 +321,7 @@ def _conv_interior(
             names = [["a00_", "a01_"], ["a10_", "a11_"]]
             body.line("int32_t a00_ = base0_, a01_ = base1_, a10_ = base0_, a11_ = base1_;")
             with body.block(f"for (int32_t ky = 0; ky < {kh}; ++ky)"):
-                body.line(f"const int8_t* r0_ = row_ + (ky * {dh * wd} + ox * {sw}) * {c};")
+                body.line(f"const int8_t* r0_ = row_ + (ky * {dh * wd} + ox * {sw} - {pl}) * {c};")
                 body.line("const int8_t* r1_ = r0_ + step_;")
                 body.line(f"const int8_t* f0_ = q0_ + ky * {kw * c};")
                 body.line(f"const int8_t* f1_ = q1_ + ky * {kw * c};")
@@ -366,17 +366,24 @@ def _conv_border(
             body.line(f"int32_t ix_ = {ox} * {sw} - {pl};")
             _tap_range(body, "ky", "iy_", h, kh, dh)
             _tap_range(body, "kx", "ix_", wd, kw, dw)
-            with body.loop("o", oc):
-                body.line(f"int32_t acc = {bias['o'] if bias is not None else '0'};")
+            ks = kh * kw * c
+            with body.block(f"for (int32_t o = 0; o < {oc}; o += 2)"):
+                # two output channels share each input load and its offset
+                body.line(f"int32_t two_ = o + 1 < {oc};")
+                first = bias["o"] if bias is not None else "0"
+                second = bias["(o + two_)"] if bias is not None else "0"
+                body.line(f"int32_t a0_ = {first}, a1_ = {second};")
                 with _clipped_taps(body):
                     row = f"({b} * {h} + iy_ + ky * {dh}) * {wd}"
                     body.line(f"const int8_t* r_ = x_ + ({row} + ix_ + kx * {dw}) * {c};")
-                    body.line(f"const int8_t* f_ = w_ + ((o * {kh} + ky) * {kw} + kx) * {c};")
+                    body.line(f"const int8_t* f0_ = w_ + ((o * {kh} + ky) * {kw} + kx) * {c};")
+                    body.line(f"const int8_t* f1_ = two_ ? f0_ + {ks} : f0_;")
                     with body.block(f"for (int32_t i = 0; i < {c}; ++i)"):
-                        body.line(f"acc += ((int32_t)r_[i] + {io}) * (int32_t)f_[i];")
-                _store(
-                    body, op, out, f"(({b} * {oh} + {oy}) * {ow} + {ox}) * {oc} + o", "acc", "o", ""
-                )
+                        body.line(f"int32_t xv_ = (int32_t)r_[i] + {io};")
+                        body.line("a0_ += xv_ * (int32_t)f0_[i];")
+                        body.line("a1_ += xv_ * (int32_t)f1_[i];")
+                at = f"(({b} * {oh} + {oy}) * {ow} + {ox}) * {oc} + o"
+                _pair_store(op, body, out, at, ["a0_", "a1_"], "e")
 
 
 def emit_depthwise(op, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:

@@ -24,14 +24,8 @@ import numpy as np
 
 from ..cgen import Body, Buffer, c_type, float_literal
 from .base import Op, TensorType, nest, require
-from .tflite_fast import (
-    FORMS,
-    depthwise_in_place,
-    emit_conv,
-    emit_depthwise,
-    emit_fully_connected,
-    pointwise_in_place,
-)
+from .tflite_fast import FORMS, emit_conv, emit_fully_connected, pointwise_in_place
+from .tflite_fast_depthwise import depthwise_in_place, emit_depthwise
 
 ROUNDINGS = ("single", "away", "double")
 

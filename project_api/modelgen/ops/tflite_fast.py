@@ -57,7 +57,7 @@ def interior(
     return first, max(first, last)
 
 
-def _tap_range(body: Body, var: str, origin: str, size: int, kernel: int, dilation: int) -> None:
+def tap_range(body: Body, var: str, origin: str, size: int, kernel: int, dilation: int) -> None:
     """``var``0/``var``1: the taps k with 0 <= origin + k · dilation < size."""
     if dilation == 1:
         body.line(f"int32_t {var}0 = {origin} < 0 ? -{origin} : 0;")
@@ -70,8 +70,8 @@ def _tap_range(body: Body, var: str, origin: str, size: int, kernel: int, dilati
 
 
 @contextlib.contextmanager
-def _clipped_taps(body: Body) -> Iterator[None]:
-    """The taps ky0..ky1 × kx0..kx1 that :func:`_tap_range` found inside."""
+def clipped_taps(body: Body) -> Iterator[None]:
+    """The taps ky0..ky1 × kx0..kx1 that :func:`tap_range` found inside."""
     with (
         body.block("for (int32_t ky = ky0; ky < ky1; ++ky)"),
         body.block("for (int32_t kx = kx0; kx < kx1; ++kx)"),
@@ -108,7 +108,7 @@ def _dot(
             step("t_")
 
 
-def _store(body: Body, op, out: Buffer, at: str, acc: str, channel: str, tag: str) -> None:
+def store(body: Body, op, out: Buffer, at: str, acc: str, channel: str, tag: str) -> None:
     """Requantize, offset, clamp and store one int8 output."""
     q = op.quant.requant.emit(body, acc, channel, tag)
     low, high = int(op.activation.low), int(op.activation.high)
@@ -117,7 +117,7 @@ def _store(body: Body, op, out: Buffer, at: str, acc: str, channel: str, tag: st
     body.line(f"{out[at]} = (int8_t)(c{tag}_ > {high} ? {high} : c{tag}_);")
 
 
-def _base(
+def channel_base(
     body: Body,
     name: str,
     bias: Optional[Buffer],
@@ -174,8 +174,8 @@ def emit_conv(op, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> 
             body.line(f"int32_t two_ = o + 1 < {oc};")
             body.line(f"const int8_t* q0_ = w_ + o * {ks};")
             body.line(f"const int8_t* q1_ = two_ ? q0_ + {ks} : q0_;")
-            _base(body, "base0_", bias, "o", "q0_", ks, 1, io)
-            _base(body, "base1_", bias, "(o + two_)", "q1_", ks, 1, io)
+            channel_base(body, "base0_", bias, "o", "q0_", ks, 1, io)
+            channel_base(body, "base1_", bias, "(o + two_)", "q1_", ks, 1, io)
             if pointwise:
                 _pointwise(op, body, out, c, n * oh * ow)
             elif padded is not None:
@@ -233,9 +233,9 @@ def _copy_padded(
 
 
 def _pair_store(op, body: Body, out: Buffer, at: str, accs: Sequence[str], tag: str) -> None:
-    _store(body, op, out, at, accs[0], "o", f"{tag}0")
+    store(body, op, out, at, accs[0], "o", f"{tag}0")
     with body.block("if (two_)"):
-        _store(body, op, out, f"{at} + 1", accs[1], "(o + 1)", f"{tag}1")
+        store(body, op, out, f"{at} + 1", accs[1], "(o + 1)", f"{tag}1")
 
 
 def _pointwise(op, body: Body, out: Buffer, c: int, pixels: int) -> None:
@@ -270,7 +270,7 @@ def _pointwise_in_place(
     body.line(f"int32_t basev_[{oc}];")
     body.line(f"int8_t tmp_[{2 * oc}];")
     with body.loop("o", oc):
-        _base(body, "bo_", bias, "o", f"(w_ + o * {c})", c, 1, io)
+        channel_base(body, "bo_", bias, "o", f"(w_ + o * {c})", c, 1, io)
         body.line("basev_[o] = bo_;")
     tmp = Buffer("tmp_", "int8", (2 * oc,))
     with body.block(f"for (int32_t p = 0; p < {pixels}; p += 2)"):
@@ -364,8 +364,8 @@ def _conv_border(
         with body.block(f"if (!({inside}))"):
             body.line(f"int32_t iy_ = {oy} * {sh} - {pt};")
             body.line(f"int32_t ix_ = {ox} * {sw} - {pl};")
-            _tap_range(body, "ky", "iy_", h, kh, dh)
-            _tap_range(body, "kx", "ix_", wd, kw, dw)
+            tap_range(body, "ky", "iy_", h, kh, dh)
+            tap_range(body, "kx", "ix_", wd, kw, dw)
             ks = kh * kw * c
             with body.block(f"for (int32_t o = 0; o < {oc}; o += 2)"):
                 # two output channels share each input load and its offset
@@ -373,7 +373,7 @@ def _conv_border(
                 first = bias["o"] if bias is not None else "0"
                 second = bias["(o + two_)"] if bias is not None else "0"
                 body.line(f"int32_t a0_ = {first}, a1_ = {second};")
-                with _clipped_taps(body):
+                with clipped_taps(body):
                     row = f"({b} * {h} + iy_ + ky * {dh}) * {wd}"
                     body.line(f"const int8_t* r_ = x_ + ({row} + ix_ + kx * {dw}) * {c};")
                     body.line(f"const int8_t* f0_ = w_ + ((o * {kh} + ky) * {kw} + kx) * {c};")
@@ -384,151 +384,6 @@ def _conv_border(
                         body.line("a1_ += xv_ * (int32_t)f1_[i];")
                 at = f"(({b} * {oh} + {oy}) * {ow} + {ox}) * {oc} + o"
                 _pair_store(op, body, out, at, ["a0_", "a1_"], "e")
-
-
-def emit_depthwise(op, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
-    """int8 DEPTHWISE_CONV_2D (filter 1HWO), NHWC, channel by channel."""
-    x, w, out = ins[0], ins[1], outs[0]
-    bias = ins[2] if op.bias else None
-    n, h, wd, c = x.shape
-    _, kh, kw, oc = w.shape
-    oh, ow = op.out_hw
-    sh, sw = op.strides
-    dh, dw = op.dilations
-    pt, pl = op.pads
-    io = op.quant.input_offset
-    mult = op.depth_multiplier
-    taps = kh * kw
-    op.quant.requant.declare(body)
-    body.line(f"const int8_t* x_ = (const int8_t*){x.var};")
-    body.line(f"const int8_t* w_ = (const int8_t*){w.var};")
-    y0, y1 = interior(h, oh, kh, sh, dh, pt)
-    xa, xb = interior(wd, ow, kw, sw, dw, pl)
-    in_regs = taps <= 16
-    padded = depthwise_in_place(op, x.shape, (kh, kw))
-    if padded:
-        ph, pw = padded
-        body.line(f"int8_t buf_[{ph * pw}];")
-    with nest(body, [("b", n)]) as (b,), body.loop("o", oc):
-        body.line(f"int32_t ic_ = o / {mult};" if mult > 1 else "int32_t ic_ = o;")
-        body.line(f"const int8_t* xc_ = x_ + {b} * {h * wd * c} + ic_;")
-        if in_regs:
-            for t in range(taps):
-                body.line(f"int32_t k{t}_ = w_[{t * oc} + o];")
-        body.line(f"int32_t base_ = {bias['o'] if bias is not None else '0'};")
-        if io:
-            if in_regs:
-                total = " + ".join(f"k{t}_" for t in range(taps))
-                body.line(f"base_ += ({total}) * {io};")
-            else:
-                _base(body, "sum_", None, "o", "(w_ + o)", taps, oc, io)
-                body.line("base_ += sum_;")
-        if padded:
-            _depthwise_padded(op, body, x, out, b, padded, (kh, kw), in_regs)
-        else:
-            # the border: taps inside only
-            if (y0, y1, xa, xb) != (0, oh, 0, ow):
-                with (
-                    nest(body, [("oy", oh), ("ox", ow)]) as (oy, ox),
-                    body.block(
-                        f"if (!({oy} >= {y0} && {oy} < {y1} && {ox} >= {xa} && {ox} < {xb}))"
-                    ),
-                ):
-                    body.line(f"int32_t iy_ = {oy} * {sh} - {pt};")
-                    body.line(f"int32_t ix_ = {ox} * {sw} - {pl};")
-                    _tap_range(body, "ky", "iy_", h, kh, dh)
-                    _tap_range(body, "kx", "ix_", wd, kw, dw)
-                    body.line(f"int32_t acc = {bias['o'] if bias is not None else '0'};")
-                    with _clipped_taps(body):
-                        tap = f"((iy_ + ky * {dh}) * {wd} + ix_ + kx * {dw}) * {c}"
-                        body.line(f"int32_t v_ = xc_[{tap}];")
-                        body.line(f"acc += (v_ + {io}) * (int32_t)w_[(ky * {kw} + kx) * {oc} + o];")
-                    at = f"(({b} * {oh} + {oy}) * {ow} + {ox}) * {oc} + o"
-                    _store(body, op, out, at, "acc", "o", "")
-            if y0 < y1 and xa < xb:
-                with (
-                    body.block(f"for (int32_t oy = {y0}; oy < {y1}; ++oy)"),
-                    body.block(f"for (int32_t ox = {xa}; ox < {xb}; ++ox)"),
-                ):
-                    origin = f"(oy * {sh} - {pt}) * {wd} + ox * {sw} - {pl}"
-                    body.line(f"const int8_t* r_ = xc_ + ({origin}) * {c};")
-                    body.line("int32_t acc = base_;")
-                    for ky in range(kh):
-                        for kx in range(kw):
-                            off = (ky * dh * wd + kx * dw) * c
-                            wv = (
-                                f"k{ky * kw + kx}_"
-                                if in_regs
-                                else f"(int32_t)w_[{(ky * kw + kx) * oc} + o]"
-                            )
-                            body.line(f"acc += (int32_t)r_[{off}] * {wv};")
-                    at = f"(({b} * {oh} + oy) * {ow} + ox) * {oc} + o"
-                    _store(body, op, out, at, "acc", "o", "")
-
-
-def depthwise_in_place(
-    op, x_shape: Sequence[int], kernel: Tuple[int, int]
-) -> Optional[Tuple[int, int]]:
-    """(rows, columns) of the padded copy of one channel that a DEPTHWISE_CONV_2D with depth
-    multiplier 1 works from when it fits the stack, else None (no copy). Working from the
-    copy, the output can overwrite the input channel by channel: output channel o lies on
-    input channel o's bytes (no more pixels out than in)."""
-    _, h, wd, _ = x_shape
-    oh, ow = op.out_hw
-    ph = (oh - 1) * op.strides[0] + (kernel[0] - 1) * op.dilations[0] + 1
-    pw = (ow - 1) * op.strides[1] + (kernel[1] - 1) * op.dilations[1] + 1
-    if op.depth_multiplier != 1 or oh * ow > h * wd or ph * pw >= STACK_LIMIT_BYTES:
-        return None
-    return (ph, pw)
-
-
-def _depthwise_padded(
-    op,
-    body: Body,
-    x: Buffer,
-    out: Buffer,
-    b: str,
-    padded: Tuple[int, int],
-    kernel: Tuple[int, int],
-    in_regs: bool,
-) -> None:
-    """One channel copied into ``buf_`` with its padding (the input's zero point, so a
-    padded tap adds (zp + io) · w = 0, as the reference form's skipped tap), then the
-    window over the copy with no border at all."""
-    _, h, wd, c = x.shape
-    _, oh, ow, oc = out.shape
-    ph, pw = padded
-    kh, kw = kernel
-    sh, sw = op.strides
-    dh, dw = op.dilations
-    pt, pl = op.pads
-    zp = -op.quant.input_offset
-    cols = max(0, min(wd, pw - pl))
-    with body.loop("r", ph):
-        body.line(f"int8_t* d_ = buf_ + r * {pw};")
-        body.line(f"int32_t iy_ = r - {pt};")
-        with body.block(f"if (iy_ < 0 || iy_ >= {h})"), body.loop("q", pw):
-            body.line(f"d_[q] = {zp};")
-        with body.block("else"):
-            if pl:
-                with body.loop("q", pl):
-                    body.line(f"d_[q] = {zp};")
-            body.line(f"const int8_t* s_ = xc_ + iy_ * {wd * c};")
-            with body.loop("q", cols):
-                body.line(f"d_[{pl} + q] = s_[q * {c}];")
-            if pl + cols < pw:
-                with body.block(f"for (int32_t q = {pl + cols}; q < {pw}; ++q)"):
-                    body.line(f"d_[q] = {zp};")
-    with body.loop("oy", oh), body.loop("ox", ow):
-        body.line(f"const int8_t* r_ = buf_ + oy * {sh * pw} + ox * {sw};")
-        body.line("int32_t acc = base_;")
-        for ky in range(kh):
-            for kx in range(kw):
-                off = ky * dh * pw + kx * dw
-                t = ky * kw + kx
-                wv = f"k{t}_" if in_regs else f"(int32_t)w_[{t * oc} + o]"
-                body.line(f"acc += (int32_t)r_[{off}] * {wv};")
-        _store(body, op, out, f"(({b} * {oh} + oy) * {ow} + ox) * {oc} + o", "acc", "o", "")
 
 
 def emit_fully_connected(op, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
@@ -563,4 +418,4 @@ def emit_fully_connected(op, body: Body, ins: Sequence[Buffer], outs: Sequence[B
                         wv = f"(int32_t)q_[{j * d} + t]"
                         body.line(f"{a} += xv_ * ({wv} + {fo});" if fo else f"{a} += xv_ * {wv};")
                 for j, a in enumerate(accs):
-                    _store(body, op, out, f"{r} * {o} + o + {j}", a, f"(o + {j})", f"{j}")
+                    store(body, op, out, f"{r} * {o} + o + {j}", a, f"(o + {j})", f"{j}")

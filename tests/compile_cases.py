@@ -143,6 +143,7 @@ def fc_case(
     ties: bool = False,
     in_scale: float = 0.05,
     hybrid: bool = False,
+    filter_zp: int = 0,
 ):
     def add(w: TfliteWriter, rng: np.random.Generator, dtype: str) -> Tuple[int, int]:
         depth = x_shape[-1] if len(x_shape) == 2 else int(np.prod(x_shape[1:]))
@@ -153,7 +154,8 @@ def fc_case(
             f_scale = np.float32(2.0**-6 if ties else rng.uniform(0.002, 0.02))
             weights = rng.integers(-1 if ties else -127, 2 if ties else 128, (units, depth))
             weights = weights.astype(np.int8)
-            operands = [x, w.tensor((units, depth), "int8", data=weights, scale=f_scale)]
+            operands = [x, w.tensor((units, depth), "int8", data=weights, scale=f_scale,
+                                    zero_point=filter_zp)]  # fmt: skip
             if bias:
                 acc_std = int(74 * (1 if ties else 74) * np.sqrt(depth))
                 b_data = rng.integers(-acc_std, acc_std, units).astype(np.int32)
@@ -413,6 +415,8 @@ CASES: List[Case] = [
     Case("conv_1ch_10x4_s2", conv_case((1, 15, 9, 1), (5, 10, 4, 1), {"stride": (2, 2)})),
     Case("conv_1x1_odd", conv_case((1, 3, 5, 19), (5, 1, 1, 19), {"act": "RELU"})),
     Case("dw_5x5_interior", conv_case((1, 9, 8, 3), (1, 5, 5, 3), {}, depthwise=True)),
+    # FULLY_CONNECTED with a filter zero point, an odd channel count past groups of four
+    Case("fc_filter_zp_odd", fc_case((1, 37), 7, "RELU", filter_zp=3)),
     # padded input past the stack's copy: the border's clipped taps
     Case("conv_same_big_border", conv_case((1, 18, 20, 3), (4, 3, 3, 3), {"stride": (1, 2)})),
 ]  # fmt: skip

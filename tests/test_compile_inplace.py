@@ -4,6 +4,7 @@ dies there (modelgen/plan.py, ``Op.inplace_input``), and their outputs still equ
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import List
 
@@ -65,10 +66,18 @@ def test_kws_runs_in_one_tensor_buffer() -> None:
     if not KWS.exists():
         pytest.skip(f"{KWS} is absent (the shared models live in ../shared/models)")
     network = lower_model(read_tflite(KWS))
-    shared = _sharing(network.build().lowered)
+    lowered = network.build().lowered
+    shared = _sharing(lowered)
     # four depthwise and four 1×1 convolutions overwrite their inputs
     assert len([n for n in shared if "depthwise" in n]) == 4
     assert len([n for n in shared if "depthwise" not in n and "conv_2d" in n]) == 4
+    # and the four of each shape share one helper's code (one static function each)
+    helpers = {
+        name
+        for function in lowered.functions.values()
+        for name in re.findall(r"static void (mlf_tfl_\w+)\(", function.text.text)
+    }
+    assert len(helpers) == 2, helpers
     reference = lower_model(read_tflite(KWS))
     force_form(reference, "reference")
     assert _sharing(reference.build().lowered) == []
@@ -81,6 +90,8 @@ def test_in_place_chain_equals_litert(tmp_path: Path) -> None:
     path.write_bytes(tiny_model("int8"))
     model = lower_model(read_tflite(path)).build()
     shared = _sharing(model.lowered)
+    # one operator of each shape: no helper (its constants stay in its own C)
+    assert not any("static void" in f.text.text for f in model.lowered.functions.values())
     assert any("depthwise" in n for n in shared) and any("add" in n for n in shared), shared
     archive = model.write(tmp_path / "tiny.tar")
     project = Project.generate(archive, tmp_path / "project")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass, field
-from typing import Iterator, List, Sequence, Tuple
+from typing import Dict, FrozenSet, Iterator, List, Sequence, Tuple
 
 import numpy as np
 
@@ -117,6 +117,13 @@ class Body:
         self.lines: List[str] = []
         self.depth = 1
         self.scratches: List[Scratch] = []
+        self.helpers: Dict[str, str] = {}  # static C functions the body calls, by name
+        self.shared: FrozenSet[str] = frozenset()  # share keys of more than one operator
+
+    def helper(self, name: str, text: str) -> None:
+        """A ``static`` C function (``text``) written once before every function that calls
+        it in a file, behind an include guard: operators of one shape share its code."""
+        self.helpers[name] = text
 
     def line(self, text: str) -> None:
         self.lines.append("  " * self.depth + text)
@@ -168,7 +175,8 @@ def render_function(arg_names: Sequence[str], body: Body) -> FunctionText:
     name = NAME_PLACEHOLDER
     if set(arg_names) & {data_var(arg) for arg in arg_names}:
         raise ValueError(f"argument names {arg_names} collide with their data variables")
-    lines = ["#ifdef __cplusplus", 'extern "C"', "#endif", FUNCTION_SIGNATURE.format(name=name)]
+    lines = helper_lines(body)
+    lines += ["#ifdef __cplusplus", 'extern "C"', "#endif", FUNCTION_SIGNATURE.format(name=name)]
     lines += [f"  int32_t {arg}_code = arg_type_ids[{i}];" for i, arg in enumerate(arg_names)]
     lines += [
         f"  void* {arg} = (((TVMValue*)args)[{i}].v_handle);" for i, arg in enumerate(arg_names)
@@ -197,12 +205,21 @@ def render_unpacked(arg_names: Sequence[str], body: Body) -> FunctionText:
     """The same body as an unpacked function (TVM's ``unpacked-api``, AOT's interface c):
     each argument a data pointer, named as the body reads it (``p0_1``)."""
     params = ", ".join(f"void* {data_var(arg)}" for arg in arg_names)
-    lines = ["#ifdef __cplusplus", 'extern "C"', "#endif"]
+    lines = helper_lines(body) + ["#ifdef __cplusplus", 'extern "C"', "#endif"]
     lines.append(UNPACKED_SIGNATURE.format(name=NAME_PLACEHOLDER, params=params))
     workspace = list(body.scratches)
     if workspace:
         lines.append("  int32_t dev_id = 0;")
     return _with_workspace(lines, workspace, body)
+
+
+def helper_lines(body: Body) -> List[str]:
+    """The body's helper functions, each behind an include guard (one copy per file)."""
+    lines: List[str] = []
+    for name, text in body.helpers.items():
+        guard = f"MLF_HELPER_{name}"
+        lines += [f"#ifndef {guard}", f"#define {guard}", text.rstrip("\n"), "#endif"]
+    return lines
 
 
 def _with_workspace(lines: List[str], workspace: List[Scratch], body: Body) -> FunctionText:

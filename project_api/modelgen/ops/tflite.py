@@ -24,8 +24,14 @@ import numpy as np
 
 from ..cgen import Body, Buffer, c_type, float_literal
 from .base import Op, TensorType, nest, require
-from .tflite_fast import FORMS, emit_conv, emit_fully_connected, pointwise_in_place
-from .tflite_fast_depthwise import depthwise_in_place, emit_depthwise
+from .tflite_fast import (
+    FORMS,
+    emit_conv,
+    emit_fully_connected,
+    pointwise_in_place,
+    pointwise_key,
+)
+from .tflite_fast_depthwise import depthwise_in_place, depthwise_key, emit_depthwise
 
 ROUNDINGS = ("single", "away", "double")
 
@@ -177,6 +183,14 @@ class TflConv(Op):
 
     def name_parts(self) -> List[str]:
         return ["tfl_depthwise_conv_2d" if self.depthwise else "tfl_conv_2d"]
+
+    def share_key(self, types: Sequence[TensorType]) -> Optional[str]:
+        x, w = types[0], types[1]
+        if x.dtype != "int8" or self.form != "fast" or self.inplace_input(types) is None:
+            return None
+        if self.depthwise:
+            return depthwise_key(self, x.shape, w.shape)
+        return pointwise_key(self, x.shape, w.shape[0])
 
     def inplace_input(self, types: Sequence[TensorType]) -> Optional[int]:
         x, w = types[0], types[1]

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import TYPE_CHECKING, Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+import hashlib
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ..cgen import STACK_LIMIT_BYTES, Body, Buffer
 from .base import nest
@@ -111,10 +113,73 @@ def _dot(
 def store(body: Body, op, out: Buffer, at: str, acc: str, channel: str, tag: str) -> None:
     """Requantize, offset, clamp and store one int8 output."""
     q = op.quant.requant.emit(body, acc, channel, tag)
-    low, high = int(op.activation.low), int(op.activation.high)
+    low, high = _literal(op.activation.low), _literal(op.activation.high)
     body.line(f"int32_t c{tag}_ = {q} + {op.quant.output_offset};")
     body.line(f"c{tag}_ = c{tag}_ < {low} ? {low} : c{tag}_;")
     body.line(f"{out[at]} = (int8_t)(c{tag}_ > {high} ? {high} : c{tag}_);")
+
+
+def _literal(value: Union[float, str]) -> str:
+    """An int8 bound as C: a number's integer, or a helper's parameter name as it is."""
+    return value if isinstance(value, str) else str(int(value))
+
+
+class Symbolic:
+    """An operator seen from a shared helper: the same requantization tables (the helper's
+    ``mult_`` and ``rshift_`` parameters) with the offsets and bounds as parameters."""
+
+    def __init__(self, op: Any) -> None:
+        self.op = op
+        self.quant = SimpleNamespace(
+            requant=op.quant.requant, input_offset="in_offset_", output_offset="out_offset_"
+        )
+        self.activation = SimpleNamespace(low="act_low_", high="act_high_")
+
+    def __getattr__(self, name: str) -> Any:  # shapes, strides, paddings: the operator's
+        return getattr(self.op, name)
+
+
+HELPER_PARAMS = (
+    "const int8_t* x_, const int8_t* w_, const int32_t* bias_, int8_t* y_, "
+    "const int32_t* mult_, const uint8_t* rshift_, int32_t in_offset_, int32_t out_offset_, "
+    "int32_t act_low_, int32_t act_high_"
+)
+
+
+def shareable(op: Any) -> bool:
+    """Whether an operator's kernel can be a helper shared by every operator of its shape:
+    per-channel multipliers with right shifts only, TFLite's classic rounding (the tables
+    the helper takes)."""
+    requant = op.quant.requant
+    return (
+        len(requant.multipliers) > 1
+        and requant.rounding == "double"
+        and (requant.right_shifts_only())
+    )
+
+
+def call_helper(
+    body: Body, op: Any, name: str, helper: Body, out: Buffer, bias: Optional[Buffer]
+) -> None:
+    """Declares ``helper``'s lines as the static function ``name`` and calls it with this
+    operator's tensors, tables, offsets and bounds."""
+    # the text's hash in the name: helpers of one name are one text, or they are not shared
+    lines = "\n".join(helper.lines)
+    name = f"{name}_{hashlib.sha256(lines.encode()).hexdigest()[:8]}"
+    body.helper(name, f"static void {name}({HELPER_PARAMS}) {{\n{lines}\n}}\n")
+    quant, act = op.quant, op.activation
+    args = ["x_", "w_", f"(const int32_t*){bias.var}" if bias is not None else "0"]
+    args += [f"(int8_t*){out.var}", "mult_", "rshift_", str(quant.input_offset)]
+    args += [str(quant.output_offset), str(int(act.low)), str(int(act.high))]
+    body.line(f"{name}({', '.join(args)});")
+
+
+def pointwise_key(op: Any, x_shape: Sequence[int], oc: int) -> Optional[str]:
+    """The helper name of an in-place 1×1 convolution's kernel (see :func:`shareable`)."""
+    if not shareable(op):
+        return None
+    n, h, w, c = x_shape
+    return f"mlf_tfl_pointwise_{c}_{oc}_{n * h * w}" + ("" if op.bias else "_nobias")
 
 
 def channel_base(
@@ -161,7 +226,16 @@ def emit_conv(op, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> 
         return
     pointwise = kh == kw == 1 and sh == sw == 1 and (y0, y1, x0, x1) == (0, oh, 0, ow)
     if pointwise and pointwise_in_place(c, oc):
-        _pointwise_in_place(op, body, out, bias, c, n * oh * ow)
+        name = pointwise_key(op, x.shape, oc)
+        if name is None or name not in body.shared:
+            _pointwise_in_place(op, body, out, bias, c, n * oh * ow)
+            return
+        # one helper for the 1×1 convolutions of this shape
+        helper = Body()
+        y = Buffer("y_", "int8", out.shape)
+        bias_ = Buffer("bias_", "int32", (oc,)) if bias is not None else None
+        _pointwise_in_place(Symbolic(op), helper, y, bias_, c, n * oh * ow)
+        call_helper(body, op, name, helper, out, bias)
         return
     span = kw * c if dw == 1 else 0
     if padded is not None:

@@ -6,17 +6,63 @@ into a stack buffer, which lets the output overwrite the input channel by channe
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 from ..cgen import STACK_LIMIT_BYTES, Body, Buffer
 from .base import nest
-from .tflite_fast import channel_base, clipped_taps, interior, store, tap_range
+from .tflite_fast import (
+    Symbolic,
+    call_helper,
+    channel_base,
+    clipped_taps,
+    interior,
+    shareable,
+    store,
+    tap_range,
+)
 
 
 def emit_depthwise(op, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
     """int8 DEPTHWISE_CONV_2D (filter 1HWO), NHWC, channel by channel."""
     x, w, out = ins[0], ins[1], outs[0]
     bias = ins[2] if op.bias else None
+    _, kh, kw, oc = w.shape
+    oh, ow = op.out_hw
+    op.quant.requant.declare(body)
+    body.line(f"const int8_t* x_ = (const int8_t*){x.var};")
+    body.line(f"const int8_t* w_ = (const int8_t*){w.var};")
+    padded = depthwise_in_place(op, x.shape, (kh, kw))
+    name = depthwise_key(op, x.shape, w.shape)
+    if padded and name is not None and name in body.shared:
+        # one helper for the depthwise convolutions of this shape
+        helper = Body()
+        y = Buffer("y_", "int8", out.shape)
+        bias_ = Buffer("bias_", "int32", (oc,)) if bias is not None else None
+        _channels(Symbolic(op), helper, x, w, y, bias_, padded)
+        call_helper(body, op, name, helper, out, bias)
+        return
+    _channels(op, body, x, w, out, bias, padded)
+
+
+def depthwise_key(op: Any, x_shape: Sequence[int], w_shape: Sequence[int]) -> Optional[str]:
+    """The helper name of an in-place depthwise convolution's kernel (see ``shareable``)."""
+    if not shareable(op) or depthwise_in_place(op, x_shape, (w_shape[1], w_shape[2])) is None:
+        return None
+    values = (*x_shape, *w_shape[1:3], *op.strides, *op.dilations, *op.pads, *op.out_hw)
+    return "mlf_tfl_depthwise_" + "_".join(str(v) for v in values) + ("" if op.bias else "_nb")
+
+
+def _channels(
+    op: Any,
+    body: Body,
+    x: Buffer,
+    w: Buffer,
+    out: Buffer,
+    bias: Optional[Buffer],
+    padded: Optional[Tuple[int, int]],
+) -> None:
+    """The channel loop (``op`` may be :class:`Symbolic`: its offsets and bounds are then
+    a helper's parameters)."""
     n, h, wd, c = x.shape
     _, kh, kw, oc = w.shape
     oh, ow = op.out_hw
@@ -26,13 +72,9 @@ def emit_depthwise(op, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]
     io = op.quant.input_offset
     mult = op.depth_multiplier
     taps = kh * kw
-    op.quant.requant.declare(body)
-    body.line(f"const int8_t* x_ = (const int8_t*){x.var};")
-    body.line(f"const int8_t* w_ = (const int8_t*){w.var};")
     y0, y1 = interior(h, oh, kh, sh, dh, pt)
     xa, xb = interior(wd, ow, kw, sw, dw, pl)
     in_regs = taps <= 16
-    padded = depthwise_in_place(op, x.shape, (kh, kw))
     if padded:
         ph, pw = padded
         body.line(f"int8_t buf_[{ph * pw}];")
@@ -129,7 +171,8 @@ def _depthwise_padded(
     sh, sw = op.strides
     dh, dw = op.dilations
     pt, pl = op.pads
-    zp = -op.quant.input_offset
+    io = op.quant.input_offset
+    zp = f"-{io}" if isinstance(io, str) else str(-io)
     cols = max(0, min(wd, pw - pl))
     with body.loop("r", ph):
         body.line(f"int8_t* d_ = buf_ + r * {pw};")

@@ -21,8 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..cgen import STACK_LIMIT_BYTES, Body, Buffer
 from .base import nest
@@ -113,37 +112,26 @@ def _dot(
 def store(body: Body, op, out: Buffer, at: str, acc: str, channel: str, tag: str) -> None:
     """Requantize, offset, clamp and store one int8 output."""
     q = op.quant.requant.emit(body, acc, channel, tag)
-    low, high = _literal(op.activation.low), _literal(op.activation.high)
+    low, high = int(op.activation.low), int(op.activation.high)
     body.line(f"int32_t c{tag}_ = {q} + {op.quant.output_offset};")
     body.line(f"c{tag}_ = c{tag}_ < {low} ? {low} : c{tag}_;")
     body.line(f"{out[at]} = (int8_t)(c{tag}_ > {high} ? {high} : c{tag}_);")
 
 
-def _literal(value: Union[float, str]) -> str:
-    """An int8 bound as C: a number's integer, or a helper's parameter name as it is."""
-    return value if isinstance(value, str) else str(int(value))
-
-
-class Symbolic:
-    """An operator seen from a shared helper: the same requantization tables (the helper's
-    ``mult_`` and ``rshift_`` parameters) with the offsets and bounds as parameters."""
-
-    def __init__(self, op: Any) -> None:
-        self.op = op
-        self.quant = SimpleNamespace(
-            requant=op.quant.requant, input_offset="in_offset_", output_offset="out_offset_"
-        )
-        self.activation = SimpleNamespace(low="act_low_", high="act_high_")
-
-    def __getattr__(self, name: str) -> Any:  # shapes, strides, paddings: the operator's
-        return getattr(self.op, name)
-
-
+# The output may overwrite the input (x_, y_: in place); nothing writes the filter, bias or
+# tables, which ``__restrict`` lets the compiler keep in registers across the stores to y_.
 HELPER_PARAMS = (
-    "const int8_t* x_, const int8_t* w_, const int32_t* bias_, int8_t* y_, "
-    "const int32_t* mult_, const uint8_t* rshift_, int32_t in_offset_, int32_t out_offset_, "
-    "int32_t act_low_, int32_t act_high_"
+    "const int8_t* x_, const int8_t* __restrict w_, const int32_t* __restrict bias_, "
+    "int8_t* y_, const int32_t* __restrict mult_, const uint8_t* __restrict rshift_"
 )
+
+
+def constants_key(op: Any) -> str:
+    """The constants a helper bakes besides the shape: offsets and bounds (the tables and
+    the tensors are its parameters)."""
+    q, act = op.quant, op.activation
+    values = (q.input_offset, q.output_offset, int(act.low), int(act.high))
+    return "_".join(str(v).replace("-", "m") for v in values)
 
 
 def shareable(op: Any) -> bool:
@@ -167,10 +155,8 @@ def call_helper(
     lines = "\n".join(helper.lines)
     name = f"{name}_{hashlib.sha256(lines.encode()).hexdigest()[:8]}"
     body.helper(name, f"static void {name}({HELPER_PARAMS}) {{\n{lines}\n}}\n")
-    quant, act = op.quant, op.activation
     args = ["x_", "w_", f"(const int32_t*){bias.var}" if bias is not None else "0"]
-    args += [f"(int8_t*){out.var}", "mult_", "rshift_", str(quant.input_offset)]
-    args += [str(quant.output_offset), str(int(act.low)), str(int(act.high))]
+    args += [f"(int8_t*){out.var}", "mult_", "rshift_"]
     body.line(f"{name}({', '.join(args)});")
 
 
@@ -179,7 +165,8 @@ def pointwise_key(op: Any, x_shape: Sequence[int], oc: int) -> Optional[str]:
     if not shareable(op):
         return None
     n, h, w, c = x_shape
-    return f"mlf_tfl_pointwise_{c}_{oc}_{n * h * w}" + ("" if op.bias else "_nobias")
+    bias = "" if op.bias else "_nobias"
+    return f"mlf_tfl_pointwise_{c}_{oc}_{n * h * w}_{constants_key(op)}{bias}"
 
 
 def channel_base(
@@ -234,7 +221,7 @@ def emit_conv(op, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> 
         helper = Body()
         y = Buffer("y_", "int8", out.shape)
         bias_ = Buffer("bias_", "int32", (oc,)) if bias is not None else None
-        _pointwise_in_place(Symbolic(op), helper, y, bias_, c, n * oh * ow)
+        _pointwise_in_place(op, helper, y, bias_, c, n * oh * ow)
         call_helper(body, op, name, helper, out, bias)
         return
     span = kw * c if dw == 1 else 0

@@ -11,10 +11,10 @@ from typing import Any, Optional, Sequence, Tuple
 from ..cgen import STACK_LIMIT_BYTES, Body, Buffer
 from .base import nest
 from .tflite_fast import (
-    Symbolic,
     call_helper,
     channel_base,
     clipped_taps,
+    constants_key,
     interior,
     shareable,
     store,
@@ -38,7 +38,7 @@ def emit_depthwise(op, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]
         helper = Body()
         y = Buffer("y_", "int8", out.shape)
         bias_ = Buffer("bias_", "int32", (oc,)) if bias is not None else None
-        _channels(Symbolic(op), helper, x, w, y, bias_, padded)
+        _channels(op, helper, x, w, y, bias_, padded)
         call_helper(body, op, name, helper, out, bias)
         return
     _channels(op, body, x, w, out, bias, padded)
@@ -49,7 +49,8 @@ def depthwise_key(op: Any, x_shape: Sequence[int], w_shape: Sequence[int]) -> Op
     if not shareable(op) or depthwise_in_place(op, x_shape, (w_shape[1], w_shape[2])) is None:
         return None
     values = (*x_shape, *w_shape[1:3], *op.strides, *op.dilations, *op.pads, *op.out_hw)
-    return "mlf_tfl_depthwise_" + "_".join(str(v) for v in values) + ("" if op.bias else "_nb")
+    shape = "_".join(str(v) for v in values)
+    return f"mlf_tfl_depthwise_{shape}_{constants_key(op)}" + ("" if op.bias else "_nobias")
 
 
 def _channels(
@@ -61,8 +62,7 @@ def _channels(
     bias: Optional[Buffer],
     padded: Optional[Tuple[int, int]],
 ) -> None:
-    """The channel loop (``op`` may be :class:`Symbolic`: its offsets and bounds are then
-    a helper's parameters)."""
+    """The channel loop, in the operator's function or in a helper."""
     n, h, wd, c = x.shape
     _, kh, kw, oc = w.shape
     oh, ow = op.out_hw

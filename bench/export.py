@@ -23,6 +23,10 @@ context + the arena, against ``<MODEL>_ARENA_BYTES``. ``run`` overhead: instruct
 ``<model>_run()`` minus those of the direct calls, as a percentage of the direct calls.
 Targets: flash within +1 KB, RAM = arena + at most 512 B, overhead at most 0.02 %.
 
+The same archive exported portable (no ``--cpu``/``--board``, issue 44) and built into the
+same user firmware on the same board: its flash and RAM against the CPU-specific export's
+(targets: within +64 B each) and the instructions of one ``<model>_run()`` (within +0.01 %).
+
 Beside them (not in smoke runs, and only with a CMSIS-NN checkout): ``kws_int8_cmsisnn``
 exported for qemu-mps2-an386, whose DSP kernels TVM gave no scratch memory, so that the
 export links the CMSIS-NN adapter, whose scratch lies in the operators' workspace windows
@@ -59,6 +63,8 @@ from .common import (
 CASE, SMOKE_CASE = "kws_int8", "mlp"
 CMSIS_CASE, CMSIS_BOARD = "kws_int8_cmsisnn", "qemu-mps2-an386"
 FLASH_MARGIN, RAM_MARGIN, RUN_TARGET_PERCENT = 1024, 512, 0.02
+# The portable export against the CPU-specific one (issue 44).
+PORTABLE_BYTES, PORTABLE_PERCENT = 64, 0.01
 REPS, SMOKE_REPS = 3, 2
 # The generated firmware's categories (project_api.footprint) that the library replaces.
 LIBRARY_CATEGORIES = ("runtime", "model", "params", "graph")
@@ -113,10 +119,12 @@ def user_firmware(
     *,
     board_name: str = QEMU_BOARD,
     options: Optional[Mapping[str, Any]] = None,
+    portable: bool = False,
 ) -> Dict[str, Any]:
     """Exports ``archive`` as ``name`` for ``board_name`` (a Cortex-M QEMU board with a
-    25 MHz SysTick) and builds the user firmware around bench's timing main; returns the
-    export's description of the model, the firmware and its linker map."""
+    25 MHz SysTick; with ``portable``, for no CPU) and builds the user firmware for that board
+    around bench's timing main; returns the export's description of the model, the firmware
+    and its linker map."""
     from project_api.board import load_board
     from project_api.generate.export import export_library
     from project_api.generate.plan import plan_models
@@ -124,10 +132,14 @@ def user_firmware(
 
     user = _export_user()
     board = load_board(board_name)
-    work = ctx.scratch(f"export_{name}_{board_name}")
+    work = ctx.scratch(f"export_{name}_{board_name}{'_portable' if portable else ''}")
     exported = work / "export"
-    info = export_library(archive, exported, board=board_name, name=name, options=options)
+    info = export_library(
+        archive, exported, board=None if portable else board_name, name=name, options=options
+    )
     (described,) = info["models"]
+    # the arena the board's firmware reserves (the header chooses by its pointer width)
+    described = {**described, "arena": described["arena_by_pointer_bits"]["32"]}
     renames_h = exported / "src" / name / f"{name}_renames.h"
     renames = dict(_RENAME.findall(renames_h.read_text()))
     with open_archive(archive) as opened:
@@ -296,6 +308,54 @@ def cmsis_nn_figures(ctx: Context, result: PartResult) -> None:
     ctx.log(f"  {label}: RAM {beyond:+,} B beyond the arena macro")
 
 
+def portable_figures(
+    ctx: Context,
+    result: PartResult,
+    case: Tuple[Path, str, Dict[str, np.ndarray], List[np.ndarray]],
+    specific: Mapping[str, Any],
+) -> None:
+    """The portable export of the same archive in the same user firmware on the same board,
+    against the CPU-specific one (``specific``: its library sizes and instruction counts):
+    rows and ``portable_*`` summary figures."""
+    archive, name, inputs, outputs = case
+    reps = SMOKE_REPS if ctx.smoke else REPS
+    built = user_firmware(ctx, archive, name, inputs, outputs, reps, portable=True)
+    library = library_sizes(Path(built["map"]).read_text(errors="replace"), name)
+    counts = instructions(built, outputs)
+    flash = library["runtime_flash"] + library["model_flash"]
+    ram = library["library_ram"] + library["context_ram"] + library["arena_ram"]
+    flash_delta = flash - specific["flash"]
+    ram_delta = ram - specific["ram"]
+    run_delta = counts["run_instructions"] - specific["run_instructions"]
+    percent = round(100.0 * run_delta / specific["run_instructions"], 5)
+    result.rows += [
+        {"figure": "portable export: flash, - CPU-specific export's", "bytes": flash_delta,
+         "runtime": library["runtime_flash"], "model": library["model_flash"]},
+        {"figure": "portable export: RAM, - CPU-specific export's", "bytes": ram_delta,
+         "arena": library["arena_ram"], "context": library["context_ram"],
+         "globals": library["library_ram"]},
+        {"figure": f"portable export: instructions of {name}_run(), - CPU-specific's",
+         "instructions": round(run_delta, 1), "percent": percent},
+    ]  # fmt: skip
+    result.summary.update(
+        {
+            "portable_flash_bytes": flash,
+            "portable_flash_delta_bytes": flash_delta,
+            "portable_ram_bytes": ram,
+            "portable_ram_delta_bytes": ram_delta,
+            "portable_run_instructions": counts["run_instructions"],
+            "portable_run_delta_percent": percent,
+            "portable_target_met": flash_delta <= PORTABLE_BYTES
+            and ram_delta <= PORTABLE_BYTES
+            and percent <= PORTABLE_PERCENT,
+        }
+    )
+    ctx.log(
+        f"  portable export: flash {flash_delta:+,} B, RAM {ram_delta:+,} B, run "
+        f"{run_delta:+,.0f} instructions ({percent:+.5f} %) against the CPU-specific export"
+    )
+
+
 def run(ctx: Context, result: PartResult) -> None:
     require_qemu()
     if not have("cmake", "ninja"):
@@ -348,6 +408,8 @@ def run(ctx: Context, result: PartResult) -> None:
         "ram_target_met": 0 <= ram_beyond <= RAM_MARGIN,
         "run_target_met": counts["overhead_percent"] <= RUN_TARGET_PERCENT,
     }
+    specific = {"flash": library_flash, "ram": library_ram, **counts}
+    portable_figures(ctx, result, (archive, name, inputs, outputs), specific)
     if not ctx.smoke:
         cmsis_nn_figures(ctx, result)
     ctx.log(
@@ -360,7 +422,7 @@ def run(ctx: Context, result: PartResult) -> None:
 
 PART = Part(
     "export",
-    "19. the exported library in a user firmware vs the generated firmware",
+    "19. the exported library in a user firmware vs the generated firmware (and portable)",
     run,
     columns=[
         "figure",
@@ -404,6 +466,16 @@ PART = Part(
                 f"{e['direct_instructions']:,.0f} instructions, {e['model']})"
             ),
             "run_target_met",
+        ),
+        Target(
+            "portable export vs the CPU-specific one (an385): flash and RAM <= +64 B, "
+            "instructions <= +0.01 %",
+            lambda e: (
+                f"flash {e['portable_flash_delta_bytes']:+,} B, RAM "
+                f"{e['portable_ram_delta_bytes']:+,} B, run "
+                f"{e['portable_run_delta_percent']:+.5f} % ({e['model']})"
+            ),
+            "portable_target_met",
         ),
     ],
 )

@@ -33,7 +33,9 @@ from bench import (  # noqa: E402
     buildtime,
     cmsis_nn,
     codesize,
+    compile_cmsis,
     compile_fuzz,
+    compile_kws,
     compiled,
     dispatch,
     export,
@@ -60,7 +62,8 @@ REGISTERED: List[Part] = [
     module.PART
     for module in (codesize, ram, dispatch, buildtime, streaming, params, aot, hostile, fuzz,
                    soak, matrix, bare, project_types, idle, machines, utvm, trial, sandbox,
-                   export, cmsis_nn, plan, compile_fuzz, compiled)
+                   export, cmsis_nn, plan, compile_fuzz, compile_cmsis, compile_kws,
+                   compiled)
 ]  # fmt: skip
 PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
     (part.name, part.title, part.run) for part in REGISTERED

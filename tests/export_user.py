@@ -1,7 +1,9 @@
 """A user's own firmware around exported models, as the export tests build it: a main.c (or
 main.cpp) that includes only the exported headers, with the test's own start-up and linker
 script (tests/export_user/) on bare metal, built through add_subdirectory, through
-find_package after an install, or through the Make fragments; run on the host or in QEMU."""
+find_package after an install, or through the Make fragments, with the firmware's own CPU
+flags (a :class:`Toolchain`: the board's, or on the host a compiler and flags of the test's
+choosing, e.g. clang or ``-m32``); run on the host or in QEMU."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -27,6 +29,33 @@ class Exported:
     name: str
     inputs: Dict[str, np.ndarray]
     outputs: List[np.ndarray]
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """The user's compiler: the board's cross compiler with its CPU flags, or on the host
+    ``cc`` (default: cc) with ``flags`` of the user's (``-m32``)."""
+
+    board: Board
+    cc: Optional[str] = None
+    flags: Tuple[str, ...] = ()
+
+    @property
+    def c_compiler(self) -> str:
+        return (self.cc or "cc") if self.board.is_host else self.board.architecture.compiler
+
+    @property
+    def cxx_compiler(self) -> str:
+        cc = self.c_compiler
+        return "clang++" if "clang" in cc else "c++" if cc == "cc" else cc.replace("gcc", "g++")
+
+    def c_flags(self) -> List[str]:
+        base = ["-O2", "-Wall", "-Wextra", "-Werror"] if self.board.is_host else c_flags(self.board)
+        return [*base, *self.flags]
+
+
+def _toolchain(board: Union[Board, Toolchain]) -> Toolchain:
+    return board if isinstance(board, Toolchain) else Toolchain(board)
 
 
 def _c_bytes(data: bytes) -> str:
@@ -53,6 +82,19 @@ def user_main(models: Sequence[Exported]) -> str:
         "#define WRITE(text) fputs(text, stdout)",
         "#endif",
         "static char line[4096];",
+        "static void size_line(const char* name, size_t n) {",
+        "  char digits[24];",
+        "  int k = 0;",
+        "  do { digits[k++] = (char)('0' + (int)(n % 10u)); n /= 10u; } while (n && k < 23);",
+        "  size_t at = 0;",
+        "  while (*name && at < 64) line[at++] = *name++;",
+        '  memcpy(line + at, " arena ", 7);',
+        "  at += 7;",
+        "  while (k > 0) line[at++] = digits[--k];",
+        "  line[at++] = '\\n';",
+        "  line[at] = 0;",
+        "  WRITE(line);",
+        "}",
         "static void hex_line(const char* name, int index, const uint8_t* data, size_t n) {",
         '  static const char digits[] = "0123456789abcdef";',
         "  size_t at = 0;",
@@ -81,6 +123,7 @@ def user_main(models: Sequence[Exported]) -> str:
         lines.append(f"static {n}_ctx {n}_context;")
         lines.append(f"{N}_STATIC_ARENA({n}_arena);")
         body.append("  {")
+        body.append(f'    size_line("{n}", sizeof {n}_arena);')
         body.append(f"    int status = {n}_init(&{n}_context, {n}_arena, sizeof {n}_arena);")
         for i in range(len(arrays)):
             body.append(
@@ -98,6 +141,17 @@ def user_main(models: Sequence[Exported]) -> str:
         body.append("  }")
     body += ["  return failures;", "}"]
     return "\n".join(lines + body) + "\n"
+
+
+def arena_sizes(text: str) -> Dict[str, int]:
+    """The arena each model's firmware reserved (``<MODEL>_ARENA_BYTES`` as its compiler
+    chose it), from :func:`user_main`'s ``<name> arena <bytes>`` lines."""
+    found = {}
+    for line in text.splitlines():
+        parts = line.strip().split(" ")
+        if len(parts) == 3 and parts[1] == "arena" and parts[2].isdigit():
+            found[parts[0]] = int(parts[2])
+    return found
 
 
 def check_outputs(text: str, models: Sequence[Exported]) -> None:
@@ -118,21 +172,23 @@ def check_outputs(text: str, models: Sequence[Exported]) -> None:
 # --- toolchains ------------------------------------------------------------------------------
 
 
-def toolchain_args(board: Board) -> List[str]:
-    """CMake cache entries for the user's own cross toolchain (no generated toolchain file)."""
-    if board.is_host:
-        return ["-DCMAKE_C_FLAGS=-Wall -Wextra -Werror -O2"]
-    flags = " ".join(c_flags(board))
-    compiler = board.architecture.compiler
-    cxx = compiler.replace("gcc", "g++")
-    return [
-        "-DCMAKE_SYSTEM_NAME=Generic",
-        f"-DCMAKE_C_COMPILER={compiler}",
-        f"-DCMAKE_CXX_COMPILER={cxx}",
-        "-DCMAKE_TRY_COMPILE_TARGET_TYPE=STATIC_LIBRARY",
+def toolchain_args(board: Union[Board, Toolchain]) -> List[str]:
+    """CMake cache entries for the user's own toolchain (no generated toolchain file)."""
+    chain = _toolchain(board)
+    flags = " ".join(chain.c_flags())
+    args = [
+        f"-DCMAKE_C_COMPILER={chain.c_compiler}",
+        f"-DCMAKE_CXX_COMPILER={chain.cxx_compiler}",
         f"-DCMAKE_C_FLAGS={flags}",
+    ]
+    if chain.board.is_host:
+        return [*args, f"-DCMAKE_CXX_FLAGS={flags}"]
+    return [
+        *args,
+        "-DCMAKE_SYSTEM_NAME=Generic",
+        "-DCMAKE_TRY_COMPILE_TARGET_TYPE=STATIC_LIBRARY",
         f"-DCMAKE_CXX_FLAGS={flags} -fno-exceptions -fno-rtti",
-        f"-DCMAKE_EXE_LINKER_FLAGS={' '.join(link_flags(board))}",
+        f"-DCMAKE_EXE_LINKER_FLAGS={' '.join(link_flags(chain.board))}",
     ]
 
 
@@ -194,7 +250,7 @@ def _sources(
 def build_cmake(
     root: Path,
     models: Sequence[Exported],
-    board: Board,
+    board: Union[Board, Toolchain],
     *,
     mode: str,
     cxx: bool = False,
@@ -205,6 +261,8 @@ def build_cmake(
     export) or ``package`` (each export built, installed, then found with find_package).
     ``main_text`` replaces :func:`user_main`'s main (the benchmarks time their own);
     ``link_options`` are added to the link (e.g. ``-Wl,-Map=...``)."""
+    args = toolchain_args(board)
+    board = _toolchain(board).board
     root.mkdir(parents=True, exist_ok=True)
     sources = _sources(root, models, board, cxx, main_text)
     lines = [
@@ -228,7 +286,6 @@ def build_cmake(
         # package of its own)
         lines.append('set_target_properties(app PROPERTIES SUFFIX ".elf" LINKER_LANGUAGE C)')
     (root / "CMakeLists.txt").write_text("\n".join(lines) + "\n")
-    args = toolchain_args(board)
     if mode == "package":
         prefix = root / "prefix"
         for m in models:
@@ -242,13 +299,15 @@ def build_cmake(
     return root / "build" / ("app" if board.is_host else "app.elf")
 
 
-def build_make(root: Path, models: Sequence[Exported], board: Board) -> Path:
+def build_make(root: Path, models: Sequence[Exported], board: Union[Board, Toolchain]) -> Path:
     """The user firmware built by make through each export's ``<model>.mk``."""
+    chain = _toolchain(board)
+    board = chain.board
     root.mkdir(parents=True, exist_ok=True)
     sources = _sources(root, models, board, False, None)
     host = board.is_host
-    cc = "cc" if host else board.architecture.compiler
-    cflags = "-O2 -Wall -Wextra -Werror" if host else " ".join(c_flags(board))
+    cc = chain.c_compiler
+    cflags = " ".join(chain.c_flags())
     ldflags = "" if host else " ".join(link_flags(board)) + " -T user.ld"
     lines = [f"include {m.dir}/{m.name}.mk" for m in models]
     lines += [

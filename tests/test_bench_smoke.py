@@ -50,7 +50,7 @@ def test_table_and_targets_without_results() -> None:
     text = table([{"a": 1234, "b": 0.5, "c": None, "d": True}], ["a", "b", "c", "d"])
     assert text.splitlines()[1].split() == ["1,234", "0.500", "-", "yes"]
     rows = targets({})
-    assert len(rows) == 37 and {r["status"] for r in rows} == {"not run"}
+    assert len(rows) == 42 and {r["status"] for r in rows} == {"not run"}
     skipped = PartResult("dispatch", "t", status="skipped", reason="needs qemu-system-arm")
     assert targets({"dispatch": skipped})[2]["status"] == "skipped"
 
@@ -205,8 +205,8 @@ def test_bare_part(smoke: Dict[str, Any]) -> None:
 
 def test_export_part(smoke: Dict[str, Any]) -> None:
     """The exported library in a user firmware of bench's own: its outputs through the C API
-    and through direct operator calls equal the reference, and its figures add up (the
-    targets are the benchmark's business)."""
+    and through direct operator calls equal the reference (the CPU-specific and the portable
+    export alike), and its figures add up (the targets are the benchmark's business)."""
     part = smoke["parts"]["export"]
     if part["status"] == "skipped":
         assert any(tool in part["reason"] for tool in ("arm-none-eabi", "qemu", "cmake"))
@@ -218,6 +218,10 @@ def test_export_part(smoke: Dict[str, Any]) -> None:
     assert s["ram_beyond_arena_bytes"] == s["library_ram_bytes"] - s["arena_macro_bytes"]
     assert s["flash_delta_bytes"] == s["library_flash_bytes"] - s["generated_flash_bytes"]
     assert 0 < s["direct_instructions"] <= s["run_instructions"]
+    # the portable export in the same firmware (issue 44)
+    assert s["portable_flash_delta_bytes"] == s["portable_flash_bytes"] - s["library_flash_bytes"]
+    assert s["portable_ram_delta_bytes"] == s["portable_ram_bytes"] - s["library_ram_bytes"]
+    assert s["portable_run_instructions"] > 0
 
 
 def test_machines_part(smoke: Dict[str, Any]) -> None:
@@ -261,3 +265,38 @@ def test_cmsis_nn_part(smoke: Dict[str, Any]) -> None:
     assert row["instructions"] > 0 and row["adapter_ram_bytes"] > 0
     assert row["window_scratch_bytes"] >= row["scratch_bytes"] > 0
     assert part["summary"]["exact_target_met"] and part["summary"]["wrong"] == []
+
+
+def test_compile_cmsis_part(smoke: Dict[str, Any]) -> None:
+    """The smoke of part 22's CMSIS-NN figures: KWS compiled with --cmsis-nn on the M55, equal
+    to LiteRT's reference kernels, its instructions, flash and RAM measured."""
+    part = smoke["parts"]["compile_cmsis"]
+    if part["status"] == "skipped":
+        assert any(word in part["reason"] for word in ("CMSIS-NN", "qemu", "needs"))
+        return
+    assert part["status"] == "ok", part["reason"]
+    (row,) = part["rows"]
+    assert (row["archive"], row["board"], row["exact"]) == (
+        "compile --cmsis-nn",
+        "qemu-mps3-an547",
+        True,
+    )
+    assert row["instructions"] > 0 and row["flash_bytes"] > 0 and row["ram_bytes"] > 0
+
+
+def test_compile_kws_part(smoke: Dict[str, Any]) -> None:
+    """The smoke of part 22b: KWS compiled from its .tflite (timed as a command and in the
+    process), the cached archive found, and that archive run on the an385 equal to LiteRT."""
+    part = smoke["parts"]["compile_kws"]
+    if part["status"] == "skipped":
+        assert "shared" in part["reason"]
+        return
+    assert part["status"] == "ok", part["reason"]
+    summary = part["summary"]
+    assert 0 < summary["compile_in_process_s"] < summary["compile_command_s"]
+    assert summary["cached_extra_ms_worst"] >= summary["cached_extra_ms_median"]
+    if ARM_QEMU:
+        (row,) = part["rows"]
+        assert (row["archive"], row["board"]) == ("compiled graph", "qemu-mps2-an385")
+        assert row["instructions"] > 0 and row["flash_bytes"] > row["ram_bytes"] > 0
+        assert row["exact"] in (True, None)  # None: LiteRT (the test extra) is absent

@@ -45,6 +45,8 @@ REQUIRED = [
     "nucleo-f746zg",
     "stm32f746g-disco",
     "nucleo-f401re",
+    "qemu-microbit",
+    "nucleo-g071rb",
 ]
 requires_arm_gcc = pytest.mark.skipif(
     not have_tool("arm-none-eabi-gcc"),
@@ -144,7 +146,8 @@ def test_every_microcontroller_names_its_console_receive_interrupt():
     """The firmware sleeps on it while waiting for input (mlf_console_wait): board data, from
     each machine's source or reference manual."""
     expected = {"qemu-mps2-an385": 0, "qemu-mps2-an386": 0, "qemu-mps2-an500": 0,
-                "qemu-mps2-an505": 32, "qemu-lm3s6965evb": 5, "nucleo-l4r5zi": 70}  # fmt: skip
+                "qemu-mps2-an505": 32, "qemu-lm3s6965evb": 5, "nucleo-l4r5zi": 70,
+                "qemu-microbit": 2, "nucleo-g071rb": 28}  # fmt: skip
     for name, irq in expected.items():
         board = load_board(name)
         assert board.console.irq == irq, name
@@ -546,12 +549,13 @@ def test_stm32_boards_share_the_stm32_seam_and_name_their_console_pins():
         ("nucleo-f401re", "stm32f4"),
         ("nucleo-f746zg", "stm32f7"),
         ("stm32f746g-disco", "stm32f7"),
+        ("nucleo-g071rb", "stm32g0"),
     ]:
         board = load_board(name)
         assert board.family == family and board.family_shared == ("stm32",)
         assert [d.name for d in board.seam_dirs()] == ["common", "cortex_m", "stm32", family]
         definitions = board.compile_definitions()
-        assert definitions["MLF_STM32_CONSOLE_AF"] in ("0x7u", "0x8u")
+        assert definitions["MLF_STM32_CONSOLE_AF"] in ("0x1u", "0x7u", "0x8u")
         assert board.summary()["definitions"]["MLF_STM32_CONSOLE_RCC_BIT"]
 
 
@@ -564,7 +568,7 @@ def test_timer_kind_selects_its_c_file():
 
 
 def test_real_boards_say_they_have_not_run_and_how_they_are_flashed():
-    for name in ("nucleo-f746zg", "stm32f746g-disco", "nucleo-f401re"):
+    for name in ("nucleo-f746zg", "stm32f746g-disco", "nucleo-f401re", "nucleo-g071rb"):
         board = load_board(name)
         assert board.is_real and "not yet run on hardware" in board.description
         assert board.run.openocd_args and board.run.pyocd_target

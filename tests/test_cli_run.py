@@ -218,7 +218,7 @@ def test_project_type_of_a_project_cannot_change(
 def test_an_input_numpy_cannot_hold_is_refused_with_its_name(tmp_path: Path, dtype: str) -> None:
     """TVM can give a graph input a dtype numpy has no match for; run says so instead of a
     traceback, with or without --input."""
-    from project_api.cli.run import load_inputs
+    from project_api.cli.inputs import load_inputs
     from project_api.errors import InputError
 
     model = {"name": "default", "inputs": [{"name": "x", "shape": [1, 16], "dtype": dtype}]}

@@ -1,7 +1,8 @@
-"""`mlf-project export` (issue 35): bad arenas refused with their codes and nothing written
+"""`mlf-project export` (issues 35, 44): bad arenas refused with their codes and nothing written
 outside (ASan on the host), the header's arena size checked by runs (it works bit-exact, and
 no 64-byte block of it is to spare), the command's one-line refusals (exit 2), names, the
-folder's contents, and the Project API's project type ``library``."""
+folder's contents (the portable export and a CPU one alike, no CPU flags in any build file),
+and the Project API's project type ``library``."""
 
 from __future__ import annotations
 
@@ -282,3 +283,42 @@ def test_project_api_type_library(tmp_path: Path) -> None:
     info = generate_project(_kws(), tmp_path / "lib", project_type="library")
     assert json.loads((tmp_path / "lib" / "export.json").read_text()) == info
     assert (tmp_path / "lib" / "src" / "kws.h").is_file()
+
+
+# CPU flags a library must never choose for the firmware (issue 44).
+_CPU_FLAGS = re.compile(r"-mcpu|-march|-mfloat-abi|-mthumb|-mfpu")
+
+
+@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None, reason="needs arm-none-eabi-gcc")
+def test_cpu_export_is_the_portable_one_without_cpu_flags(tmp_path: Path) -> None:
+    """Exported with --cpu cortex-m55 (the case of issue 44: its flags used to follow the
+    firmware's own) or without: no build file carries a CPU flag, and src/ is the same folder
+    but for the line that says what it is for. export.json says which kind each is."""
+    from project_api.board import load_board
+
+    cpu_flags = load_board("qemu-mps3-an547").cpu_flags()
+    assert any(_CPU_FLAGS.match(flag) for flag in cpu_flags)  # the control: what was written
+    portable = export_library(_kws(), tmp_path / "portable")
+    specific = export_library(_kws(), tmp_path / "m55", cpu="cortex-m55")
+    assert (portable["kind"], portable["cpu"], portable["board"]) == ("portable", None, None)
+    assert (specific["kind"], specific["cpu"]) == ("cpu", "cortex-m55")
+    for info, root in ((portable, tmp_path / "portable"), (specific, tmp_path / "m55")):
+        for name in info["files"]:
+            text = (root / name).read_text()
+            assert not _CPU_FLAGS.search(text), f"{name}: {_CPU_FLAGS.search(text)}"
+
+    def tree(root: Path, target: str) -> dict:
+        return {
+            p.relative_to(root).as_posix(): p.read_text().replace(target, "TARGET")
+            for p in sorted((root / "src").rglob("*"))
+            if p.is_file()
+        }
+
+    assert tree(tmp_path / "portable", portable["target"]) == tree(
+        tmp_path / "m55", specific["target"]
+    )
+    header = (tmp_path / "portable" / "src" / "kws.h").read_text()
+    by_bits = portable["models"][0]["arena_by_pointer_bits"]
+    assert f"#define KWS_ARENA_BYTES {by_bits['32']['arena_bytes']}u" in header
+    assert f"#define KWS_ARENA_BYTES {by_bits['64']['arena_bytes']}u" in header
+    assert "UINTPTR_MAX" in header

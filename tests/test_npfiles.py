@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict
 import numpy as np
 import pytest
 
-from project_api.cli.run import load_inputs
+from project_api.cli.inputs import load_inputs
 from project_api.errors import GenerateError, InputError, MlfProjectError
 from project_api.generate.samples import load_npz
 from project_api.report.mlperf import load_dataset

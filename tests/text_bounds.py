@@ -106,7 +106,7 @@ def _modules() -> List[object]:
 
 def patterns() -> Dict[str, re.Pattern]:
     """Every module-level compiled pattern of :data:`MODULES`, by the name of the module that
-    compiles it (``project_api.read.relay._LET_RE``; not where it is imported too)."""
+    compiles it (``project_api.read.relay.LET_RE``; not where it is imported too)."""
     found: Dict[str, re.Pattern] = {}
     for module in _modules():
         source = inspect.getsource(module)  # type: ignore[arg-type]

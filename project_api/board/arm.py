@@ -13,6 +13,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .schema import TableReader
 
 FLOAT_ABIS = ("soft", "softfp", "hard")
+# The ARMv6-M cores: Thumb-1 plus a few 32-bit instructions, no DSP, no hardware divide, no
+# unaligned access, no configurable fault status registers (every fault is a HardFault).
+ARMV6M_CORES = ("cortex-m0", "cortex-m0plus", "cortex-m1")
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,11 @@ class ArmCpu(Cpu):
     @property
     def has_fpu(self) -> bool:
         return self.fpu is not None and self.float_abi != "soft"
+
+    @property
+    def armv6m(self) -> bool:
+        """An ARMv6-M core (Cortex-M0/M0+/M1), whose faults carry no status registers."""
+        return self.mcpu in ARMV6M_CORES
 
     @property
     def mve_float(self) -> bool:
@@ -70,7 +78,7 @@ class CortexM(Architecture):
     qemu_package = "qemu-system-arm"
     compiler = "arm-none-eabi-gcc"
     compiler_packages = "gcc-arm-none-eabi libnewlib-arm-none-eabi"
-    console_kinds = ("cmsdk-uart", "pl011", "stm32-usart", "stm32-lpuart")
+    console_kinds = ("cmsdk-uart", "pl011", "stm32-usart", "stm32-lpuart", "nrf51-uart")
     timer_kinds = ("systick", "stm32-tim2")
     shared_seam = "cortex_m"
     toolchain = "arm-none-eabi"

@@ -35,9 +35,8 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
-from typing import Callable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, List, Mapping, Optional, Sequence
 
 from ..errors import BuildError, FitError
 from ..generate.sizes import linker_overflow
@@ -45,11 +44,10 @@ from ..sandbox import Confinement, Prepared, outputs, policies, prepare
 from . import runtime_cache
 from .log import MAX_LINE_BYTES, BoundedLog, parse_memory_usage
 from .summary import summarise
+from .tools import CMakeTool, find_cmake, find_ninja
 
 Progress = Callable[[str], None]
 
-MIN_CMAKE = (3, 20)
-CMAKE_ENV = "MLF_CMAKE"
 CONFIGURE_TIMEOUT = 300.0
 BUILD_TIMEOUT = 1800.0
 LOG_NAME = "build.log"
@@ -57,18 +55,8 @@ LOG_NAME = "build.log"
 CONFIGURED_NAME = "mlf-configured-from.sha256"
 # What the parent reads of a file the build wrote in its directory, at most.
 MAX_CACHE_FILE_BYTES = 16 << 20
-_VERSION_RE = re.compile(r"cmake version (\d+)\.(\d+)(?:\.(\d+))?")
 _NINJA_STEP = re.compile(r"^\[(\d{1,9})/(\d{1,9})\]\s+(.*)$")
 _MAKE_STEP = re.compile(r"^\[\s*(\d{1,3})%\]\s+(.*)$")
-
-
-@dataclass(frozen=True)
-class CMakeTool:
-    path: str
-    version: Tuple[int, int, int]
-
-    def __str__(self) -> str:
-        return f"{self.path} ({'.'.join(map(str, self.version))})"
 
 
 @dataclass
@@ -78,100 +66,6 @@ class BuildResult:
     configure_seconds: float
     log: str
     memory: Optional[dict] = None  # linker's --print-memory-usage: {"FLASH": {"used", "size"}}
-
-
-def _version_of(path: str) -> Optional[Tuple[int, int, int]]:
-    try:
-        out = subprocess.run(
-            [path, "--version"], capture_output=True, text=True, timeout=30, check=False
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    match = _VERSION_RE.search(out)
-    if match is None:
-        return None
-    return (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
-
-
-def _is_python_wrapper(path: str) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(128)
-    except OSError:
-        return False
-    return head.startswith(b"#!") and b"python" in head.split(b"\n", 1)[0]
-
-
-def _pypi_cmake() -> Optional[str]:
-    try:
-        import cmake  # the PyPI wheel
-
-        bin_dir = getattr(cmake, "CMAKE_BIN_DIR", None)
-    except ImportError:
-        return None
-    if bin_dir:
-        candidate = Path(bin_dir) / "cmake"
-        if candidate.is_file():
-            return str(candidate)
-    return None
-
-
-@lru_cache(maxsize=8)
-def find_cmake(preferred: Optional[str] = None) -> CMakeTool:
-    """The cmake to use (see the module docstring); BuildError when none is usable."""
-    candidates: List[str] = []
-    chosen = preferred or os.environ.get(CMAKE_ENV)
-    if chosen:
-        found = shutil.which(chosen) or chosen
-        version = _version_of(found)
-        if version is None:
-            raise BuildError(f"cmake {chosen!r} does not run (cmake option or ${CMAKE_ENV})")
-        return CMakeTool(found, version)
-    for system in ("/usr/bin/cmake", "/usr/local/bin/cmake"):
-        if os.access(system, os.X_OK):
-            candidates.append(system)
-    for directory in os.environ.get("PATH", "").split(os.pathsep):
-        path = os.path.join(directory, "cmake")
-        if os.access(path, os.X_OK) and not os.path.isdir(path):
-            candidates.append(path)
-    pypi = _pypi_cmake()
-    if pypi:
-        candidates.append(pypi)
-    seen = set()
-    too_old = []
-    for candidate in candidates:
-        real = os.path.realpath(candidate)
-        if real in seen:
-            continue
-        seen.add(real)
-        if _is_python_wrapper(real):
-            continue  # the PyPI wrapper script: its binary is in the candidates already
-        version = _version_of(candidate)
-        if version is None:
-            continue
-        if version[:2] >= MIN_CMAKE:
-            return CMakeTool(candidate, version)
-        too_old.append(f"{candidate} {'.'.join(map(str, version))}")
-    raise BuildError(
-        "no usable cmake >= 3.20 found" + (f" (too old: {', '.join(too_old)})" if too_old else ""),
-        hint="pip install cmake, or install CMake 3.20+ from your distribution",
-    )
-
-
-@lru_cache(maxsize=1)
-def find_ninja() -> Optional[str]:
-    found = shutil.which("ninja")
-    if found:
-        return found
-    try:
-        import ninja  # PyPI wheel, when present
-
-        bin_dir = getattr(ninja, "BIN_DIR", None)
-        if bin_dir and (Path(bin_dir) / "ninja").is_file():
-            return str(Path(bin_dir) / "ninja")
-    except ImportError:
-        pass
-    return None
 
 
 def _jobs() -> int:
@@ -492,9 +386,7 @@ def _build(
     )
 
 
-def build_confinement(
-    tools: Sequence[str], project_dir: Path, build_dir: Path
-) -> Confinement:
+def build_confinement(tools: Sequence[str], project_dir: Path, build_dir: Path) -> Confinement:
     """What a confined build of ``project_dir`` may touch (:func:`policies.build`): what
     ``tools`` say they read and run (``project_api.sandbox.toolchain``), the project and the
     runtime cache to read, ``build_dir`` to write. SandboxError when a tool needs a place

@@ -7,7 +7,17 @@ import json
 import time
 from typing import Any, Dict, List
 
-from ..compile import EXECUTORS, build_model, compile_tflite, read_tflite, supported_text
+from ..compile import (
+    EXECUTORS,
+    FORMS,
+    INTERFACES,
+    CmsisNnSource,
+    build_model,
+    compile_tflite,
+    parse_forced,
+    read_tflite,
+    supported_text,
+)
 from ..compile.tflite import Tensor
 from ..errors import CompileError
 from .command import EXIT_OK, Command
@@ -35,21 +45,75 @@ class CompileCommand(Command):
             "tvmgen_<name>_run, weights as const arrays)",
         )
         parser.add_argument(
+            "--interface",
+            choices=INTERFACES,
+            default="c",
+            help="AOT's interface: c (default: tvmgen_<name>_run over structs, a header) or "
+            "packed (TVM's packed calling convention through the system library, what a "
+            "host-driven microTVM session runs)",
+        )
+        parser.add_argument(
             "--name", default="default", help="the module name (default 'default', as tvmc)"
+        )
+        parser.add_argument(
+            "--cmsis-nn",
+            action="store_true",
+            help="int8 operators CMSIS-NN v7.0.0 computes exactly as LiteRT call it (not "
+            "FULLY_CONNECTED: see --form); the archive names CMSIS-NN as a dependency",
+        )
+        parser.add_argument(
+            "--form",
+            action="append",
+            default=[],
+            metavar="KIND=FORM",
+            help=f"force a kernel form ({', '.join(FORMS)}) on every operator of KIND, e.g. "
+            "FULLY_CONNECTED=cmsis-nn (1 apart from LiteRT on ties: docs/compile.md); repeatable",
+        )
+        parser.add_argument(
+            "--cmsis-path",
+            metavar="DIR",
+            help="a CMSIS-NN checkout to ask its buffer sizes (else the archive's entry)",
+        )
+        parser.add_argument(
+            "--dependency",
+            action="append",
+            default=[],
+            metavar="SPEC",
+            help="short_name=cmsis-nn,url=...,url_type=git,version_spec=... replaces the "
+            "CMSIS-NN entry (as for generate)",
+        )
+        parser.add_argument(
+            "--offline", action="store_true", help="never fetch CMSIS-NN (use the cache)"
         )
         parser.add_argument("--force", action="store_true", help="replace an existing OUT")
         parser.add_argument("--json", action="store_true", help="print one JSON object")
 
     def do_run(self, args: argparse.Namespace) -> int:
         start = time.perf_counter()
+        if args.interface != "c" and args.executor != "aot":
+            raise CompileError(f"--interface {args.interface} is an AOT option (--executor aot)")
         out = compile_tflite(
-            args.model, args.out, name=args.name, executor=args.executor, force=args.force
+            args.model,
+            args.out,
+            name=args.name,
+            executor=args.executor,
+            interface=args.interface,
+            force=args.force,
+            cmsis_nn=args.cmsis_nn,
+            forms=parse_forced(args.form),
+            source=CmsisNnSource(args.cmsis_path, tuple(args.dependency), args.offline),
         )
         seconds = time.perf_counter() - start
         if args.json:
-            print(json.dumps({"archive": str(out), "name": args.name, "seconds": seconds}))
+            record = {"archive": str(out), "name": args.name, "executor": args.executor,
+                      "interface": args.interface if args.executor == "aot" else None,
+                      "seconds": seconds}  # fmt: skip
+            print(json.dumps(record))
         else:
-            print(f"wrote {out} (module {args.name}, {args.executor} executor, {seconds:.2f} s)")
+            how = f"{args.executor} executor"
+            if args.executor == "aot":
+                how += f", interface {args.interface}"
+            print(f"wrote {out} (module {args.name}, {how}, {seconds:.2f} s)")
         return EXIT_OK
 
 

@@ -39,8 +39,12 @@ class ExportCommand(Command):
         parser.add_argument("--name", help="the C prefix of the exported model (default: its "
                             "name in the archive)")  # fmt: skip
         target = parser.add_mutually_exclusive_group()
-        target.add_argument("--board", help="build for this board's CPU (`mlf-project boards`)")
-        target.add_argument("--cpu", help="build for this CPU (host, cortex-m4, rv32imac, ...)")
+        target.add_argument(
+            "--board",
+            help="for this board's CPU (`mlf-project boards`): CMSIS-NN and the flash estimate; "
+            "without --board or --cpu the export is portable C99",
+        )
+        target.add_argument("--cpu", help="for this CPU (cortex-m4, rv32imac, ...), as --board")
         parser.add_argument(
             "--format",
             help="the packages to write, comma-separated: cmake, make, arduino, platformio, "
@@ -80,16 +84,21 @@ class ExportCommand(Command):
             print(json.dumps({**info, "code_estimate_bytes": code}, indent=2))
             return EXIT_OK
         for model in info["models"]:
-            arena = model["arena"]
+            by_bits = model["arena_by_pointer_bits"]
+            arena = by_bits["32"]
             print(
-                f"{model['name']}: arena {arena['arena_bytes']:,} B ({model['name'].upper()}"
+                f"{model['name']}: arena {arena['arena_bytes']:,} B with 32-bit pointers, "
+                f"{by_bits['64']['arena_bytes']:,} B with 64-bit ({model['name'].upper()}"
                 f"_ARENA_BYTES: tensors {arena['activation_bytes']:,}, workspace "
-                f"{arena['workspace_bytes']:,}, executor state {arena['state_bytes']:,}), "
-                f"params {model['params_bytes']:,} B in flash"
+                f"{arena['workspace_bytes']:,}, executor state {arena['state_bytes']:,} / "
+                f"{by_bits['64']['state_bytes']:,}), params {model['params_bytes']:,} B in flash"
             )
         if code is not None:
             print(f"flash: about {code:,} B (code and constants of src/, compiled, not linked)")
-        print(f"exported to {args.dir} for {info['cpu']}: {', '.join(info['formats'])}")
+        elif info["kind"] == "portable" and not args.no_estimate:
+            print("flash: no estimate for a portable export (give --cpu or --board for one)")
+        what = "any C99 CPU (portable)" if info["kind"] == "portable" else info["cpu"]
+        print(f"exported to {args.dir} for {what}: {', '.join(info['formats'])}")
         print(carried_line(info["archive_c"]))
         return EXIT_OK
 
@@ -114,10 +123,13 @@ def carried_line(record: Dict[str, Any]) -> str:
 
 
 def _code_estimate(root: Path, info: Dict[str, Any]) -> Optional[int]:
-    """src/'s C compiled to objects with the CPU's compiler (footprint's estimate)."""
+    """src/'s C compiled to objects with the CPU's compiler (footprint's estimate); None for a
+    portable export, which is for no one CPU."""
     from ..board import load_board
     from ..footprint.estimate import estimate_code
 
+    if info["board"] is None:
+        return None
     board = load_board(info["board"])
     sources = sorted((root / "src").rglob("*.c"))
     found = estimate_code(board, sources, [root / "src"], opt_flags=board.model_opt_flags())

@@ -11,6 +11,8 @@ from ..compile import is_tflite
 from ..generate.dependencies import archive_base_dir
 from ..generate.memory_plan import model_memory
 from ..read import Archive, Model, TensorSpec, open_archive
+from ..read.kernel_forms import LEVELS as FORM_LEVELS
+from ..read.kernel_forms import model_kernel_forms
 from ..resolve import check_dependencies, collect_dependencies
 from ..resolve.cmsis_nn_adapter import workspace_needs
 from ..resolve.cmsis_nn_calls import API_CMSIS5, API_V4, CmsisNnCalls, find_cmsis_nn_calls
@@ -95,6 +97,14 @@ def archive_summary(archive: Archive) -> Dict[str, Any]:
             summary["cmsis_nn"] = {"api": calls.api, "calls": len(calls.sites),
                                    "kernels": calls.kernels,
                                    "adapter_scratch_bytes": _adapter_scratch(calls)}  # fmt: skip
+        forms = model_kernel_forms(model)
+        if forms is not None:
+            summary["kernel_forms"] = [
+                {"index": op.index, "operator": op.operator, "form": op.form,
+                 "function": op.function, "call": op.call or None,
+                 "scratch_bytes": dict(zip(FORM_LEVELS, op.scratch)) if op.call else None}
+                for op in forms.operators
+            ]  # fmt: skip
         models.append(summary)
     return {"archive": str(archive.path), "version": archive.version, "models": models}
 
@@ -154,6 +164,7 @@ def describe_model(model: Model) -> List[str]:
         lines.append(
             "  note: its C calls Arm DSP intrinsics (arm_acle.h): Cortex-M boards with DSP only"
         )
+    lines += _form_lines(model)
     calls = find_cmsis_nn_calls(model.sources)
     if calls.api is not None:
         written = {API_V4: "as TVM 0.12-0.18 wrote them for CMSIS-NN v4.1.0's API",
@@ -166,6 +177,26 @@ def describe_model(model: Model) -> List[str]:
                 f"    the adapter's scratch, at most {per_level} a call, is added to the "
                 "windows of those operators for the board's CPU (not in the arena above)"
             )
+    return lines
+
+
+def _form_lines(model: Model) -> List[str]:
+    """The kernel form of each operator of an archive ``compile`` wrote (compile/forms.py)."""
+    forms = model_kernel_forms(model)
+    if forms is None:
+        return []
+    lines = ["  kernel forms (compile):"]
+    for op in forms.operators:
+        text = f"    {op.index:3d} {op.operator}: {op.form}"
+        if op.call:
+            per_level = ", ".join(f"{level} {n}" for level, n in zip(FORM_LEVELS, op.scratch))
+            text += f" ({op.call}; scratch B: {per_level})"
+        lines.append(text)
+    if forms.cmsis_nn:
+        lines.append(
+            f"    scratch sizes as CMSIS-NN {forms.cmsis_nn} answers them; the board's level "
+            "is added to each operator's workspace window"
+        )
     return lines
 
 

@@ -3,8 +3,10 @@
 The pipeline's first stage: **compile → MLF → read → resolve → generate ...**
 
     tflite.read_tflite(path)       bounded FlatBuffer reader → TfliteModel
+    forms.plan_forms(model)        each operator's kernel form (ref, cmsis-nn): one seam
     lower.lower_model(model)       checks (one-line refusals) → modelgen Network of
-                                   operators with TFLite's reference arithmetic
+                                   operators with TFLite's reference arithmetic, each in
+                                   its form (cmsis_scratch.py: CMSIS-NN's scratch answers)
     modelgen                       Network → TVM-ABI C, graph.json, params → MLF (version 7)
 
 Nothing is written until every check has passed; the archive appears at once (renamed into
@@ -13,21 +15,33 @@ place). docs/compile.md says what is supported, how exact it is, and what is ref
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..errors import CompileError
 from ..modelgen import GeneratedModel
+from ..modelgen.ops import TensorType
+from ..modelgen.ops.tflite_cmsis import CmsisCall
+from .forms import CMSIS_NN_DEPENDENCY, FORMS, FormPlan, parse_forced, plan_forms
 from .lower import SUPPORTED, Rounding, lower_model, supported_text
 from .tflite import TfliteModel, read_tflite
 
 EXECUTORS = ("graph", "aot")
+INTERFACES = ("c", "packed")  # AOT's interface-api
 PathLike = Union[str, "os.PathLike[str]"]
 
 __all__ = [
     "EXECUTORS",
+    "INTERFACES",
+    "FORMS",
+    "CmsisNnSource",
+    "compile_model",
+    "kernel_forms_member",
+    "parse_forced",
     "archive_members",
     "SUPPORTED",
     "TfliteModel",
@@ -50,6 +64,28 @@ def is_tflite(path: PathLike) -> bool:
     return len(head) == 8 and head[4:8] == b"TFL3"
 
 
+@dataclass(frozen=True)
+class CmsisNnSource:
+    """Where ``--cmsis-nn`` finds CMSIS-NN to ask its buffer sizes: ``cmsis_path`` or
+    ``dependencies`` (``--dependency`` texts) as for ``generate``, else the archive's own
+    entry (git, v7.0.0, fetched into the cache unless ``offline``)."""
+
+    cmsis_path: Optional[str] = None
+    dependencies: Sequence[str] = ()
+    offline: bool = False
+
+
+@dataclass
+class Compiled:
+    """A compiled model before it is written: the GeneratedModel, each operator's kernel
+    form, and the CMSIS-NN scratch answers ({network op number: {level: bytes}})."""
+
+    generated: GeneratedModel
+    forms: FormPlan
+    scratch: Dict[int, Dict[str, int]] = field(default_factory=dict)
+    cmsis_nn: str = ""  # the CMSIS-NN tree that answered, described
+
+
 def build_model(
     path: PathLike,
     *,
@@ -66,26 +102,109 @@ def build_model(
     return lower_to_model(read_tflite(path), name=name, rounding=rounding)
 
 
+def compile_model(
+    path: PathLike,
+    *,
+    name: str = "default",
+    executor: str = "graph",
+    cmsis_nn: bool = False,
+    forms: Optional[Mapping[str, str]] = None,
+    source: Optional[CmsisNnSource] = None,
+) -> Compiled:
+    """Reads, checks and lowers a ``.tflite`` with each operator in its kernel form
+    (compile/forms.py: ``cmsis_nn`` prefers CMSIS-NN, ``forms`` {KIND: FORM} forces one);
+    with CMSIS-NN operators, asks that library their scratch sizes (compile/cmsis_scratch.py).
+    Nothing is written."""
+    if executor not in EXECUTORS:
+        raise CompileError(f"executor {executor!r}: compile writes {', '.join(EXECUTORS)} only")
+    model = read_tflite(path)
+    plan = plan_forms(model, cmsis_nn=cmsis_nn, forced=forms)
+    generated = lower_to_model(model, name=name, forms=plan)
+    compiled = Compiled(generated, plan)
+    queries = []
+    numbers = []
+    for number, node in enumerate(generated.network.ops):
+        if isinstance(node.op, CmsisCall):
+            ins: List[TensorType] = [v.type for v in node.inputs]
+            queries.append((node.op, ins, node.outputs[0].type))
+            numbers.append(number)
+    if queries:
+        from .cmsis_scratch import ask_scratch, cmsis_nn_tree
+
+        where = source or CmsisNnSource()
+        root, compiled.cmsis_nn = cmsis_nn_tree(
+            CMSIS_NN_DEPENDENCY,
+            cmsis_path=where.cmsis_path,
+            overrides=where.dependencies,
+            offline=where.offline,
+        )
+        compiled.scratch = dict(zip(numbers, ask_scratch(root, queries)))
+    return compiled
+
+
 def lower_to_model(
-    model: TfliteModel, *, name: str = "default", rounding: Rounding = None
+    model: TfliteModel,
+    *,
+    name: str = "default",
+    rounding: Rounding = None,
+    forms: Optional[FormPlan] = None,
 ) -> GeneratedModel:
     """A read ``.tflite`` checked and lowered (its C rendered); nothing is written."""
-    network = lower_model(model, name, rounding)
+    network = lower_model(model, name, rounding, forms)
+    if forms is not None:
+        network.external_dependencies = [dict(d) for d in forms.dependencies]
     try:
         return network.build(description=f"compiled from {model.path.name}")
     except ValueError as err:  # a rule of the archive writer the checks did not foresee
         raise CompileError(f"{model.path}: {err}") from None
 
 
+def kernel_forms_member(compiled: Compiled) -> Dict[str, bytes]:
+    """``src/<mod>.kernels.json``: each operator's kernel form, its function, and for CMSIS-NN
+    the kernel it calls and the scratch bytes the library answered per CPU level."""
+    lowered = compiled.generated.lowered
+    operators: List[Dict[str, Any]] = []
+    for index, kind, form, number in compiled.forms.chosen:
+        op = compiled.generated.network.ops[number].op
+        entry: Dict[str, Any] = {
+            "index": index,
+            "operator": kind,
+            "form": form,
+            "function": lowered.op_functions[number],
+        }
+        if isinstance(op, CmsisCall):
+            entry["call"] = f"arm_{op.kernel}"
+            entry["scratch"] = compiled.scratch.get(number, {})
+        operators.append(entry)
+    document: Dict[str, Any] = {"format": 1, "operators": operators}
+    if compiled.cmsis_nn:
+        document["cmsis_nn"] = compiled.cmsis_nn
+    text = json.dumps(document, indent=1, sort_keys=True) + "\n"
+    return {f"src/{lowered.module}.kernels.json": text.encode()}
+
+
 def archive_members(
-    generated: GeneratedModel, executor: str = "graph", source: Path = Path("model.tflite")
+    generated: Union[GeneratedModel, Compiled],
+    executor: str = "graph",
+    source: Path = Path("model.tflite"),
+    interface: str = "c",
 ) -> Dict[str, bytes]:
-    """The archive's members (version 7) for ``executor``; a rule of its layout that the
-    model breaks (AOT's C names, ...) is a one-line CompileError."""
+    """The archive's members (version 7) for ``executor`` (and AOT's ``interface``); a rule
+    of its layout that the model breaks (AOT's C names, ...) is a one-line CompileError. A
+    :class:`Compiled` model also records its operators' kernel forms
+    (:func:`kernel_forms_member`)."""
+    if interface not in INTERFACES:
+        raise CompileError(f"interface {interface!r}: compile writes {', '.join(INTERFACES)}")
+    if interface != "c" and executor != "aot":
+        raise CompileError(f"--interface {interface} is an AOT option (--executor aot)")
+    model = generated.generated if isinstance(generated, Compiled) else generated
     try:
-        return generated.members(version=7, executor=executor)
+        members = model.members(version=7, executor=executor, interface=interface)
     except ValueError as err:
         raise CompileError(f"{source}: {err}") from None
+    if isinstance(generated, Compiled):
+        members.update(kernel_forms_member(generated))
+    return members
 
 
 def compile_tflite(
@@ -94,16 +213,25 @@ def compile_tflite(
     *,
     name: str = "default",
     executor: str = "graph",
+    interface: str = "c",
     force: bool = False,
+    cmsis_nn: bool = False,
+    forms: Optional[Mapping[str, str]] = None,
+    source: Optional[CmsisNnSource] = None,
 ) -> Path:
-    """Compiles ``path`` into the MLF archive ``out`` (a version-7 tar); returns ``out``."""
+    """Compiles ``path`` into the MLF archive ``out`` (a version-7 tar); returns ``out``.
+    ``interface`` is AOT's: ``c`` (``tvmgen_<name>_run`` over structs) or ``packed`` (TVM's
+    packed calling convention through the system library); ``cmsis_nn``, ``forms`` and
+    ``source``: as :func:`compile_model`."""
     out = Path(out)
     if (out.exists() or out.is_symlink()) and not force:
         raise CompileError(f"{out} exists (--force replaces it)")
     if out.is_dir():
         raise CompileError(f"{out} is a directory")
-    generated = build_model(path, name=name, executor=executor)
-    data = archive_members(generated, executor, Path(path))
+    compiled = compile_model(
+        path, name=name, executor=executor, cmsis_nn=cmsis_nn, forms=forms, source=source
+    )
+    data = archive_members(compiled, executor, Path(path), interface)
     from ..modelgen.emit import tar_bytes
 
     archive = tar_bytes(data)

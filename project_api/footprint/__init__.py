@@ -203,14 +203,14 @@ def refused_footprint(
     from ..board import load_board
     from ..generate import normalize_options
     from ..generate.model_source import archive_source
-    from ..generate.plan import _plan_models, memory_fit, shared_arena_bytes
+    from ..generate.plan import memory_fit, plan_models_normalized, shared_arena_bytes
     from ..read import open_archive
 
     board = load_board(board_name)
     opts = normalize_options(options)
     stack = int(opts["stack_bytes"]) if opts["stack_bytes"] is not None else board.stack_bytes
     with open_archive(archive_source(archive)) as opened:
-        plans = _plan_models(opened, model, board, project_type, opts)
+        plans = plan_models_normalized(opened, model, board, project_type, opts)
         fit = memory_fit(plans, board, stack if not board.is_host else 0, project_type)
         info: Dict[str, Any] = {
             "project_type": project_type,

@@ -15,6 +15,7 @@ from ..options import (
     normalize_options,
     parse_option_assignments,
 )
+from .entry import generate_project
 from .plan import (
     ALL_MODELS,
     MODEL_TAR,
@@ -24,7 +25,7 @@ from .plan import (
     generator_version,
     memory_fit,
 )
-from .project import generate_project, is_generated_project, read_project_info
+from .project import is_generated_project, read_project_info
 
 __all__ = [
     "ALL_MODELS",

@@ -14,12 +14,11 @@ from ..options import GRAPH_FORMATS, normalize_options
 from ..read import Archive, Model
 from ..resolve.cmsis_nn_calls import CmsisNnCalls, find_cmsis_nn_calls
 from ..resolve.detect import refuse_cmsis_nn_off_arm
-from .cmsis_nn_workspace import adapter_workspace
+from .cmsis_nn_workspace import adapter_workspace, compiled_workspace
 from .executors import ExecutorKind, LibraryCode, LibraryRequest, executor_for
 from .memory_plan import MemoryPlan, plan_executor_model
 from .params_blob import aligned_params, laid_out_params
 from .project_types import check_owned_options, project_type_for
-from .registry import defined_functions
 from .samples import SampleSet
 from .sizes import FitReport, WorkspaceEstimate, fit_report
 from .table_check import check_tables
@@ -250,13 +249,18 @@ def _workspace(kind: Any, model: Any, override: Optional[int], adapter: Mapping[
     return estimate
 
 
-def _plan_models(
+def plan_models_normalized(
     archive: Archive,
     model: Optional[str],
     board: Board,
     project_type: str,
     opts: Mapping[str, Any],
+    names: Optional[Sequence[str]] = None,
 ) -> List[ModelPlan]:
+    """:func:`plan_models` over options already normalized (:func:`normalize_options`).
+    ``names``: the models' C names, chosen by the caller (an export's ``--name``), one per
+    model chosen; else :func:`c_names` of the models' names. The project type renames the
+    models' symbols (:meth:`ProjectType.symbol_renames`)."""
     ptype = project_type_for(project_type, opts)
     check_owned_options(ptype, opts)
     if opts.get("qemu_icount") and not board.is_qemu:
@@ -269,11 +273,17 @@ def _plan_models(
     # What the CMSIS-NN adapter takes from each operator's workspace: in its window.
     calls = [find_cmsis_nn_calls(m.sources) for m in models]
     adapter = adapter_workspace(models, {m.name: c for m, c in zip(models, calls)}, board, opts)
+    # ... and what the CMSIS-NN calls of a compiled archive take (the library's own answers).
+    for name, needs in compiled_workspace(models, board).items():
+        adapter.setdefault(name, {}).update(needs)
     plans: List[ModelPlan] = []
     ptr = pointer_bytes(board)
     graph_format = opts["graph_format"]
     assert graph_format in GRAPH_FORMATS
-    for the_model, c_name, found in zip(models, c_names([m.name for m in models]), calls):
+    chosen = list(names) if names is not None else c_names([m.name for m in models])
+    if len(chosen) != len(models):
+        raise GenerateError(f"{len(chosen)} C names given for {len(models)} models")
+    for the_model, c_name, found in zip(models, chosen, calls):
         kind = executor_for(the_model)
         if kind.name == "operator" and not ptype.serves_operators:
             the_model.require_graph()  # the explanation: no graph to run
@@ -327,7 +337,8 @@ def _plan_models(
             )
         ptype.plan(plan, archive, opts)
         plans.append(plan)
-    _rename_shared_symbols(plans)
+    for plan, renames in zip(plans, ptype.symbol_renames(plans)):
+        plan.renames = renames
     for plan in plans:
         plan.shares_arena = ptype.shares_arena and not plan.copies_params
     if graph_format == "json" and not any(plan.graph_format == "json" for plan in plans):
@@ -350,7 +361,7 @@ def plan_models(
     """What the generator plans for ``model`` (a name, ``'*'`` or None) of an open
     ``archive`` on ``board`` — tables, liveness plan, params, sizes — without writing
     anything: for tools that need a firmware's own plan (footprint, benchmarks, export)."""
-    return _plan_models(archive, model, board, project_type, normalize_options(options))
+    return plan_models_normalized(archive, model, board, project_type, normalize_options(options))
 
 
 def _check_cpu(models: Sequence[Model], board: Board) -> None:
@@ -369,25 +380,6 @@ def _check_cpu(models: Sequence[Model], board: Board) -> None:
                 hint="choose a board with DSP (" + ", ".join(fitting) + "), or build the "
                 "model again for a target without -mcpu",
             )
-
-
-def _rename_shared_symbols(plans: Sequence[ModelPlan]) -> None:
-    """Functions that several models of one firmware define (TVM names most of them
-    ``tvmgen_<mod>_...``, but not all, e.g. ``__tvm_main__``) get a per-model name through a
-    -D on that model's code, so the firmware links."""
-    if len(plans) < 2:
-        return
-    defined = [defined_functions(plan.model.sources) for plan in plans]
-    counts: Dict[str, int] = {}
-    for names in defined:
-        for name in names:
-            counts[name] = counts.get(name, 0) + 1
-    for plan, names in zip(plans, defined):
-        plan.renames = {
-            name: f"mlf_{plan.c_name}_{name.lstrip('_')}"
-            for name in sorted(names)
-            if counts[name] > 1
-        }
 
 
 def shared_arena_bytes(plans: Sequence[ModelPlan]) -> int:

@@ -27,9 +27,6 @@ swapped in at the end: a failure leaves the destination as it was.
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
@@ -41,12 +38,12 @@ from ..read import open_archive
 from .dependencies import declare_dependencies
 from .extra_files import check_extra_files, unpack_extra_files
 from .model_source import archive_source
-from .plan import MODEL_TAR, PROJECT_FILE, PathLike, Progress, _plan_models
-from .project_types import project_type_for
-from .render import _write_project
+from .plan import MODEL_TAR, PROJECT_FILE, PathLike, Progress, plan_models_normalized
+from .render import write_project
+from .staging import Destination, check_destination, staged
 
 
-def generate_project(
+def generate_firmware(
     archive: PathLike,
     project_dir: PathLike,
     *,
@@ -57,32 +54,23 @@ def generate_project(
     progress: Optional[Progress] = None,
     force: bool = False,
 ) -> Dict[str, Any]:
-    """Generates the project; returns what it wrote to ``project.json``."""
+    """Generates a firmware project (every project type but ``library``, whose "project" is
+    an export: :func:`project_api.generate.generate_project` chooses); returns what it wrote
+    to ``project.json``."""
     say = progress or (lambda _message: None)
-    if project_type_for(project_type).exports_library:
-        from .export import export_library  # the library type's "project" is an export
-
-        return export_library(
-            archive, project_dir, board=board, model=model, options=options,
-            progress=progress, force=force,
-        )  # fmt: skip
     opts = normalize_options(options)
     the_board = load_board(board)
     destination = Path(project_dir)
-    _check_destination(destination, force)
+    check_destination(destination, force, PROJECT_DESTINATION)
     extra = check_extra_files(opts["extra_files_tar"])
     archive_path = archive_source(archive, say)
     say(f"reading {archive_path}")
     with open_archive(archive_path) as opened:
-        plans = _plan_models(opened, model, the_board, project_type, opts)
+        plans = plan_models_normalized(opened, model, the_board, project_type, opts)
         # The archive's dependencies are judged before a directory is made or a byte fetched.
         declared = declare_dependencies(opened, archive_path, plans, opts, say)
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(
-            tempfile.mkdtemp(prefix=f".{destination.name}.generating-", dir=destination.parent)
-        )
-        try:
-            info = _write_project(
+        with staged(destination, PROJECT_DESTINATION) as staging:
+            info = write_project(
                 staging,
                 opened,
                 archive_path,
@@ -99,10 +87,6 @@ def generate_project(
             if extra is not None:
                 unpack_extra_files(extra, staging)
                 say(f"unpacked {extra} into the project")
-            _swap_in(staging, destination)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
     say(f"generated {destination}")
     return info
 
@@ -114,37 +98,14 @@ def is_generated_project(path: Path) -> bool:
     return (path / MODEL_TAR).is_file() and (path / PROJECT_FILE).is_file()
 
 
-def _check_destination(destination: Path, force: bool) -> None:
-    if destination.exists() and not destination.is_dir():
-        raise GenerateError(f"{destination} exists and is not a directory")
-    if not destination.is_dir() or not any(destination.iterdir()):
-        return
-    if not is_generated_project(destination):
-        raise GenerateError(
-            f"{destination} is not empty and is not a generated project",
-            hint="choose a new or empty directory",
-        )
-    if not force:
-        raise GenerateError(
-            f"{destination} already holds a generated project",
-            hint="pass --force (from Python: force=True) to replace it",
-        )
-
-
-def _swap_in(staging: Path, destination: Path) -> None:
-    old: Optional[Path] = None
-    if destination.exists():
-        old = destination.with_name(f".{destination.name}.old-{os.getpid()}")
-        shutil.rmtree(old, ignore_errors=True)
-        os.rename(destination, old)
-    try:
-        os.rename(staging, destination)
-    except OSError:
-        if old is not None:
-            os.rename(old, destination)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+PROJECT_DESTINATION = Destination(
+    recognise=is_generated_project,
+    kind="a generated project",
+    not_ours="is not empty and is not a generated project",
+    not_ours_hint="choose a new or empty directory",
+    force_hint="pass --force (from Python: force=True) to replace it",
+    verb="generating",
+)
 
 
 def read_project_info(project_dir: Path) -> Dict[str, Any]:

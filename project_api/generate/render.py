@@ -54,7 +54,7 @@ _RUNTIME_BUILD = "mlf_runtime_build.cmake"
 # --- writing -------------------------------------------------------------------------------------
 
 
-def _environment(folder: str = "templates") -> Any:
+def template_environment(folder: str = "templates") -> Any:
     """Jinja2 over ``template_project/<folder>`` (``export``: the exported library's)."""
     import jinja2
 
@@ -107,7 +107,7 @@ def _comment(text: str) -> str:
     return _COMMENT_BREAKERS.sub("?", text)
 
 
-def _write_project(
+def write_project(
     root: Path,
     archive: Archive,
     archive_path: Path,
@@ -152,7 +152,7 @@ def _write_project(
         fit.check(board.name, what)
 
     say("rendering the project")
-    env = _environment()
+    env = template_environment()
     src = root / "src"
     src.mkdir(parents=True, exist_ok=True)
     blobs: List[Dict[str, str]] = []
@@ -287,16 +287,16 @@ def _junk_names(directory: str, names: List[str]) -> List[str]:
 # JSON parser only serves graph_format=json and project types that parse graph JSON sent at
 # run time. Of template_project/firmware/ a project compiles what its type names
 # (ProjectType.firmware_sources), plus the profile hooks when asked.
-_NOT_COMPILED = {"mlf_tvm_compat.c"}
+NOT_COMPILED = {"mlf_tvm_compat.c"}
 _PROFILE_SOURCE = "mlf_profile.c"
-_JSON_ONLY = {"mlf_graph_json.c", "mlf_json.c"}
+JSON_ONLY = {"mlf_graph_json.c", "mlf_json.c"}
 
 
 def _copy_runtime(root: Path, kind: ProjectType, graph_format: str, profile: bool) -> List[str]:
     crt = crt_dir()
     runtime = root / "runtime"
     shutil.copytree(crt / "include", runtime / "include")
-    skip = set(_NOT_COMPILED) | (_JSON_ONLY if graph_format != "json" else set())
+    skip = set(NOT_COMPILED) | (JSON_ONLY if graph_format != "json" else set())
     firmware = set(kind.firmware_sources) | ({_PROFILE_SOURCE} if profile else set())
     sources: List[str] = []
     for source_dir, target in ((crt / "src", "src"), (template_dir() / "firmware", "firmware")):

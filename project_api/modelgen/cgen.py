@@ -117,6 +117,7 @@ class Body:
         self.lines: List[str] = []
         self.depth = 1
         self.scratches: List[Scratch] = []
+        self.includes: List[str] = []  # headers the body needs (#include "name")
         self.helpers: Dict[str, str] = {}  # static C functions the body calls, by name
         self.shared: FrozenSet[str] = frozenset()  # share keys of more than one operator
 
@@ -135,6 +136,11 @@ class Body:
         yield
         self.depth -= 1
         self.line("}")
+
+    def include(self, header: str) -> None:
+        """Asks for ``#include "header"`` before the function (a library's declarations)."""
+        if header not in self.includes:
+            self.includes.append(header)
 
     def loop(self, var: str, extent: int) -> contextlib.AbstractContextManager:
         return self.block(f"for (int32_t {var} = 0; {var} < {extent}; ++{var})")
@@ -175,8 +181,8 @@ def render_function(arg_names: Sequence[str], body: Body) -> FunctionText:
     name = NAME_PLACEHOLDER
     if set(arg_names) & {data_var(arg) for arg in arg_names}:
         raise ValueError(f"argument names {arg_names} collide with their data variables")
-    lines = helper_lines(body)
-    lines += ["#ifdef __cplusplus", 'extern "C"', "#endif", FUNCTION_SIGNATURE.format(name=name)]
+    lines = _includes(body) + helper_lines(body) + ["#ifdef __cplusplus", 'extern "C"', "#endif"]
+    lines.append(FUNCTION_SIGNATURE.format(name=name))
     lines += [f"  int32_t {arg}_code = arg_type_ids[{i}];" for i, arg in enumerate(arg_names)]
     lines += [
         f"  void* {arg} = (((TVMValue*)args)[{i}].v_handle);" for i, arg in enumerate(arg_names)
@@ -205,12 +211,17 @@ def render_unpacked(arg_names: Sequence[str], body: Body) -> FunctionText:
     """The same body as an unpacked function (TVM's ``unpacked-api``, AOT's interface c):
     each argument a data pointer, named as the body reads it (``p0_1``)."""
     params = ", ".join(f"void* {data_var(arg)}" for arg in arg_names)
-    lines = helper_lines(body) + ["#ifdef __cplusplus", 'extern "C"', "#endif"]
+    lines = _includes(body) + helper_lines(body) + ["#ifdef __cplusplus", 'extern "C"', "#endif"]
     lines.append(UNPACKED_SIGNATURE.format(name=NAME_PLACEHOLDER, params=params))
     workspace = list(body.scratches)
     if workspace:
         lines.append("  int32_t dev_id = 0;")
     return _with_workspace(lines, workspace, body)
+
+
+def _includes(body: Body) -> List[str]:
+    """The headers a body asked for (guarded headers: included again is harmless)."""
+    return [f'#include "{header}"' for header in body.includes]
 
 
 def helper_lines(body: Body) -> List[str]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .model import Model
-from .relay import _CALL_RE, _LET_RE, _read_main, _split_args
+from .relay import CALL_RE, LET_RE, read_main, split_args
 
 
 @dataclass(frozen=True)
@@ -70,8 +70,8 @@ def _constant(scale: str, zero_point: str) -> Optional[Quantization]:
 
 
 def _call(expr: str) -> Tuple[str, List[str]]:
-    match = _CALL_RE.match(expr.strip())
-    return (match.group(1), _split_args(match.group(2))) if match else ("", [])
+    match = CALL_RE.match(expr.strip())
+    return (match.group(1), split_args(match.group(2))) if match else ("", [])
 
 
 def tensor_quantization(model: Model) -> TensorQuantization:
@@ -82,7 +82,7 @@ def tensor_quantization(model: Model) -> TensorQuantization:
     except OSError:
         why = f"the archive has no src/{model.name}.relay to read them from"
         return TensorQuantization([None] * n_in, [None] * n_out, why)
-    main = _read_main(text)
+    main = read_main(text)
     if main is None:
         why = "the archive's Relay text has no @main"
         return TensorQuantization([None] * n_in, [None] * n_out, why)
@@ -91,7 +91,7 @@ def tensor_quantization(model: Model) -> TensorQuantization:
     result = ""
     for line in main.body:
         line = line.strip().rstrip(";").strip()
-        match = _LET_RE.match(line)
+        match = LET_RE.match(line)
         if match:
             lets[match.group(1)] = line[match.end() :].strip()
             order.append(match.group(1))
@@ -101,7 +101,7 @@ def tensor_quantization(model: Model) -> TensorQuantization:
     params = list(main.params)
     inputs = [_input(f"%{p}", lets, order) for p in params[:n_in]]
     inputs += [None] * (n_in - len(inputs))
-    outs = _split_args(result[1:-1]) if result.startswith("(") and n_out > 1 else [result]
+    outs = split_args(result[1:-1]) if result.startswith("(") and n_out > 1 else [result]
     outputs = [_output(expr, lets) for expr in outs[:n_out]]
     outputs += [None] * (n_out - len(outputs))
     return TensorQuantization(inputs, outputs, why)

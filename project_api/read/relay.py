@@ -24,8 +24,8 @@ from .model import TensorSpec
 Shape = Tuple[int, ...]
 _PARAM_RE = re.compile(r"%([^\s:,()%]+)\s*:\s*Tensor\[\(([^()]*)\),\s*([A-Za-z0-9_]+)\]")
 _TENSOR_RE = re.compile(r"Tensor\[\(([^()]*)\),\s*([A-Za-z0-9_]+)\]")
-_LET_RE = re.compile(r"\s*(%[\w.]+)\s*=")
-_CALL_RE = re.compile(r"^([A-Za-z_][\w.]*)\((.*)\)$", re.DOTALL)
+LET_RE = re.compile(r"\s*(%[\w.]+)\s*=")
+CALL_RE = re.compile(r"^([A-Za-z_][\w.]*)\((.*)\)$", re.DOTALL)
 # Operators whose result has their first operand's shape.
 _SAME_SHAPE = frozenset(
     (
@@ -52,7 +52,7 @@ class _Main:
     length: int
 
 
-def _read_main(text: str) -> Optional[_Main]:
+def read_main(text: str) -> Optional[_Main]:
     text = strip_comments(text)
     start, close = _signature_span(text)
     if start < 0:
@@ -71,7 +71,7 @@ def _read_main(text: str) -> Optional[_Main]:
 def main_signature(text: str) -> Tuple[Dict[str, Tuple[Shape, str]], List[tuple]]:
     """``@main``'s parameters {name: (shape, dtype)} and its result tensors [(shape, dtype)]
     (empty when the result type is not written)."""
-    main = _read_main(text)
+    main = read_main(text)
     return (main.params, main.results) if main is not None else ({}, [])
 
 
@@ -104,7 +104,7 @@ def _is_number(text: str) -> bool:
 def result_shapes(text: str, elements: List[int]) -> List[Optional[Shape]]:
     """The shape of each result of ``@main``'s body, followed back from its expression, given
     the element count of each (None where the text does not tell it)."""
-    return _traced(_read_main(text), elements)
+    return _traced(read_main(text), elements)
 
 
 def _traced(main: Optional[_Main], elements: List[int]) -> List[Optional[Shape]]:
@@ -115,7 +115,7 @@ def _traced(main: Optional[_Main], elements: List[int]) -> List[Optional[Shape]]
     lets: Dict[str, str] = {}
     result = ""
     for line in main.body:
-        match = _LET_RE.match(line)
+        match = LET_RE.match(line)
         value = line[match.end() :].rstrip() if match else ""
         if match and value.endswith(";"):
             lets[match.group(1)] = value[:-1].strip()
@@ -123,7 +123,7 @@ def _traced(main: Optional[_Main], elements: List[int]) -> List[Optional[Shape]]
             break
         elif line.strip():
             result = line.strip()
-    parts = _split_args(result[1:-1]) if result.startswith("(") and result.endswith(")") else []
+    parts = split_args(result[1:-1]) if result.startswith("(") and result.endswith(")") else []
     exprs = parts if len(elements) > 1 else [result]
     if len(exprs) != len(elements):
         return [None] * len(elements)
@@ -156,8 +156,8 @@ class _Tracer:
                 return "", []
             seen.add(expr)
             return "let", [self.lets[expr]]
-        match = _CALL_RE.match(expr)
-        return (match.group(1), _split_args(match.group(2))) if match else ("", [])
+        match = CALL_RE.match(expr)
+        return (match.group(1), split_args(match.group(2))) if match else ("", [])
 
     def _shape(self, expr: str, elements: int) -> Optional[Shape]:
         seen: Set[str] = set()
@@ -196,7 +196,7 @@ class _Tracer:
                 expr = parts[0].strip()  # dense: as many dimensions as its operand
             elif op == "reshape":
                 newshape = _attribute(parts, "newshape")
-                return len(_split_args(newshape[1:-1])) if newshape else None
+                return len(split_args(newshape[1:-1])) if newshape else None
             else:
                 return None
 
@@ -208,7 +208,7 @@ def _newshape(parts: List[str], elements: int) -> Optional[Shape]:
     if not text or not text.startswith("[") or not text.endswith("]"):
         return None
     try:
-        dims = [int(d) for d in _split_args(text[1:-1])]
+        dims = [int(d) for d in split_args(text[1:-1])]
     except ValueError:
         return None
     known = math.prod(d for d in dims if d != -1)
@@ -229,7 +229,7 @@ def _attribute(parts: List[str], name: str) -> Optional[str]:
     return None
 
 
-def _split_args(text: str) -> List[str]:
+def split_args(text: str) -> List[str]:
     """``text`` split at the commas outside brackets and quotes."""
     parts, depth, start, quoted = [], 0, 0, False
     for index, char in enumerate(text):
@@ -252,7 +252,7 @@ def apply_relay(
     member: str, text: str, inputs: List[TensorSpec], outputs: List[TensorSpec]
 ) -> Tuple[List[TensorSpec], List[TensorSpec]]:
     """``inputs``/``outputs`` (flat, from metadata) with the shapes the Relay text gives."""
-    main = _read_main(text)
+    main = read_main(text)
     params, results = (main.params, main.results) if main is not None else ({}, [])
     by_c_name = {sanitize(name): value for name, value in params.items()}
     shaped_in = []

@@ -153,6 +153,12 @@ class CmsisNnBuild:
         return LEVELS[self.level]
 
 
+def level_pins(level: int) -> Tuple[str, ...]:
+    """The ``-U`` flags that hold CMSIS-NN at ``level`` on any core above it (an export
+    compiled by a firmware for a larger CPU builds the kernels it was planned for)."""
+    return tuple(_UNDEFINE[name] for name in LEVELS[level + 1 :])
+
+
 def cmsis_nn_build(
     assumed: Sequence[Tuple[str, CpuFeatures]],
     cpu: Any,

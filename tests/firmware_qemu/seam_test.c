@@ -65,7 +65,10 @@ static void busy_loop(uint32_t iterations) {
       "bnez %0, 1b\n\t"
       : "+r"(iterations));
 #else
+  /* GCC hands Thumb-1 (ARMv6-M) inline assembly over in divided syntax, where SUBS is
+   * spelled SUB: ask for unified syntax, which every Arm target then reads alike. */
   __asm__ volatile(
+      ".syntax unified\n\t"
       "1:\n\t"
       "subs %0, %0, #1\n\t"
       "bne 1b\n\t"

@@ -84,9 +84,12 @@ __attribute__((noreturn)) void mlf_reset_handler(void) {
   paint_stack();
   enable_fpu();
   enable_stack_limit();
+#if !defined(__ARM_ARCH_6M__)
   /* QEMU's M-profile boards and the flashers honour the vector table they boot from, but a
-   * bootloader may not: point VTOR at ours. */
+   * bootloader may not: point VTOR at ours. (ARMv6-M: the Cortex-M0 has no VTOR and the M0+
+   * only optionally; the table is where the core boots from, address 0 or its alias.) */
   MLF_SCB_VTOR = (uint32_t)(uintptr_t)mlf_vector_table;
+#endif
 
   size_t data_bytes = (size_t)((uintptr_t)&__mlf_data_end - (uintptr_t)&__mlf_data_start);
   memcpy(&__mlf_data_start, &__mlf_data_load, data_bytes);

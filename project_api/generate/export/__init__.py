@@ -14,18 +14,24 @@ written; ``src/`` is always complete)::
     idf_component.yml            ESP-IDF component
     export.json                  what was exported, with every size
 
-Planning is the generator's (:func:`..plan._plan_models` with project type ``library``): the
-same tables, params layout, arena and workspace as a generated firmware. The archive's
-dependencies are judged by the same trust rule before anything is written; generation
-happens in a staging folder swapped in at the end.
+Without ``--cpu``/``--board`` the folder is portable C99: nothing in it depends on the target
+but what the compiler decides when it builds it (``<MODEL>_ARENA_BYTES`` by pointer width,
+whether the runtime checks its tables again by whether it runs under an OS). A CPU-specific
+export differs only by what is CPU-specific: CMSIS-NN (built for that CPU, and checked at
+compile time), the flash estimate and the compiler its C is checked with. No file carries
+CPU flags: the firmware's own choose the CPU. ``export.json``'s ``kind`` says which it is.
+
+Planning is the generator's (:func:`..plan.plan_models_normalized` with project type
+``library``, which names the models' symbols under their C prefix): the same tables, params
+layout, arena and workspace as a generated firmware. The archive's dependencies are judged by
+the same trust rule before anything is written; the folder is written in a staging folder
+swapped in at the end (:mod:`..staging`, as a generated project is).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
@@ -34,15 +40,29 @@ from ...options import normalize_options
 from ...read import open_archive
 from ..dependencies import declare_dependencies
 from ..model_source import archive_source
-from ..plan import PathLike, Progress, _plan_models, generator_version
-from ..project import _swap_in
-from ..render import _environment
+from ..plan import (
+    PathLike,
+    Progress,
+    choose_models,
+    generator_version,
+    plan_models_normalized,
+    pointer_bytes,
+)
+from ..render import template_environment
+from ..staging import Destination, check_destination, staged
 from .api import tensor_summary, write_api
 from .check import check_archive_c
 from .cmsis import write_dependencies
 from .manifests import package_context, write_manifests
-from .sources import symbol_renames, write_model_code, write_params, write_runtime
-from .target import FORMATS, check_c_name, export_board, export_names, parse_formats
+from .sources import write_model_code, write_params, write_runtime
+from .target import (
+    FORMATS,
+    check_c_name,
+    export_board,
+    export_names,
+    export_target,
+    parse_formats,
+)
 
 EXPORT_FILE = "export.json"
 EXPORT_TYPE = "library"
@@ -54,20 +74,14 @@ def is_export(path: Path) -> bool:
     return (Path(path) / EXPORT_FILE).is_file()
 
 
-def _check_destination(destination: Path, force: bool) -> None:
-    if destination.exists() and not destination.is_dir():
-        raise GenerateError(f"{destination} exists and is not a directory")
-    if not destination.is_dir() or not any(destination.iterdir()):
-        return
-    if not is_export(destination):
-        raise GenerateError(
-            f"{destination} is not empty and holds no earlier export",
-            hint="choose a new or empty directory (--force replaces only an earlier export)",
-        )
-    if not force:
-        raise GenerateError(
-            f"{destination} already holds an export", hint="pass --force to replace it"
-        )
+EXPORT_DESTINATION = Destination(
+    recognise=is_export,
+    kind="an export",
+    not_ours="is not empty and holds no earlier export",
+    not_ours_hint="choose a new or empty directory (--force replaces only an earlier export)",
+    force_hint="pass --force to replace it",
+    verb="exporting",
+)
 
 
 def export_library(
@@ -83,7 +97,8 @@ def export_library(
     progress: Optional[Progress] = None,
     force: bool = False,
 ) -> Dict[str, Any]:
-    """Exports the model(s) into ``directory``; returns what it wrote to ``export.json``."""
+    """Exports the model(s) into ``directory``: portable C99 without ``board`` and ``cpu``
+    (or with the host), else for that CPU; returns what it wrote to ``export.json``."""
     say = progress or (lambda _message: None)
     chosen = parse_formats(formats)
     the_board = export_board(board, cpu)
@@ -96,29 +111,18 @@ def export_library(
             hint="leave the option out",
         )
     destination = Path(directory)
-    _check_destination(destination, force)
+    check_destination(destination, force, EXPORT_DESTINATION)
     archive_path = archive_source(archive, say)
     say(f"reading {archive_path}")
     with open_archive(archive_path) as opened:
-        plans = _plan_models(opened, model, the_board, EXPORT_TYPE, opts)
-        names = export_names([p.model.name for p in plans], name)
-        for plan, c_name in zip(plans, names):
-            plan.c_name = c_name
-            plan.renames = symbol_renames(plan, c_name)
+        names = export_names([m.name for m in choose_models(opened, model)], name)
+        plans = plan_models_normalized(opened, model, the_board, EXPORT_TYPE, opts, names)
         declared = declare_dependencies(opened, archive_path, plans, opts, say)
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(
-            tempfile.mkdtemp(prefix=f".{destination.name}.exporting-", dir=destination.parent)
-        )
-        try:
+        with staged(destination, EXPORT_DESTINATION) as staging:
             info = _write_export(
-                staging, opened, archive_path, plans, names, the_board, chosen, opts, say,
-                declared, force,
+                staging, opened, archive_path, plans, the_board, chosen, opts, say, declared,
+                force,
             )  # fmt: skip
-            _swap_in(staging, destination)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
     say(f"exported {destination}")
     return info
 
@@ -135,7 +139,6 @@ def _write_export(
     archive: Any,
     archive_path: Path,
     plans: List[Any],
-    names: List[str],
     board: Any,
     formats: List[str],
     opts: Mapping[str, Any],
@@ -146,21 +149,27 @@ def _write_export(
     say("writing the runtime and the model's C")
     src = root / "src"
     src.mkdir()
-    runtime = write_runtime(src, board)
-    dependency_sources, dependencies = write_dependencies(
-        root, archive, declared, plans, board, opts, say
+    runtime = write_runtime(src)
+    carried = write_dependencies(
+        root, archive, declared, plans, board, opts, say, archive_path.name
     )
-    runtime += dependency_sources
+    runtime += carried.sources
+    cmsis_nn = carried.cmsis_nn
+    portable = board.is_host
+    cpu = None if portable else (board.cpu.core if board.cpu else board.arch)
+    target = export_target(cpu, cmsis_nn)
+    bits = 8 * pointer_bytes(board)
     # What came from the archive or its dependencies (the C API includes the model's headers).
-    archive_c = list(dependency_sources)
+    archive_c = list(carried.sources)
     models: List[Dict[str, Any]] = []
     described: List[Dict[str, Any]] = []
+    names = [plan.c_name for plan in plans]
     for plan, c_name in zip(plans, names):
-        code = write_model_code(src, plan, c_name)
+        code = write_model_code(src, plan, c_name, carried.renames)
         sources = code + write_params(src, plan, c_name)
-        api = write_api(src, plan, c_name, board)
+        api = write_api(src, plan, c_name, target, cmsis_nn)
         archive_c += [f"src/{c_name}.c", *code]
-        layout = api["arena_layout"]
+        layouts = api["arena_layouts"]
         models.append(
             {
                 "name": c_name,
@@ -173,7 +182,7 @@ def _write_export(
                 "header": f"src/{c_name}.h",
                 "header_name": f"{c_name}.h",
                 "sources": sources,
-                "arena_bytes": layout["arena_bytes"],
+                "arena_bytes": layouts[32]["arena_bytes"],
             }
         )
         described.append(
@@ -182,7 +191,10 @@ def _write_export(
                 "model": plan.model.name,
                 "executor": plan.kind.name,
                 "header": f"src/{c_name}.h",
-                "arena": layout,
+                # as planned for the CPU checked with (the host's: 64-bit), and for each width
+                "arena": layouts[bits],
+                "arena_pointer_bits": bits,
+                "arena_by_pointer_bits": {str(b): layout for b, layout in layouts.items()},
                 "arena_align": api["arena_align"],
                 "params_bytes": len(plan.params_blob),
                 "graph_tables_bytes": plan.tables_flash_bytes,
@@ -191,26 +203,27 @@ def _write_export(
                 "tensors": tensor_summary(api),
             }
         )
-    target = "the host" if board.is_host else (board.cpu.label if board.cpu else board.arch)
-    checked = check_archive_c(root, archive_c, board, target, force=force, say=say)
-    context = package_context(
-        _package_name(names, archive_path), target, board.cpu_flags(), runtime, models
-    )
+    checked_for = "the host" if portable else (board.cpu.label if board.cpu else board.arch)
+    checked = check_archive_c(root, archive_c, board, checked_for, force=force, say=say)
+    context = package_context(_package_name(names, archive_path), target, runtime, models)
     say("writing the packages: " + ", ".join(formats))
-    files = write_manifests(root, _environment("export"), formats, context)
+    files = write_manifests(root, template_environment("export"), formats, context)
     info: Dict[str, Any] = {
         "generator": "mlf-project-api",
         "generator_version": generator_version(),
         "archive": archive_path.name,
         "mlf_version": archive.version,
         "package": context["package"],
-        "board": board.name,
-        "cpu": target,
-        "cpu_flags": board.cpu_flags(),
+        # portable: C99 for any CPU; cpu: CMSIS-NN and the flash estimate for ``cpu``
+        "kind": "portable" if portable else "cpu",
+        "cpu": cpu,
+        "board": None if portable else board.name,
+        "cmsis_nn": cmsis_nn,
+        "target": target,
         "formats": formats,
         "files": files,
         "runtime_sources": runtime,
-        "dependencies": dependencies,
+        "dependencies": carried.described,
         "archive_c": checked,
         "models": described,
     }

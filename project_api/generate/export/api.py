@@ -3,7 +3,9 @@
 
 Every size comes from the generator's plan (:mod:`..plan`): the arena is the plan's tensor
 arena, then its operator workspace, then the executor's state, so the figure changes with
-the planner and never disagrees with it.
+the planner and never disagrees with it. Only the executor's state depends on the target (its
+pointer width): it is planned for 32- and 64-bit pointers, and the header chooses between
+them by ``UINTPTR_MAX`` when the firmware is compiled.
 """
 
 from __future__ import annotations
@@ -12,11 +14,10 @@ import re
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from ...board import Board
 from ...read.model import TensorSpec
 from ...read.quant import Quantization, tensor_quantization
-from ..plan import ModelPlan, generator_version, pointer_bytes
-from ..render import _environment, tables_c
+from ..plan import ModelPlan, generator_version
+from ..render import tables_c, template_environment
 from ..sizes import align
 from ..table_sizes import state_bytes
 from ..tables import STORAGE_ALIGN, c_string, state_bytes_expression
@@ -27,13 +28,17 @@ from ..tables import STORAGE_ALIGN, c_string, state_bytes_expression
 CTX_WORDS = 32
 
 
-def arena_layout(plan: ModelPlan, board: Board) -> Dict[str, int]:
-    """The arena of an exported model: tensors (with the liveness plan, and each operator's
-    workspace window among them), a workspace apart (none with the plan), executor state
-    (bytes)."""
+# The pointer widths every export plans the arena for (bits); the compiler picks one.
+POINTER_BITS = (32, 64)
+
+
+def arena_layout(plan: ModelPlan, bits: int) -> Dict[str, int]:
+    """The arena of an exported model with ``bits``-bit pointers: tensors (with the liveness
+    plan, and each operator's workspace window among them), a workspace apart (none with the
+    plan), executor state (bytes)."""
     activations = plan.arena_bytes
     workspace = align(plan.separate_workspace_bytes, STORAGE_ALIGN)
-    state = state_bytes(plan.device_tables, pointer_bytes(board))
+    state = state_bytes(plan.device_tables, bits // 8)
     return {
         "activation_bytes": activations,
         "workspace_bytes": workspace,
@@ -74,7 +79,10 @@ def _concurrency(plan: ModelPlan) -> Optional[str]:
     return "; ".join(reasons) + "." if reasons else None
 
 
-def api_context(plan: ModelPlan, name: str, board: Board) -> Dict[str, Any]:
+def api_context(plan: ModelPlan, name: str, target: str, cmsis_nn: bool) -> Dict[str, Any]:
+    """The templates' context; ``target`` says what the export is for (a comment),
+    ``cmsis_nn`` whether the model's C calls the CMSIS-NN carried with it (its C API then
+    checks the compiler's target first)."""
     model = plan.model
     quants = tensor_quantization(model)
     inputs = [
@@ -87,9 +95,8 @@ def api_context(plan: ModelPlan, name: str, board: Board) -> Dict[str, Any]:
     ]
     library = plan.library
     tables, symbol = tables_c(plan)
-    layout = arena_layout(plan, board)
+    layouts = {bits: arena_layout(plan, bits) for bits in POINTER_BITS}
     global_state = _concurrency(plan)
-    cpu = "the host" if board.is_host else f"{board.cpu.label if board.cpu else board.arch}"
     return {
         "generator_version": generator_version(),
         "name": name,
@@ -97,14 +104,16 @@ def api_context(plan: ModelPlan, name: str, board: Board) -> Dict[str, Any]:
         "c_name": plan.c_name,
         "model_name": model.name,
         "executor": plan.kind.name,
-        "target": f"{cpu} (board {board.name}'s flags)",
+        "target": target,
+        "cmsis_nn": cmsis_nn,
         "inputs": inputs,
         "outputs": outputs,
         "arena_align": STORAGE_ALIGN,
-        "pointer_bits": 8 * pointer_bytes(board),
         "ctx_words": CTX_WORDS,
-        **layout,
-        "arena_layout": layout,
+        **layouts[32],
+        "arena32": layouts[32],
+        "arena64": layouts[64],
+        "arena_layouts": layouts,
         # The executor lends the bound workspace each operator's window (liveness plan).
         "binds_workspace": plan.workspace.bytes > 0,
         "static_ram_bytes": sum(plan.kind.ram_items(model).values()),
@@ -132,10 +141,12 @@ def _local_includes(text: str, name: str) -> str:
     return _LOCAL_INCLUDE.sub(lambda m: f'#include "{name}/{m.group(1)}"', text)
 
 
-def write_api(src: Path, plan: ModelPlan, name: str, board: Board) -> Dict[str, Any]:
+def write_api(
+    src: Path, plan: ModelPlan, name: str, target: str, cmsis_nn: bool = False
+) -> Dict[str, Any]:
     """Writes ``src/<name>.h`` and ``src/<name>.c``; returns the template context."""
-    env = _environment("export")
-    context = api_context(plan, name, board)
+    env = template_environment("export")
+    context = api_context(plan, name, target, cmsis_nn)
     (src / f"{name}.h").write_text(env.get_template("model.h.j2").render(context))
     (src / f"{name}.c").write_text(env.get_template("model.c.j2").render(context))
     return context

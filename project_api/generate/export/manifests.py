@@ -117,7 +117,6 @@ def write_manifests(root: Path, env: Any, formats: List[str], context: PackageCo
 def package_context(
     package: str,
     target: str,
-    cpu_flags: List[str],
     runtime: List[str],
     models: List[Dict[str, Any]],
 ) -> PackageContext:
@@ -127,7 +126,6 @@ def package_context(
         "version": generator_version(),
         "generator_version": generator_version(),
         "target": target,
-        "cpu_flags": cpu_flags,
         "runtime_sources": runtime,
         "models": models,
         "description": f"TVM model{'s' if len(models) > 1 else ''} {names} as a C library: "

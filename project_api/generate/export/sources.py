@@ -16,15 +16,13 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
-from typing import Dict, List, Set
+from typing import Dict, List, Optional, Set
 
-from ...board import Board
 from ...errors import GenerateError
 from ...read.code import is_junk
 from ...resources import crt_dir, template_dir
 from ..plan import ModelPlan
-from ..registry import defined_functions
-from ..render import _JSON_ONLY, _NOT_COMPILED
+from ..render import JSON_ONLY, NOT_COMPILED
 
 RUNTIME_DIR = "mlf_runtime"
 CONFIG_HEADER = "mlf_export_config.h"
@@ -32,7 +30,7 @@ PLATFORM_SOURCE = "mlf_export_platform.c"
 # Runtime files an exported library never needs: TVM's graph-executor API (it allocates),
 # the platform hooks over a board (printf, console: the export has weak defaults instead)
 # and the JSON parser (the export binds const tables).
-_RUNTIME_LEFT_OUT = _NOT_COMPILED | {"mlf_tvm_platform.c"} | _JSON_ONLY
+_RUNTIME_LEFT_OUT = NOT_COMPILED | {"mlf_tvm_platform.c"} | JSON_ONLY
 _HEADERS_LEFT_OUT = {"mlf_platform.h"}
 # Warnings TVM's generated C gives under -Wall -Wextra; it is compiled as it is, so a user's
 # -Werror must not stop it. (GCC and clang read the same pragma.)
@@ -64,7 +62,7 @@ _MODEL_WARNINGS = (
 )
 
 
-def write_runtime(src: Path, board: Board) -> List[str]:
+def write_runtime(src: Path) -> List[str]:
     """The runtime's headers at the top of ``src/``, its sources in ``src/mlf_runtime/``,
     each opening with the export's configuration."""
     crt = crt_dir()
@@ -77,7 +75,7 @@ def write_runtime(src: Path, board: Board) -> List[str]:
         shutil.copyfile(path, src / rel)
     runtime = src / RUNTIME_DIR
     runtime.mkdir(parents=True, exist_ok=True)
-    (runtime / CONFIG_HEADER).write_text(_config_header(board))
+    (runtime / CONFIG_HEADER).write_text(_config_header())
     sources = []
     for path in sorted((crt / "src").iterdir()):
         if path.suffix == ".h":
@@ -91,10 +89,10 @@ def write_runtime(src: Path, board: Board) -> List[str]:
     return sources
 
 
-def _config_header(board: Board) -> str:
+def _config_header() -> str:
     # On a microcontroller the const tables are not checked again at start-up (the generator
-    # checked them; about 500 B of code), as in a generated project; the host keeps the check.
-    check = 1 if board.is_host else 0
+    # checked them; about 500 B of code), as in a generated project; under an operating system
+    # the check stays. The compiler tells which, so that one folder builds for both.
     return "\n".join(
         [
             "/* How the runtime of an exported model library is built (-D on the compiler's",
@@ -105,8 +103,13 @@ def _config_header(board: Board) -> str:
             "#ifndef MLF_ERROR_TEXT",
             "#define MLF_ERROR_TEXT 0",
             "#endif",
+            "/* the const tables checked again at start-up: under an operating system only */",
             "#ifndef MLF_CHECK_LINKED_TABLES",
-            f"#define MLF_CHECK_LINKED_TABLES {check}",
+            "#if defined(__unix__) || defined(__APPLE__) || defined(_WIN32)",
+            "#define MLF_CHECK_LINKED_TABLES 1",
+            "#else",
+            "#define MLF_CHECK_LINKED_TABLES 0",
+            "#endif",
             "#endif",
             "#endif",
             "",
@@ -114,20 +117,12 @@ def _config_header(board: Board) -> str:
     )
 
 
-def symbol_renames(plan: ModelPlan, name: str) -> Dict[str, str]:
-    """Every function the model's C defines, and its system library's entry point, under the
-    model's C prefix: ``tvmgen_default_run`` → ``<name>_tvmgen_default_run``."""
-    renames = {
-        function: f"{name}_{function.lstrip('_')}"
-        for function in sorted(defined_functions(plan.model.sources))
-    }
-    renames["TVMSystemLibEntryPoint"] = plan.entry_point
-    return renames
-
-
-def write_model_code(src: Path, plan: ModelPlan, name: str) -> List[str]:
+def write_model_code(
+    src: Path, plan: ModelPlan, name: str, calls: Optional[Dict[str, str]] = None
+) -> List[str]:
     """The model's C and headers flattened into ``src/<name>/``, every source opening with
-    ``<name>_renames.h``; returns the sources (relative to the export's root)."""
+    ``<name>_renames.h`` (the plan's renames, and ``calls``: TVM's calls the CMSIS-NN adapter
+    takes over); returns the sources (relative to the export's root)."""
     model = plan.model
     if model.objects:
         raise GenerateError(
@@ -158,7 +153,8 @@ def write_model_code(src: Path, plan: ModelPlan, name: str) -> List[str]:
         text = header.read_text(encoding="utf-8", errors="replace")
         place(header, header.name).write_text(_quoted_includes(text, own))
     renames_header = f"{name}_renames.h"
-    (folder / renames_header).write_text(_renames_header(name, plan.renames))
+    renames = {**plan.renames, **(calls or {})}
+    (folder / renames_header).write_text(_renames_header(name, renames))
     sources = []
     for source in model.sources:
         target_name = source.name if source.suffix == ".c" else f"{source.stem}.cpp"

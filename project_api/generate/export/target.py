@@ -1,5 +1,6 @@
-"""What an export is for: the CPU (``--cpu``, or a board's with ``--board``), the package
-formats (``--format``) and the C names of the exported models (``--name``)."""
+"""What an export is for: the CPU (``--cpu``, or a board's with ``--board``; neither, or the
+host, is the portable export), the package formats (``--format``) and the C names of the
+exported models (``--name``)."""
 
 from __future__ import annotations
 
@@ -54,8 +55,9 @@ def cpu_boards() -> Dict[str, Board]:
 
 
 def export_board(board: Optional[str], cpu: Optional[str]) -> Board:
-    """The board whose CPU an export is built for: ``board`` by name, or the one that stands
-    for ``cpu``; the host when neither is given."""
+    """The board whose CPU an export is for: ``board`` by name, or the one that stands for
+    ``cpu``; the host (the portable export, planned and checked with the host's compiler)
+    when neither is given."""
     if board and cpu:
         raise GenerateError("give --board or --cpu, not both", hint="--cpu names the core only")
     if board:
@@ -66,6 +68,23 @@ def export_board(board: Optional[str], cpu: Optional[str]) -> Board:
     if cpu not in known:
         raise GenerateError(f"unknown CPU {cpu!r}", hint="one of: " + ", ".join(sorted(known)))
     return known[cpu]
+
+
+def free_c_name(name: str) -> bool:
+    """Whether ``name`` can prefix a model's C API: an identifier, no keyword, no prefix the
+    runtime or TVM keeps."""
+    return bool(_C_IDENTIFIER.match(name)) and not (
+        name in _RESERVED or name.startswith(_TAKEN_PREFIXES)
+    )
+
+
+def export_target(cpu: Optional[str], cmsis_nn: bool) -> str:
+    """What an export is for, in the words of its files' comments."""
+    if cpu is None:
+        return "any C99 CPU (a portable export: what depends on the target the compiler decides)"
+    if cmsis_nn:
+        return f"{cpu} (its CMSIS-NN was built for that CPU)"
+    return f"{cpu} (its C is portable C99 all the same)"
 
 
 def check_c_name(name: str, where: str) -> None:

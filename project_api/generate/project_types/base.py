@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 from ...board import Board
 from ...read import Archive, Model
 from ...read.dtypes import CODE_BFLOAT, CODE_FLOAT, parse_dtype
+from ..registry import defined_functions
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..plan import ModelPlan
@@ -78,6 +79,27 @@ class ProjectType:
         (lines of src/mlf_models.h), ``defines`` (name → value there) and its own keys for
         its main template."""
         return {"header_includes": [], "model_fields": [], "defines": {}}
+
+    def symbol_renames(self, plans: Sequence[ModelPlan]) -> List[Dict[str, str]]:
+        """The rename rule (old C name → new, per model, given to its code as ``-D`` or a
+        header): functions that several models of one firmware define (TVM names most of them
+        ``tvmgen_<mod>_...``, but not all, e.g. ``__tvm_main__``) get a per-model name, so the
+        firmware links."""
+        if len(plans) < 2:
+            return [{} for _ in plans]
+        defined = [defined_functions(plan.model.sources) for plan in plans]
+        counts: Dict[str, int] = {}
+        for names in defined:
+            for name in names:
+                counts[name] = counts.get(name, 0) + 1
+        return [
+            {
+                name: f"mlf_{plan.c_name}_{name.lstrip('_')}"
+                for name in sorted(names)
+                if counts[name] > 1
+            }
+            for plan, names in zip(plans, defined)
+        ]
 
     def describe(self, plans: Sequence[ModelPlan], opts: Mapping[str, Any]) -> Dict[str, Any]:
         """What project.json records about the type (beyond its name)."""

@@ -4,11 +4,15 @@ of this type (e.g. through TVM's Project API client) writes that export folder."
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Sequence
 
 from ...errors import UnsupportedModelError
 from ...read import Model
+from ..registry import defined_functions
 from .base import ProjectType
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..plan import ModelPlan
 
 
 class Library(ProjectType):
@@ -27,3 +31,17 @@ class Library(ProjectType):
                     "there is no model to export as a library",
                     hint="export an archive of a whole model (graph or AOT executor)",
                 )
+
+    def symbol_renames(self, plans: Sequence[ModelPlan]) -> List[Dict[str, str]]:
+        """Every function a model's C defines, and its system library's entry point, under the
+        model's C prefix (``tvmgen_default_run`` → ``<name>_tvmgen_default_run``): two
+        exports of models TVM named alike link into one firmware."""
+        renames = []
+        for plan in plans:
+            names = {
+                function: f"{plan.c_name}_{function.lstrip('_')}"
+                for function in sorted(defined_functions(plan.model.sources))
+            }
+            names["TVMSystemLibEntryPoint"] = plan.entry_point
+            renames.append(names)
+        return renames

@@ -1,0 +1,191 @@
+"""Part 22, CMSIS-NN: KWS compiled with ``compile --cmsis-nn`` beside TVM 0.14's CMSIS-NN archive.
+
+MLPerf Tiny's KWS (``../shared/models/kws_ref_model.tflite``) compiled with ``--cmsis-nn``
+(CMSIS-NN v7.0.0, the archive's own dependency, from ``../shared/deps/CMSIS-NN.git`` or
+``$MLF_PROJECT_CMSIS_NN``), and TVM 0.14's ``kws_int8_cmsisnn.tar`` of the corpus with the same
+CMSIS-NN, each generated, built and run once on qemu-mps2-an386 (Cortex-M4, CMSIS-NN's DSP code)
+and qemu-mps3-an547 (Cortex-M55, its MVE code), and on qemu-mps2-an385 (Cortex-M3, its
+portable C), as ``mlf-project run --icount`` does:
+
+- instructions per inference (QEMU ``-icount``, the firmware's SysTick);
+- flash (``text``: code and read-only data, the weights included) and RAM (``.data`` + ``.bss``,
+  stack excluded) of the ``host_driven`` firmware (``arm-none-eabi-size``), and the model's arena;
+- ours: whether the outputs equal LiteRT's reference kernels (``BUILTIN_REF``, when
+  ``ai-edge-litert`` is installed) on a random input; TVM's: whether they equal TVM's reference.
+
+``--smoke``: ours on the an547 only.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from .common import (
+    REPO_ROOT,
+    Context,
+    Part,
+    PartResult,
+    Skip,
+    Target,
+    corpus_dir,
+    generate,
+    require_qemu,
+    size_berkeley,
+)
+
+AN385, AN386, AN547 = "qemu-mps2-an385", "qemu-mps2-an386", "qemu-mps3-an547"
+BOARDS = (AN385, AN386, AN547)
+KWS = REPO_ROOT.parent / "shared" / "models" / "kws_ref_model.tflite"
+TVM_ARCHIVE = "kws_int8_cmsisnn"
+
+
+def checkout(ctx: Context, tag: str) -> Path:
+    """CMSIS-NN at ``tag`` from the shared repository, checked out once."""
+    from .cmsis_nn import repository
+
+    tree = ctx.scratch("compile_cmsis_tree") / tag
+    if not (tree / "Include" / "arm_nnfunctions.h").is_file():
+        subprocess.run(
+            ["git", "-c", "advice.detachedHead=false", "clone", "--quiet", "--depth", "1",
+             "--branch", tag, repository().resolve().as_uri(), str(tree)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+    return tree
+
+
+def litert(model: bytes, inputs: Dict[str, np.ndarray]) -> Optional[np.ndarray]:
+    try:
+        from ai_edge_litert import interpreter as lite
+    except ImportError:
+        return None
+    it = lite.Interpreter(
+        model_content=model, experimental_op_resolver_type=lite.OpResolverType.BUILTIN_REF
+    )
+    it.allocate_tensors()
+    for detail in it.get_input_details():
+        it.set_tensor(detail["index"], inputs[detail["name"]])
+    it.invoke()
+    return np.asarray(it.get_tensor(it.get_output_details()[0]["index"]))
+
+
+def measure(
+    ctx: Context,
+    what: str,
+    archive: Path,
+    board: str,
+    tree: Path,
+    inputs: Dict[str, np.ndarray],
+    want: Optional[np.ndarray],
+) -> Dict[str, Any]:
+    project = generate(
+        archive,
+        ctx.scratch(f"compile_cmsis_{what}_{board}"),
+        board=board,
+        options={"cmsis_path": str(tree), "qemu_icount": True},
+    )
+    project.build()
+    with project.session(timeout=30, run_timeout=300) as session:
+        got = session.run(inputs)["output0"]
+        stats = session.last_stats
+    assert stats is not None and stats.ticks is not None
+    sizes = size_berkeley(Path(project.firmware))
+    (model,) = project.info["models"]
+    exact = None if want is None else bool(np.array_equal(got.reshape(want.shape), want))
+    return {
+        "archive": what,
+        "board": board,
+        "instructions": int(round(stats.ticks * project.board.instructions_per_tick())),
+        "flash_bytes": sizes["text"],
+        "ram_bytes": sizes["data"] + sizes["bss"],
+        "arena_bytes": model["sizes"]["arena_bytes"],
+        "exact": exact,
+    }
+
+
+def run(ctx: Context, result: PartResult) -> None:
+    require_qemu()
+    if not KWS.is_file():
+        raise Skip(f"needs {KWS}")
+    from project_api.compile import CmsisNnSource, compile_tflite, read_tflite
+    from project_api.compile.forms import CMSIS_NN_DEPENDENCY
+
+    tree = checkout(ctx, CMSIS_NN_DEPENDENCY["version_spec"])
+    ours = compile_tflite(
+        KWS,
+        ctx.scratch("compile_cmsis") / "kws_cmsis.tar",
+        cmsis_nn=True,
+        force=True,
+        source=CmsisNnSource(cmsis_path=str(tree)),
+    )
+    data = KWS.read_bytes()
+    rng = np.random.default_rng(0)
+    model = read_tflite(KWS)
+    ours_inputs = {
+        model.tensors[i].name: rng.integers(-128, 128, model.tensors[i].shape).astype(np.int8)
+        for i in model.inputs
+    }
+    ours_want = litert(data, ours_inputs)
+    tvm = corpus_dir() / f"{TVM_ARCHIVE}.tar"
+    rows: List[Dict[str, Any]] = []
+    for board in (AN547,) if ctx.smoke else BOARDS:
+        rows.append(measure(ctx, "compile --cmsis-nn", ours, board, tree, ours_inputs, ours_want))
+        if not ctx.smoke and tvm.is_file():
+            inputs = dict(np.load(tvm.with_suffix(".inputs.npz")))
+            want = np.load(tvm.with_suffix(".outputs.npz"))["output0"]
+            rows.append(measure(ctx, "TVM 0.14 " + TVM_ARCHIVE, tvm, board, tree, inputs, want))
+        for row in rows[-2:]:
+            ctx.log(f"  {row['archive']} on {board}: {row['instructions']:,} instructions")
+    result.rows = rows
+
+    def figure(board: str, what: str) -> Optional[Dict[str, Any]]:
+        found = [r for r in rows if r["board"] == board and r["archive"].startswith(what)]
+        return found[0] if found else None
+
+    result.summary = {
+        board: {
+            "ours": figure(board, "compile"),
+            "tvm": figure(board, "TVM"),
+        }
+        for board in BOARDS
+    }
+    result.summary["exact"] = all(r["exact"] is not False for r in rows)
+
+
+def _figures(c: Dict[str, Any], board: str) -> str:
+    ours, tvm = c.get(board, {}).get("ours"), c.get(board, {}).get("tvm")
+    if not ours:
+        return "not measured"
+    text = (
+        f"{ours['instructions']:,} instructions, flash {ours['flash_bytes']:,} B, RAM "
+        f"{ours['ram_bytes']:,} B"
+    )
+    if tvm:
+        text += (
+            f" (TVM 0.14: {tvm['instructions']:,}, {tvm['flash_bytes']:,} B, "
+            f"{tvm['ram_bytes']:,} B)"
+        )
+    return text
+
+
+PART = Part(
+    "compile_cmsis",
+    "22. compile --cmsis-nn: KWS on the Cortex-M3, -M4 (DSP) and -M55 (MVE) beside TVM 0.14's",
+    run,
+    columns=[
+        "archive",
+        "board",
+        "instructions",
+        "flash_bytes",
+        "ram_bytes",
+        "arena_bytes",
+        "exact",
+    ],  # fmt: skip
+    targets=[
+        Target("KWS --cmsis-nn on qemu-mps2-an386", lambda c: _figures(c, AN386), "exact"),
+        Target("KWS --cmsis-nn on qemu-mps3-an547", lambda c: _figures(c, AN547), "exact"),
+    ],
+)

@@ -1,0 +1,206 @@
+"""Kernel forms: the one seam through which each lowered operator's C is chosen.
+
+A *form* is a way of computing an operator: ``ref`` (our plain C with TFLite's reference
+arithmetic, modelgen/ops/tflite*.py) or ``cmsis-nn`` (a call of CMSIS-NN v7.0.0,
+modelgen/ops/tflite_cmsis.py). :data:`FORMS` is the registry: each :class:`Form` says which
+operators it takes (:meth:`Form.refusal` on the ``.tflite`` operator, before lowering, and
+:meth:`Form.wrap` on the lowered one), the requantization rounding it computes, and the
+external dependency it needs. A new form (issue 43's specialized C) is one more entry.
+
+``compile`` asks for a form per operator kind (:func:`plan_forms`): ``--cmsis-nn`` prefers
+``cmsis-nn`` wherever it is exact and leaves the rest ``ref``; ``--form KIND=FORM`` forces one
+(a forced form that cannot take an operator of that kind is a one-line refusal), so the tests
+run every form. The choice is recorded per operator in the archive (``src/<mod>.kernels.json``,
+read back by ``project_api.read.kernel_forms``) and ``info`` shows it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ..errors import CompileError
+from ..modelgen.network import OpNode
+from ..modelgen.ops import Op
+from ..modelgen.ops.tflite import TflConv, TflFullyConnected, TflPool
+from ..modelgen.ops.tflite_cmsis import (
+    CmsisBinary,
+    CmsisConv,
+    CmsisFullyConnected,
+    CmsisPool,
+)
+from ..modelgen.ops.tflite_elementwise import TflBinary
+from .support import LITERT_ROUNDING, SUPPORTED
+from .tflite import Operator, TfliteModel
+
+REF = "ref"
+CMSIS_NN = "cmsis-nn"
+# The CMSIS-NN the cmsis-nn form calls, as metadata.json names it (the pre-RFC's example).
+CMSIS_NN_DEPENDENCY = {
+    "short_name": "cmsis-nn",
+    "url": "https://github.com/ARM-software/CMSIS-NN.git",
+    "url_type": "git",
+    "version_spec": "v7.0.0",
+}
+
+
+def _int8(model: TfliteModel, op: Operator) -> Optional[str]:
+    tensors = [model.tensors[i] for i in (*op.inputs[:1], *op.outputs) if i >= 0]
+    if any(t.dtype != "int8" for t in tensors):
+        return "takes int8 only"
+    return None
+
+
+def _cmsis_refusal(model: TfliteModel, op: Operator) -> Optional[str]:
+    """Why CMSIS-NN cannot compute ``op`` exactly as lowered (None: it can)."""
+    if op.name not in CMSIS_KINDS:
+        return f"has no CMSIS-NN kernel here (it takes {', '.join(sorted(CMSIS_KINDS))})"
+    bad = _int8(model, op)
+    if bad:
+        return bad
+    if op.name in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
+        w = model.tensors[op.inputs[1]] if len(op.inputs) > 1 and op.inputs[1] >= 0 else None
+        if w is None or w.dtype != "int8" or w.quantization is None:
+            return "needs an int8 filter"
+        if any(w.quantization.zero_points):
+            return "needs a filter zero point of 0"
+        if op.name == "FULLY_CONNECTED" and w.quantization.per_channel:
+            return "takes per-tensor filter quantization only"
+    if op.name in ("ADD", "MUL"):
+        shapes = [model.tensors[i].shape for i in op.inputs[:2] if i >= 0]
+        if len(shapes) != 2 or shapes[0] != shapes[1]:
+            return "takes two inputs of one shape (no broadcast)"
+    return None
+
+
+def _cmsis_wrap(op: Op) -> Optional[Op]:
+    if isinstance(op, TflConv) and not op.hybrid_scale:
+        return CmsisConv(op)
+    if isinstance(op, TflFullyConnected) and not op.hybrid_scale:
+        return CmsisFullyConnected(op)
+    if isinstance(op, TflPool):
+        return CmsisPool(op)
+    if isinstance(op, TflBinary) and op.requants:
+        return CmsisBinary(op)
+    return None
+
+
+@dataclass(frozen=True)
+class Form:
+    """One way of computing operators (see the module docstring). ``refusal`` must refuse
+    whatever ``wrap`` would not take where the form's ``rounding`` is not LiteRT's (the
+    operator's constants are worked out for the form's rounding before it is lowered)."""
+
+    name: str
+    summary: str
+    refusal: Callable[[TfliteModel, Operator], Optional[str]]
+    wrap: Callable[[Op], Optional[Op]]
+    rounding: Mapping[str, str] = field(default_factory=dict)  # op kind -> rounding it computes
+    dependency: Optional[Mapping[str, str]] = None
+
+
+CMSIS_KINDS = (
+    "CONV_2D",
+    "DEPTHWISE_CONV_2D",
+    "FULLY_CONNECTED",
+    "AVERAGE_POOL_2D",
+    "MAX_POOL_2D",
+    "ADD",
+    "MUL",
+)
+FORMS: Dict[str, Form] = {
+    REF: Form(REF, "our plain C, TFLite's reference arithmetic", lambda m, o: None, lambda o: o),
+    CMSIS_NN: Form(
+        CMSIS_NN,
+        "a call of CMSIS-NN v7.0.0 (int8)",
+        _cmsis_refusal,
+        _cmsis_wrap,
+        # CMSIS-NN's default build requantizes with TFLite's classic double rounding
+        rounding={kind: "double" for kind in CMSIS_KINDS},
+        dependency=CMSIS_NN_DEPENDENCY,
+    ),
+}
+# What --cmsis-nn prefers, kind by kind: CMSIS-NN wherever its output is LiteRT's, exactly.
+# FULLY_CONNECTED stays ref: CMSIS-NN requantizes it with TFLite's classic double rounding
+# where LiteRT 2.3 rounds once (halves away from zero), 1 apart on ties (docs/compile.md);
+# ``--form FULLY_CONNECTED=cmsis-nn`` takes that difference for CMSIS-NN's speed. SOFTMAX has
+# no exact CMSIS-NN kernel (its fixed-point exponential is not LiteRT's float table).
+CMSIS_PREFERRED = tuple(kind for kind in CMSIS_KINDS if kind != "FULLY_CONNECTED")
+
+
+@dataclass
+class FormPlan:
+    """The form of every ``.tflite`` operator (by index), and what was made of it."""
+
+    wanted: Dict[int, str]
+    forced: Dict[int, bool]
+    chosen: List[Tuple[int, str, str, int]] = field(default_factory=list)
+    # (tflite index, kind, form, network op number)
+
+    def rounding(self, op: Operator) -> Optional[str]:
+        """The rounding the wanted form computes for ``op`` (None: LiteRT's)."""
+        form = FORMS[self.wanted.get(op.index, REF)]
+        return form.rounding.get(op.name)
+
+    def apply(self, op: Operator, nodes: Sequence[OpNode], first: int) -> None:
+        """Puts the wanted form onto the network nodes that lower ``op`` (numbered from
+        ``first``); a forced form that cannot take them is a one-line refusal."""
+        name = self.wanted.get(op.index, REF)
+        form = FORMS[name]
+        for offset, node in enumerate(nodes):
+            if node.op.kind != "kernel":
+                continue
+            wrapped = form.wrap(node.op)
+            if wrapped is None:
+                # ref computes LiteRT's rounding: a form whose constants were worked out for
+                # another rounding cannot fall back to it
+                other = form.rounding.get(op.name, LITERT_ROUNDING.get(op.name))
+                if self.forced.get(op.index) or other != LITERT_ROUNDING.get(op.name):
+                    raise CompileError(
+                        f"operator {op.index} ({op.name}): form {name} cannot compute it"
+                    )
+                name, wrapped = REF, node.op
+            node.op = wrapped
+            self.chosen.append((op.index, op.name, name, first + offset))
+
+    @property
+    def dependencies(self) -> List[Mapping[str, str]]:
+        used = {form for _, _, form, _ in self.chosen}
+        deps = [FORMS[f].dependency for f in sorted(used)]
+        return [d for d in deps if d is not None]
+
+
+def parse_forced(items: Sequence[str]) -> Dict[str, str]:
+    """``KIND=FORM`` texts (``--form``) as {KIND: FORM}; a bad one is a one-line CompileError."""
+    forced: Dict[str, str] = {}
+    for item in items:
+        kind, sep, form = item.partition("=")
+        kind = kind.strip().upper()
+        if not sep or kind not in SUPPORTED or form not in FORMS:
+            raise CompileError(
+                f"--form {item!r}: KIND=FORM with KIND an operator compile takes (CONV_2D, "
+                f"...) and FORM one of {', '.join(FORMS)}"
+            )
+        forced[kind] = form
+    return forced
+
+
+def plan_forms(
+    model: TfliteModel, *, cmsis_nn: bool = False, forced: Optional[Mapping[str, str]] = None
+) -> FormPlan:
+    """Each operator's form: ``forced`` {kind: form} first (refused in one line where the
+    form cannot take it), then ``cmsis-nn`` where ``cmsis_nn`` prefers it and it can, else
+    ``ref``."""
+    forced = dict(forced or {})
+    wanted: Dict[int, str] = {}
+    is_forced: Dict[int, bool] = {}
+    for op in model.operators:
+        if op.name in forced:
+            name = forced[op.name]
+            why = FORMS[name].refusal(model, op)
+            if why:
+                raise CompileError(f"operator {op.index} ({op.name}): form {name} {why}")
+            wanted[op.index], is_forced[op.index] = name, True
+        elif cmsis_nn and op.name in CMSIS_PREFERRED and not _cmsis_refusal(model, op):
+            wanted[op.index] = CMSIS_NN
+    return FormPlan(wanted, is_forced)

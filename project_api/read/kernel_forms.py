@@ -1,0 +1,90 @@
+"""``src/<mod>.kernels.json``: the kernel form of each operator of an archive ``compile`` wrote
+(compile/forms.py), and for CMSIS-NN operators the kernel called and the scratch bytes the
+library answered per CPU level (``portable``, ``dsp``, ``mve``). Read bounded: an archive
+without it (TVM's) has none; a malformed one is ignored, never trusted in part."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+MAX_BYTES = 1 << 20
+LEVELS = ("portable", "dsp", "mve")  # resolve.features.LEVELS' order: 0, 1, 2
+
+
+@dataclass(frozen=True)
+class OperatorForm:
+    index: int  # the .tflite operator
+    operator: str  # its kind (CONV_2D, ...)
+    form: str  # ref, cmsis-nn, ...
+    function: str  # the generated function
+    call: str = ""  # arm_<kernel> for cmsis-nn
+    scratch: Tuple[int, int, int] = (0, 0, 0)  # bytes per level (LEVELS)
+
+
+@dataclass(frozen=True)
+class KernelForms:
+    operators: Tuple[OperatorForm, ...]
+    cmsis_nn: str = ""  # the CMSIS-NN tree that answered the sizes
+
+    @property
+    def asks_cmsis_nn(self) -> bool:
+        """Whether some operator calls CMSIS-NN and asks the library its scratch at run time
+        (it fits CMSIS-NN built at any CPU level)."""
+        return any(op.call for op in self.operators)
+
+    def scratch_at(self, level: int) -> Dict[str, int]:
+        """{function: bytes} the CMSIS-NN calls take from their workspace at CPU ``level``
+        (0 portable, 1 DSP, 2 MVE); functions that take none left out."""
+        needs: Dict[str, int] = {}
+        for op in self.operators:
+            need = op.scratch[max(0, min(level, 2))]
+            if need > 0:
+                needs[op.function] = max(needs.get(op.function, 0), need)
+        return needs
+
+
+def kernel_forms_path(root: Path, module: str) -> Path:
+    return Path(root) / "src" / f"{module}.kernels.json"
+
+
+def _int(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 1 << 31:
+        raise ValueError(value)
+    return value
+
+
+def read_kernel_forms(root: Path, module: str) -> Optional[KernelForms]:
+    """The archive's kernel forms of model ``module``; None without (or with a bad) file."""
+    path = kernel_forms_path(root, module)
+    try:
+        if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_BYTES:
+            return None
+        document = json.loads(path.read_text(encoding="utf-8"))
+        operators = []
+        for entry in document["operators"]:
+            scratch = entry.get("scratch", {})
+            operators.append(
+                OperatorForm(
+                    index=_int(entry["index"]),
+                    operator=str(entry["operator"]),
+                    form=str(entry["form"]),
+                    function=str(entry["function"]),
+                    call=str(entry.get("call", "")),
+                    scratch=tuple(_int(scratch.get(level, 0)) for level in LEVELS),  # type: ignore[arg-type]
+                )
+            )
+        return KernelForms(tuple(operators), str(document.get("cmsis_nn", "")))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def model_kernel_forms(model: Any) -> Optional[KernelForms]:
+    """:func:`read_kernel_forms` of a read ``Model`` (its ``root`` and ``name``)."""
+    root = getattr(model, "root", None)
+    name = getattr(model, "name", None)
+    if root is None or not isinstance(name, str):
+        return None
+    return read_kernel_forms(Path(root), name)

@@ -148,6 +148,7 @@ def fc_case(
     in_scale: float = 0.05,
     hybrid: bool = False,
     per_channel: bool = False,
+    filter_zp: int = 0,
 ):
     """``per_channel``: an int8 filter with a scale per output unit (ties: 2^-6 and 2^-5 in
     turn)."""
@@ -168,7 +169,7 @@ def fc_case(
             weights = rng.integers(-1 if ties else -127, 2 if ties else 128, (units, depth))
             weights = weights.astype(np.int8)
             operands = [x, w.tensor((units, depth), "int8", data=weights, scale=f_scale,
-                                    zero_point=0, axis=0)]  # fmt: skip
+                                    zero_point=filter_zp, axis=0)]  # fmt: skip
             if bias:
                 acc_std = int(74 * (1 if ties else 74) * np.sqrt(depth))
                 b_data = rng.integers(-acc_std, acc_std, units).astype(np.int32)
@@ -451,6 +452,16 @@ CASES: List[Case] = [
     Case("mul_same_shape", binary_case("MUL", (2, 7), (2, 7))),
     Case("mul_broadcast_const_relu", binary_case("MUL", (1, 3, 3, 4), (1, 1, 1, 4), "RELU",
                                                  const_b=True)),
+    # shapes the fast form specializes (modelgen/ops/tflite_fast.py): one input channel with a
+    # tall window (KWS's first layer), 1×1 over an odd pixel count into odd channels with a
+    # depth past the full unroll, a depthwise 5×5 (taps not in locals) with an interior
+    Case("conv_1ch_10x4_s2", conv_case((1, 15, 9, 1), (5, 10, 4, 1), {"stride": (2, 2)})),
+    Case("conv_1x1_odd", conv_case((1, 3, 5, 19), (5, 1, 1, 19), {"act": "RELU"})),
+    Case("dw_5x5_interior", conv_case((1, 9, 8, 3), (1, 5, 5, 3), {}, depthwise=True)),
+    # FULLY_CONNECTED with a filter zero point, an odd channel count past groups of four
+    Case("fc_zp_filter_odd", fc_case((1, 37), 7, "RELU", filter_zp=3)),
+    # padded input past the stack's copy: the border's clipped taps
+    Case("conv_same_big_border", conv_case((1, 18, 20, 3), (4, 3, 3, 3), {"stride": (1, 2)})),
 ]  # fmt: skip
 
 

@@ -80,13 +80,15 @@ PATH_CASES = [
 
 def all_cases_model(seed: int = 0) -> Tuple[bytes, List[str]]:
     """compile_cases's int8 cases and :data:`PATH_CASES` in one ``.tflite``, as
-    ``cases_model`` builds it; not the per-channel FULLY_CONNECTED cases (``fc_pc_``), which
-    the cmsis-nn form refuses when FULLY_CONNECTED is forced onto it (its one multiplier:
+    ``cases_model`` builds it; not the per-channel FULLY_CONNECTED cases (``fc_pc_``) nor
+    those with a filter zero point (``fc_zp_``), which the cmsis-nn form refuses when
+    FULLY_CONNECTED is forced onto it (its one multiplier, its filter offset 0:
     test_forms_chosen_and_forced)."""
     rng = np.random.default_rng(seed)
     w = TfliteWriter()
     inputs, outputs = [], []
-    chosen = [case for case in [*CASES, *PATH_CASES] if not case.name.startswith("fc_pc_")]
+    refused = ("fc_pc_", "fc_zp_")
+    chosen = [case for case in [*CASES, *PATH_CASES] if not case.name.startswith(refused)]
     for case in chosen:
         x, y = case.add(w, rng, "int8")
         fed = x if isinstance(x, tuple) else (x,)

@@ -17,8 +17,10 @@ from compile_cases import CONTROL, cases_model, tiny_model
 from conftest import requires_arm
 
 from project_api.compile import build_model, compile_tflite, read_tflite
+from project_api.compile.lower import lower_model
 from project_api.driver import Project
 from project_api.modelgen import compare_outputs
+from project_api.modelgen.ops.tflite_fast import force_form
 
 litert = pytest.importorskip(
     "ai_edge_litert.interpreter", reason="LiteRT (ai-edge-litert, the test extra) is the oracle"
@@ -51,12 +53,14 @@ def random_inputs(model: bytes, seed: int) -> Dict[str, np.ndarray]:
     return inputs
 
 
-@pytest.fixture(scope="module", params=["int8", "float32"])
+@pytest.fixture(scope="module", params=["int8", "float32", "int8-reference"])
 def compiled(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Tuple[str, bytes, List[str], Project]]:
-    dtype = request.param
-    work = tmp_path_factory.mktemp(f"compile_{dtype}")
+    """int8 in its default (``fast``) C form, float32, and int8 in the ``reference`` form
+    (the plain loops: modelgen/ops/tflite_fast.py)."""
+    dtype, _, form = request.param.partition("-")
+    work = tmp_path_factory.mktemp(f"compile_{request.param}")
     model, names = cases_model(dtype)
     path = work / "cases.tflite"
     path.write_bytes(model)
@@ -64,7 +68,12 @@ def compiled(
     read = read_tflite(path)
     control = read.outputs[names.index(CONTROL)]
     index = next(op.index for op in read.operators if op.outputs[0] == control)
-    archive = build_model(path, rounding={index: "double"}).write(work / "cases.tar")
+    if form:
+        network = lower_model(read, rounding={index: "double"})
+        assert force_form(network, form) > 10
+        archive = network.build().write(work / "cases.tar")
+    else:
+        archive = build_model(path, rounding={index: "double"}).write(work / "cases.tar")
     project = Project.generate(archive, work / "project")
     project.build()
     yield dtype, model, names, project

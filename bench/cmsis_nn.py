@@ -74,7 +74,7 @@ def repository() -> Path:
 
 def tags(repo: Path) -> List[str]:
     """The repository's release tags, in release order (those of RELEASES first)."""
-    from project_api.resolve.cmsis_nn_release import RELEASES
+    from project_api.cmsis_nn.release import RELEASES
 
     found = subprocess.run(
         ["git", "-C", str(repo), "tag"], capture_output=True, text=True, check=True
@@ -85,8 +85,8 @@ def tags(repo: Path) -> List[str]:
 
 def measure(ctx: Context, archive: Path, board: str, repo: Path, tag: str) -> Dict[str, Any]:
     """One firmware: instructions, exact or refused (``REFUSED``: a covered tag), RAM."""
+    from project_api.cmsis_nn.release import covered_releases
     from project_api.errors import DependencyError
-    from project_api.resolve.cmsis_nn_release import covered_releases
 
     dependency = {"short_name": "cmsis-nn", "url": repo.resolve().as_uri(), "url_type": "git",
                   "version_spec": tag}  # fmt: skip

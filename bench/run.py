@@ -35,6 +35,8 @@ from bench import (  # noqa: E402
     codesize,
     compile_cmsis,
     compile_fuzz,
+    compile_kws,
+    compiled,
     dispatch,
     export,
     fuzz,
@@ -50,6 +52,7 @@ from bench import (  # noqa: E402
     soak,
     streaming,
     trial,
+    tune,
     utvm,
 )
 from bench.common import REPO_ROOT, Context, Part, PartResult, Skip  # noqa: E402
@@ -60,7 +63,8 @@ REGISTERED: List[Part] = [
     module.PART
     for module in (codesize, ram, dispatch, buildtime, streaming, params, aot, hostile, fuzz,
                    soak, matrix, bare, project_types, idle, machines, utvm, trial, sandbox,
-                   export, cmsis_nn, plan, compile_fuzz, compile_cmsis)
+                   export, cmsis_nn, plan, compile_fuzz, compile_cmsis, compile_kws, tune,
+                   compiled)
 ]  # fmt: skip
 PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
     (part.name, part.title, part.run) for part in REGISTERED

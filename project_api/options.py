@@ -389,6 +389,14 @@ OPTIONS: Dict[str, Option] = _table(
         optional=_GENERATE,
     ),
     Option(
+        "cmsis_nn",
+        "bool",
+        False,
+        "For a .tflite model: compile its int8 operators to CMSIS-NN v7.0.0 calls, as "
+        "`mlf-project compile --cmsis-nn` does (an MLF archive is taken as it is).",
+        optional=_GENERATE,
+    ),
+    Option(
         "profile",
         "bool",
         False,

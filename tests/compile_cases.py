@@ -78,9 +78,11 @@ def conv_case(
                                          zero_point=0))  # fmt: skip
             out_scale = 2.0**-7 if ties else _act_scale(in_scale, f_scales, depth)
             y = w.tensor(out_shape, "int8", scale=out_scale, zero_point=int(rng.integers(-10, 10)))
-        elif hybrid:  # float32 data, an int8 filter with one scale (LiteRT's EvalHybrid)
+        elif hybrid:  # float32 data, an int8 filter: one scale (conv), one a channel (depthwise)
             weights = rng.integers(-127, 128, filter_shape).astype(np.int8)
-            operands = [x, w.tensor(filter_shape, "int8", data=weights, scale=0.01, zero_point=0)]
+            scale = rng.uniform(0.005, 0.02, channels).astype(np.float32) if depthwise else 0.01
+            operands = [x, w.tensor(filter_shape, "int8", data=weights, scale=scale,
+                                    zero_point=0, axis=axis)]  # fmt: skip
             if bias:
                 b_data = rng.uniform(-1, 1, channels).astype(np.float32)
                 operands.append(w.tensor((channels,), "float32", data=b_data))
@@ -95,6 +97,8 @@ def conv_case(
         name = "DEPTHWISE_CONV_2D" if depthwise else "CONV_2D"
         make = depthwise_options if depthwise else conv_options
         version = 3 if dtype == "int8" else (2 if depthwise or hybrid else 1)
+        if hybrid and depthwise and dtype == "float32":
+            version = 6  # LiteRT's converter: hybrid depthwise, per-channel
         w.op(name, operands, [y], options=make(**options), version=version)  # type: ignore[arg-type]
         return x, y
 
@@ -143,7 +147,12 @@ def fc_case(
     ties: bool = False,
     in_scale: float = 0.05,
     hybrid: bool = False,
+    per_channel: bool = False,
+    filter_zp: int = 0,
 ):
+    """``per_channel``: an int8 filter with a scale per output unit (ties: 2^-6 and 2^-5 in
+    turn)."""
+
     def add(w: TfliteWriter, rng: np.random.Generator, dtype: str) -> Tuple[int, int]:
         depth = x_shape[-1] if len(x_shape) == 2 else int(np.prod(x_shape[1:]))
         batches = int(np.prod(x_shape)) // depth
@@ -151,15 +160,22 @@ def fc_case(
         x = w.tensor(x_shape, dtype, scale=in_scale_ if dtype == "int8" else None, zero_point=in_zp)
         if dtype == "int8":
             f_scale = np.float32(2.0**-6 if ties else rng.uniform(0.002, 0.02))
+            if per_channel:
+                f_scale = (
+                    np.where(np.arange(units) % 2, 2.0**-5, 2.0**-6)
+                    if ties
+                    else rng.uniform(0.002, 0.02, units)
+                ).astype(np.float32)
             weights = rng.integers(-1 if ties else -127, 2 if ties else 128, (units, depth))
             weights = weights.astype(np.int8)
-            operands = [x, w.tensor((units, depth), "int8", data=weights, scale=f_scale)]
+            operands = [x, w.tensor((units, depth), "int8", data=weights, scale=f_scale,
+                                    zero_point=filter_zp, axis=0)]  # fmt: skip
             if bias:
                 acc_std = int(74 * (1 if ties else 74) * np.sqrt(depth))
                 b_data = rng.integers(-acc_std, acc_std, units).astype(np.int32)
                 operands.append(w.tensor((units,), "int32", data=b_data,
                                          scale=np.float32(in_scale_) * f_scale))  # fmt: skip
-            out_scale = 2.0**-7 if ties else _act_scale(in_scale_, np.array([f_scale]), depth)
+            out_scale = 2.0**-7 if ties else _act_scale(in_scale_, np.ravel(f_scale), depth)
             y = w.tensor((batches, units), "int8", scale=out_scale,
                          zero_point=int(rng.integers(-10, 10)))  # fmt: skip
         elif hybrid:  # float32 data, an int8 filter with one scale (LiteRT's hybrid dense)
@@ -302,17 +318,32 @@ def unary_case(name: str, shape: Sequence[int], in_scale: float):
     return add
 
 
-def mean_case(shape: Sequence[int], ties: bool = False):
-    """MEAN over axes 1 and 2, kept (a global average pool); ``ties``: equal power-of-two
-    scales, so that sums land on halves of the count."""
+def mean_case(
+    shape: Sequence[int],
+    ties: bool = False,
+    axes: Sequence[int] = (1, 2),
+    keep_dims: bool = True,
+    same_quantization: bool = False,
+):
+    """MEAN over ``axes`` (by default 1 and 2, kept: a global average pool); ``ties``: equal
+    power-of-two scales, so that sums land on halves of the count; ``same_quantization``:
+    the output quantized as the input."""
 
     def add(w: TfliteWriter, rng: np.random.Generator, dtype: str) -> Tuple[int, int]:
         in_scale = 2.0**-4 if ties else 0.05
         out_scale = 2.0**-4 if ties else float(rng.uniform(0.02, 0.08))
+        rank = len(shape)
+        reduced = {a % rank for a in axes}
+        out_shape = tuple(
+            (1 if k in reduced else d) for k, d in enumerate(shape) if keep_dims or k not in reduced
+        )
         x = w.tensor(shape, dtype, **_q(rng, dtype, in_scale))
-        axes = w.tensor((2,), "int32", data=np.array([1, 2], dtype=np.int32))
-        y = w.tensor((shape[0], 1, 1, shape[3]), dtype, **_q(rng, dtype, out_scale))
-        w.op("MEAN", [x, axes], [y], options=[(0, "bool", True)],
+        axes_t = w.tensor((len(axes),), "int32", data=np.array(axes, dtype=np.int32))
+        y = w.tensor(out_shape, dtype, **_q(rng, dtype, out_scale))
+        if same_quantization and dtype == "int8":
+            w.tensors[y].scales = w.tensors[x].scales
+            w.tensors[y].zero_points = w.tensors[x].zero_points
+        w.op("MEAN", [x, axes_t], [y], options=[(0, "bool", keep_dims)],
              version=2 if dtype == "int8" else 1)  # fmt: skip
         return x, y
 
@@ -400,6 +431,20 @@ CASES: List[Case] = [
     Case("squeeze_fc", squeeze_then_fc_case()),
     Case("mean_spatial", mean_case((2, 5, 6, 7))),
     Case("mean_ties", mean_case((1, 4, 2, 9), ties=True)),
+    Case("mean_axis3_dropped", mean_case((2, 3, 4, 5), axes=(3,), keep_dims=False)),
+    Case("mean_axes12_dropped", mean_case((1, 5, 6, 7), keep_dims=False)),
+    Case("mean_3d_axis1_kept", mean_case((3, 6, 4), axes=(1,))),
+    Case("mean_axes_0_2_neg", mean_case((2, 5, 3, 4), axes=(0, -2), keep_dims=False)),
+    Case("mean_all_same_q", mean_case((4, 9), axes=(0, 1), same_quantization=True)),
+    Case("mean_axis2_ties", mean_case((2, 3, 6), axes=(2,), ties=True, keep_dims=False)),
+    Case("fc_pc_relu", fc_case((2, 19), 6, "RELU", per_channel=True)),
+    Case("fc_pc_ties", fc_case((3, 40), 10, "NONE", ties=True, per_channel=True)),
+    Case("dw_hybrid_in_float",  # int8: a plain depthwise; float32: an int8 filter (hybrid)
+         conv_case((2, 6, 5, 3), (1, 3, 3, 6), {"multiplier": 2, "stride": (2, 1), "act": "RELU"},
+                   depthwise=True, hybrid=True)),
+    Case("dw_hybrid_valid_dil",
+         conv_case((1, 7, 7, 4), (1, 3, 2, 4), {"padding": "VALID", "dilation": (2, 1)},
+                   depthwise=True, hybrid=True)),
     Case("add_same_shape_relu", binary_case("ADD", (1, 4, 5, 3), (1, 4, 5, 3), "RELU")),
     Case("add_broadcast_const", binary_case("ADD", (2, 3, 4), (4,), const_b=True)),
     Case("add_broadcast_both", binary_case("ADD", (3, 1, 5), (1, 4, 1), "RELU6")),
@@ -407,6 +452,16 @@ CASES: List[Case] = [
     Case("mul_same_shape", binary_case("MUL", (2, 7), (2, 7))),
     Case("mul_broadcast_const_relu", binary_case("MUL", (1, 3, 3, 4), (1, 1, 1, 4), "RELU",
                                                  const_b=True)),
+    # shapes the fast form specializes (modelgen/ops/tflite_fast.py): one input channel with a
+    # tall window (KWS's first layer), 1×1 over an odd pixel count into odd channels with a
+    # depth past the full unroll, a depthwise 5×5 (taps not in locals) with an interior
+    Case("conv_1ch_10x4_s2", conv_case((1, 15, 9, 1), (5, 10, 4, 1), {"stride": (2, 2)})),
+    Case("conv_1x1_odd", conv_case((1, 3, 5, 19), (5, 1, 1, 19), {"act": "RELU"})),
+    Case("dw_5x5_interior", conv_case((1, 9, 8, 3), (1, 5, 5, 3), {}, depthwise=True)),
+    # FULLY_CONNECTED with a filter zero point, an odd channel count past groups of four
+    Case("fc_zp_filter_odd", fc_case((1, 37), 7, "RELU", filter_zp=3)),
+    # padded input past the stack's copy: the border's clipped taps
+    Case("conv_same_big_border", conv_case((1, 18, 20, 3), (4, 3, 3, 3), {"stride": (1, 2)})),
 ]  # fmt: skip
 
 

@@ -184,11 +184,9 @@ def cmsis_nn() -> CmsisNn:
     return CmsisNn(tree=local)
 
 
-@pytest.fixture(scope="session")
-def cmsis_nn_checkout(tmp_path_factory: pytest.TempPathFactory) -> Optional[Path]:
-    """A CMSIS-NN tree from $MLF_PROJECT_CMSIS_NN: the checkout it names, or tag
-    :data:`CMSIS_NN_TAG` of the repository it names, checked out once per session; None
-    when it is unset (tests that need it skip with :data:`CMSIS_NN_SKIP`)."""
+def _checkout(tmp_path_factory: pytest.TempPathFactory, tag: str) -> Optional[Path]:
+    """The checkout $MLF_PROJECT_CMSIS_NN names, or ``tag`` of the repository it names,
+    checked out; None when it is unset."""
     if not cmsis_nn_given():
         return None
     source = cmsis_nn()
@@ -198,14 +196,30 @@ def cmsis_nn_checkout(tmp_path_factory: pytest.TempPathFactory) -> Optional[Path
     tree = tmp_path_factory.mktemp("cmsis-nn") / "CMSIS-NN"
     done = subprocess.run(
         ["git", "-c", "advice.detachedHead=false", "clone", "--quiet", "--depth", "1",
-         "--branch", CMSIS_NN_TAG, source.git_url, str(tree)],
+         "--branch", tag, source.git_url, str(tree)],
         capture_output=True,
         text=True,
     )  # fmt: skip
     if done.returncode != 0:
-        pytest.fail(
-            f"{CMSIS_ENV}={source.git_url}: cannot check out {CMSIS_NN_TAG}: {done.stderr.strip()}"
-        )
+        pytest.fail(f"{CMSIS_ENV}={source.git_url}: cannot check out {tag}: {done.stderr.strip()}")
+    return tree
+
+
+@pytest.fixture(scope="session")
+def cmsis_nn_checkout(tmp_path_factory: pytest.TempPathFactory) -> Optional[Path]:
+    """A CMSIS-NN tree from $MLF_PROJECT_CMSIS_NN: the checkout it names, or tag
+    :data:`CMSIS_NN_TAG` of the repository it names, checked out once per session; None
+    when it is unset (tests that need it skip with :data:`CMSIS_NN_SKIP`)."""
+    return _checkout(tmp_path_factory, CMSIS_NN_TAG)
+
+
+@pytest.fixture(scope="session")
+def cmsis_v7_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """CMSIS-NN v7.0.0, the release ``compile --cmsis-nn`` names, checked out once per
+    session (or the checkout $MLF_PROJECT_CMSIS_NN names); skips without one."""
+    tree = _checkout(tmp_path_factory, "v7.0.0")
+    if tree is None:
+        pytest.skip(CMSIS_NN_SKIP)
     return tree
 
 

@@ -50,7 +50,7 @@ def test_table_and_targets_without_results() -> None:
     text = table([{"a": 1234, "b": 0.5, "c": None, "d": True}], ["a", "b", "c", "d"])
     assert text.splitlines()[1].split() == ["1,234", "0.500", "-", "yes"]
     rows = targets({})
-    assert len(rows) == 36 and {r["status"] for r in rows} == {"not run"}
+    assert len(rows) == 42 and {r["status"] for r in rows} == {"not run"}
     skipped = PartResult("dispatch", "t", status="skipped", reason="needs qemu-system-arm")
     assert targets({"dispatch": skipped})[2]["status"] == "skipped"
 
@@ -284,3 +284,35 @@ def test_compile_cmsis_part(smoke: Dict[str, Any]) -> None:
     assert row["instructions"] > 0 and row["flash_bytes"] > 0 and row["ram_bytes"] > 0
     # issue 43: at most 0.9x TFLM's instructions on the M55 (the direct form), exact
     assert part["summary"]["target_qemu-mps3-an547"], row["instructions"]
+
+
+def test_compile_kws_part(smoke: Dict[str, Any]) -> None:
+    """The smoke of part 22b: KWS compiled from its .tflite (timed as a command and in the
+    process), the cached archive found, and that archive run on the an385 equal to LiteRT."""
+    part = smoke["parts"]["compile_kws"]
+    if part["status"] == "skipped":
+        assert "shared" in part["reason"]
+        return
+    assert part["status"] == "ok", part["reason"]
+    summary = part["summary"]
+    assert 0 < summary["compile_in_process_s"] < summary["compile_command_s"]
+    assert summary["cached_extra_ms_worst"] >= summary["cached_extra_ms_median"]
+    if ARM_QEMU:
+        (row,) = part["rows"]
+        assert (row["archive"], row["board"]) == ("compiled graph", "qemu-mps2-an385")
+        assert row["instructions"] > 0 and row["flash_bytes"] > row["ram_bytes"] > 0
+        assert row["exact"] in (True, None)  # None: LiteRT (the test extra) is absent
+
+
+def test_tune_part(smoke: Dict[str, Any]) -> None:
+    """The smoke of part 23: KWS tuned on the an386 (two firmwares), then again from the
+    cache with nothing built and the same choice."""
+    part = smoke["parts"]["tune"]
+    if part["status"] == "skipped":
+        assert "needs" in part["reason"]
+        return
+    assert part["status"] == "ok", part["reason"]
+    (row,) = part["rows"]
+    assert (row["board"], row["cpu"], row["builds"]) == ("qemu-mps2-an386", "cortex-m-dsp", 2)
+    assert row["cached_builds"] == 0 and row["same_choice"] is True
+    assert 0 < row["tuned_sum"] <= min(row["rules_sum"], row["untuned_sum"])

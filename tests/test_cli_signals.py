@@ -11,7 +11,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
 import numpy as np
 import pytest
@@ -25,19 +25,37 @@ MARK = "MLF_SIGNAL_TEST"
 
 
 def marked_processes(mark: str) -> List[Tuple[int, str]]:
-    """Every process (ours and our descendants') started with ``MARK=mark``."""
-    found = []
+    """Every process started with ``MARK=mark``, and their descendants: a confined build gets
+    an allow-listed environment without the mark (policies.build_environment)."""
     needle = f"{MARK}={mark}".encode()
+    names: Dict[int, str] = {}
+    parents: Dict[int, int] = {}
+    marked = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
+        pid = int(entry.name)
         try:
+            status = (entry / "status").read_text()
+            names[pid] = (entry / "comm").read_text().strip()
             environ = (entry / "environ").read_bytes()
-            name = (entry / "comm").read_text().strip()
         except OSError:
             continue
+        for line in status.splitlines():
+            if line.startswith("PPid:"):
+                parents[pid] = int(line.split()[1])
         if needle in environ.split(b"\0"):
-            found.append((int(entry.name), name))
+            marked.add(pid)
+    found = []
+    for pid, name in names.items():
+        seen = pid
+        for _ in range(64):  # up the tree to a marked ancestor, or to its root
+            if seen in marked:
+                found.append((pid, name))
+                break
+            if seen not in parents:
+                break
+            seen = parents[seen]
     return found
 
 

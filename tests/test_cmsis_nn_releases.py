@@ -33,12 +33,12 @@ from conftest import (
 )
 from mlf_builders import write_dir
 
+from project_api.cmsis_nn.adapter import plan_adapter, scratch_bound
+from project_api.cmsis_nn.calls import API_CMSIS5, API_V4, find_cmsis_nn_calls
+from project_api.cmsis_nn.release import RELEASES, read_tree
+from project_api.cmsis_nn.sources import called_functions, float_sources, needed_sources
 from project_api.driver import Project
 from project_api.errors import DependencyError
-from project_api.resolve.cmsis_nn_adapter import plan_adapter, scratch_bound
-from project_api.resolve.cmsis_nn_calls import API_CMSIS5, API_V4, find_cmsis_nn_calls
-from project_api.resolve.cmsis_nn_release import RELEASES, read_tree
-from project_api.resolve.cmsis_nn_sources import called_functions, float_sources, needed_sources
 from project_api.run.base import live_children
 
 # The tags the code claims to cover (the shared repository has each): each must run exactly.

@@ -220,6 +220,23 @@ def test_unknown_operator_version(tmp_path: Path) -> None:
                    "version 9")  # fmt: skip
 
 
+def test_hybrid_depthwise_with_one_filter_scale_is_refused(tmp_path: Path) -> None:
+    """LiteRT's hybrid DEPTHWISE_CONV_2D takes a filter scale per channel (its Prepare
+    refuses one scale, DEPTHWISE_CONV_2D v4): refused in one line that says so; the same
+    operator with a scale per channel (v6) compiles."""
+    w = TfliteWriter()
+    rng = np.random.default_rng(0)
+    add = conv_case((1, 5, 5, 3), (1, 3, 3, 3), {}, depthwise=True, hybrid=True)
+    x, y = add(w, rng, "float32")
+    good = write(tmp_path, w.finish([x], [y]), "per_channel.tflite")
+    assert compile_tflite(good, tmp_path / "ok.tar")
+    w.tensors[w.ops[0].inputs[1]].scales = [0.01]
+    w.tensors[w.ops[0].inputs[1]].zero_points = [0]
+    w.opcodes[0] = (w.opcodes[0][0], 4, "")
+    label = "operator 0 (DEPTHWISE_CONV_2D v4): hybrid"
+    assert_refused(write(tmp_path, w.finish([x], [y])), tmp_path, label, "per output channel")
+
+
 def test_several_subgraphs(tmp_path: Path) -> None:
     w = TfliteWriter(subgraphs=2)
     x, y = fc_case((1, 4), 2, "NONE")(w, np.random.default_rng(0), "float32")
@@ -232,6 +249,22 @@ def test_dynamic_shape(tmp_path: Path) -> None:
     y = w.tensor((1, 4), "float32", signature=(1, -1))
     w.op("SOFTMAX", [x], [y], options=[(0, "f32", 1.0)])
     assert_refused(write(tmp_path, w.finish([x], [y])), tmp_path, "dynamic shape")
+
+
+def test_interface_is_an_aot_option(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """--interface packed without --executor aot: one line, exit 2, nothing written; with it
+    the archive is written and --json says which interface."""
+    import json
+
+    model = write(tmp_path, tiny_model())
+    out = tmp_path / "out.tar"
+    assert main(["compile", str(model), str(out), "--interface", "packed"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--executor aot" in err and not out.exists()
+    argv = ["compile", str(model), str(out), "--executor", "aot", "--interface", "packed"]
+    assert main([*argv, "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert (record["executor"], record["interface"], record["name"]) == ("aot", "packed", "default")
 
 
 def test_an_existing_archive_is_kept_unless_forced(

@@ -93,6 +93,34 @@ def test_float_kws_equals_litert(tmp_path: Path) -> None:
             assert compare_outputs({"output0": got}, {"output0": want}, rtol=1e-5) == []
 
 
+@pytest.mark.parametrize(
+    "stem, interface",
+    [("kws_ref_model", "c"), ("ad01_int8", "c"), ("kws_ref_model_float32", "packed")],
+)
+def test_shared_model_as_aot_equals_litert(stem: str, interface: str, tmp_path: Path) -> None:
+    """The same models compiled for TVM's AOT executor (the float KWS with the packed
+    interface, the others with interface c), one build each, on the host: int8 outputs
+    equal, float32 within rtol 1e-5 (measured: bit-identical)."""
+    model = shared_model(stem)
+    archive = compile_tflite(model, tmp_path / f"{stem}.tar", executor="aot", interface=interface)
+    interpreter = litert.Interpreter(model_path=str(model))
+    detail = interpreter.get_input_details()[0]
+    project = Project.generate(archive, tmp_path / "project")
+    project.build()
+    rng = np.random.default_rng(4)
+    with project.session(timeout=60) as session:
+        for _ in range(RUNS):
+            if detail["dtype"] == np.int8:
+                x = rng.integers(-128, 128, tuple(detail["shape"])).astype(np.int8)
+            else:
+                x = rng.uniform(-30, 30, tuple(detail["shape"])).astype(np.float32)
+            want = litert_run(model, x)
+            got = session.run({detail["name"]: x})["output0"].reshape(want.shape)
+            assert compare_outputs({"output0": got}, {"output0": want}, rtol=1e-5) == []
+            if want.dtype == np.int8:
+                np.testing.assert_array_equal(got, want)
+
+
 def test_archive_states_the_io_quantization(tmp_path: Path) -> None:
     """The Relay text states the int8 input's and output's scale and zero point as TVM's
     does, so read/quant.py (and export's header) find them."""

@@ -326,8 +326,8 @@ def test_generator_mirrors_runtime_sizes(mlf_corpus: Path, crt_build: Path) -> N
 def test_generator_reads_the_runtime_workspace_rule() -> None:
     """The generator sizes windows and workspaces by the runtime's rule: the block alignment and
     the link kept for each block below the last, as crt/include/mlf_runtime.h defines them."""
+    from project_api.cmsis_nn import adapter as cmsis_nn_adapter
     from project_api.generate import sizes, tables
-    from project_api.resolve import cmsis_nn_adapter
 
     header = (CRT_DIR / "include" / "mlf_runtime.h").read_text()
     defined = dict(re.findall(r"^#define (MLF_\w+) (\d+)u\s*$", header, re.M))

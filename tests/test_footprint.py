@@ -361,6 +361,8 @@ def test_cli_text_for_a_project(host_project: Project, capsys: pytest.CaptureFix
     assert re.search(
         r"memory plan +TVM plan +ours +lower bound\n  mlp +[\d,]+ +[\d,]+ +[\d,]+", out
     )
+    # the plan names the call that sets its peak
+    assert re.search(r"peak of mlp: during operator \d+ \(node \d+, tvmgen_\w+\)", out)
     assert out.strip().splitlines()[-1].startswith("verdict: mlp")
 
 

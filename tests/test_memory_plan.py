@@ -20,6 +20,7 @@ from project_api.generate.memory_plan import (
     Block,
     lower_bound,
     overlaps,
+    peak,
     place,
     plan_model,
     tensor_storage_ids,
@@ -383,3 +384,9 @@ def test_windows_follow_the_runtime_lifo_rule(tmp_path: Path) -> None:
     assert function_windows(model, ["dw"], 999, adapter={"dw": 2752})["dw"] == 59008
     # Without the C, one block per 16 bytes of the figure: still enough for twenty.
     assert figure_bytes(320, None) >= lifo_bytes([16] * 20)
+
+
+def test_peak_names_the_call_that_sets_it() -> None:
+    blocks = [Block("a", 100, 0, 1), Block("b", 50, 1, 2), Block("c", 120, 2, 3)]
+    assert peak(blocks) == (170, 2)  # b and c live during call 2
+    assert peak([]) == (0, -1)

@@ -234,6 +234,7 @@ def test_generate_hands_coerced_options_to_the_driver(
         "allow_dependency_cmake": False,
         "mlperftiny_energy": False,  # advertised for TVM's mlperftiny flow; a default is harmless
         "device_graph_executor": False,
+        "cmsis_nn": False,
     } | ({"cmsis_path": os.environ["CMSIS_PATH"]} if os.environ.get("CMSIS_PATH") else {})
 
 

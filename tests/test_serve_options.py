@@ -53,6 +53,7 @@ OURS = [
     "device_protocol",
     "device_memory_bytes",
     "device_graph_executor",
+    "cmsis_nn",
 ]
 METHODS = {"generate_project", "build", "flash", "open_transport"}
 

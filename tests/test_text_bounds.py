@@ -36,7 +36,7 @@ def test_tables_name_existing_patterns() -> None:
 
 
 def test_control_the_old_stripper_does_not_finish() -> None:
-    """The pattern ``cmsis_nn_sources._strip`` used, on 1 MiB of ``// /*`` lines, killed
+    """The pattern ``cmsis_nn.sources._strip`` used, on 1 MiB of ``// /*`` lines, killed
     once the bound has passed: the bound is one that a quadratic pattern fails."""
     old = r"/\*.*?\*/"
     program = (

@@ -38,6 +38,7 @@ MIB = 1 << 20
 MODULES = (
     "project_api.read",
     "project_api.resolve",
+    "project_api.cmsis_nn",
     "project_api.generate",
     "project_api.footprint",
     "project_api.modelgen",
@@ -201,6 +202,9 @@ def _refusal_ok(reader: Callable[[str], object]) -> Callable[[str], object]:
 def _readers() -> List[Tuple[str, Callable[[str], object]]]:
     from project_api.build.cmake import parse_memory_usage
     from project_api.build.summary import failure_lines
+    from project_api.cmsis_nn.calls import find_cmsis_nn_calls
+    from project_api.cmsis_nn.release import read_tree
+    from project_api.cmsis_nn.sources import called_functions, needed_sources
     from project_api.footprint.linked import classify, walk_linker_map
     from project_api.generate.operator_workspace import read_functions
     from project_api.generate.registry import (
@@ -217,9 +221,6 @@ def _readers() -> List[Tuple[str, Callable[[str], object]]]:
     from project_api.read.ctext import strip_comments
     from project_api.read.mblob import mblob_from_c_source
     from project_api.read.relay import main_signature, result_shapes
-    from project_api.resolve.cmsis_nn_calls import find_cmsis_nn_calls
-    from project_api.resolve.cmsis_nn_release import read_tree
-    from project_api.resolve.cmsis_nn_sources import called_functions, needed_sources
     from project_api.resolve.detect import find_cmsis_nn_uses
     from project_api.transport.eembc import errors_in, parse_results
     from project_api.transport.reasons import explain, runtime_text
@@ -258,9 +259,9 @@ def _readers() -> List[Tuple[str, Callable[[str], object]]]:
         ("generate.registry.registered_functions", lambda t: registered_functions([_file(t)])),
         ("generate.registry.defines_system_library", lambda t: defines_system_library([_file(t)])),
         ("generate.operator_workspace.read_functions", lambda t: read_functions([_file(t)])),
-        ("resolve.cmsis_nn_calls.find_cmsis_nn_calls", lambda t: find_cmsis_nn_calls([_file(t)])),
-        ("resolve.cmsis_nn_sources.called_functions", lambda t: called_functions([t])),
-        ("resolve.cmsis_nn_sources/release: a tree", cmsis_tree),
+        ("cmsis_nn.calls.find_cmsis_nn_calls", lambda t: find_cmsis_nn_calls([_file(t)])),
+        ("cmsis_nn.sources.called_functions", lambda t: called_functions([t])),
+        ("cmsis_nn.sources/release: a tree", cmsis_tree),
         ("resolve.detect.find_cmsis_nn_uses", lambda t: find_cmsis_nn_uses([_file(t)])),
         ("build.summary.failure_lines", failure_lines),
         ("build.cmake.parse_memory_usage", parse_memory_usage),
@@ -293,18 +294,18 @@ READER_INPUTS: Dict[str, Callable[[], str]] = {
 }
 # The readers each of them is for (by the start of their names); every reader gets GENERIC
 # and 10 M braces.
-_C_FUNCTIONS = ("read.code", "generate.", "resolve.cmsis_nn_calls", "resolve.cmsis_nn_sources")
+_C_FUNCTIONS = ("read.code", "generate.", "cmsis_nn.calls", "cmsis_nn.sources")
 READER_TARGETS: Dict[str, Tuple[str, ...]] = {
-    "1 MiB of unclosed calls: arm_a(b": ("read.code", "resolve."),
+    "1 MiB of unclosed calls: arm_a(b": ("read.code", "resolve.", "cmsis_nn."),
     "1 MiB of a( ( on lines that open functions": _C_FUNCTIONS,
     "1 MiB line: a long name before a call": _C_FUNCTIONS,
     "1 MiB of (((": ("read.", "footprint.", "jsontext."),
     "1 MiB of TVM calls without their end": ("generate.",),
-    "1 MiB of #define arm_ lines, continued": ("read.", "resolve."),
+    "1 MiB of #define arm_ lines, continued": ("read.", "resolve.", "cmsis_nn."),
     "1 MiB of Tensor[( in a signature": ("read.relay",),
     "1 MiB of JSON strings unclosed": ("jsontext.",),
-    "1 MiB of a prototype, unclosed": ("resolve.cmsis_nn_sources",),
-    "a function of 1 MiB of CMSIS-NN calls": ("read.code", "resolve."),
+    "1 MiB of a prototype, unclosed": ("cmsis_nn.sources",),
+    "a function of 1 MiB of CMSIS-NN calls": ("read.code", "resolve.", "cmsis_nn."),
 }
 
 

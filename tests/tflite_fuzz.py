@@ -69,7 +69,7 @@ def fuzz(
 ) -> FuzzReport:
     """``count`` mutants of ``seeds``: each read (and, with ``lower``, checked and lowered to
     a Network; with ``build``, an accepted one also rendered to C as compile writes it, for
-    every executor);
+    every executor and AOT's packed interface too);
     findings are the mutants that raised anything but CompileError."""
     rng = np.random.default_rng(seed)
     report = FuzzReport()
@@ -82,6 +82,7 @@ def fuzz(
                 generated = lower_to_model(model)
                 for executor in EXECUTORS:
                     archive_members(generated, executor)
+                archive_members(generated, "aot", interface="packed")
             elif lower:
                 lower_model(model)
             report.accepted += 1

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
-from typing import Any, Dict, List
+from pathlib import Path
+from typing import Any, Dict, List, Optional
 
 from ..compile import (
     EXECUTORS,
     FORMS,
+    INTERFACES,
     CmsisNnSource,
     build_model,
     compile_tflite,
@@ -17,7 +20,9 @@ from ..compile import (
     read_tflite,
     supported_text,
 )
+from ..compile.choose import CPU_CLASSES, cpu_class
 from ..compile.tflite import Tensor
+from ..compile.tune import tune_forms
 from ..errors import CompileError
 from .command import EXIT_OK, Command
 
@@ -42,6 +47,14 @@ class CompileCommand(Command):
             default="graph",
             help="graph (default: graph.json and params) or aot (TVM's interface c: "
             "tvmgen_<name>_run, weights as const arrays)",
+        )
+        parser.add_argument(
+            "--interface",
+            choices=INTERFACES,
+            default="c",
+            help="AOT's interface: c (default: tvmgen_<name>_run over structs, a header) or "
+            "packed (TVM's packed calling convention through the system library, what a "
+            "host-driven microTVM session runs)",
         )
         parser.add_argument(
             "--name", default="default", help="the module name (default 'default', as tvmc)"
@@ -78,27 +91,99 @@ class CompileCommand(Command):
         parser.add_argument(
             "--offline", action="store_true", help="never fetch CMSIS-NN (use the cache)"
         )
+        parser.add_argument(
+            "--board",
+            help="choose each operator's form by the rules measured for this board's CPU class "
+            "(compile/rules/forms.json; default: the default class)",
+        )
+        parser.add_argument(
+            "--cpu",
+            help="as --board, for a CPU (cortex-m4, cortex-m55, rv32imac, ...) or a CPU class "
+            f"({', '.join(CPU_CLASSES)})",
+        )
+        parser.add_argument(
+            "--tune",
+            metavar="BOARD",
+            help="measure every candidate form of each operator on this QEMU board under "
+            "-icount (one firmware per form; figures cached) and take the fewest instructions",
+        )
         parser.add_argument("--force", action="store_true", help="replace an existing OUT")
         parser.add_argument("--json", action="store_true", help="print one JSON object")
 
     def do_run(self, args: argparse.Namespace) -> int:
         start = time.perf_counter()
+        if args.interface != "c" and args.executor != "aot":
+            raise CompileError(f"--interface {args.interface} is an AOT option (--executor aot)")
+        forced = parse_forced(args.form)
+        source = CmsisNnSource(args.cmsis_path, tuple(args.dependency), args.offline)
+        if args.board and args.cpu:
+            raise CompileError("--board and --cpu both name the CPU: give one")
+        board = args.tune or args.board
+        if args.tune and args.board and args.board != args.tune:
+            raise CompileError(f"--tune {args.tune} measures that board: --board {args.board} "
+                               "would name another")  # fmt: skip
+        cpu = cpu_class(_board(board), args.cpu)
+        tuning = None
+        if args.tune:
+            if args.force is False and Path(args.out).exists():
+                raise CompileError(f"{args.out} exists (--force replaces it)")
+            tuning = tune_forms(
+                args.model,
+                args.tune,
+                cmsis_nn=args.cmsis_nn,
+                forced=forced,
+                source=source,
+                progress=lambda line: print(line, file=sys.stderr, flush=True),
+            )
         out = compile_tflite(
             args.model,
             args.out,
             name=args.name,
             executor=args.executor,
+            interface=args.interface,
             force=args.force,
             cmsis_nn=args.cmsis_nn,
-            forms=parse_forced(args.form),
-            source=CmsisNnSource(args.cmsis_path, tuple(args.dependency), args.offline),
+            forms=forced,
+            source=source,
+            cpu=cpu,
+            measured=tuning.measured if tuning else None,
+            measured_on=args.tune or "",
         )
         seconds = time.perf_counter() - start
         if args.json:
-            print(json.dumps({"archive": str(out), "name": args.name, "seconds": seconds}))
+            document: Dict[str, Any] = {"archive": str(out), "name": args.name,
+                                        "executor": args.executor,
+                                        "interface": args.interface if args.executor == "aot"
+                                        else None,
+                                        "seconds": seconds, "cpu": cpu}  # fmt: skip
+            if tuning is not None:
+                document["tune"] = tuning.to_json()
+            print(json.dumps(document))
         else:
-            print(f"wrote {out} (module {args.name}, {args.executor} executor, {seconds:.2f} s)")
+            if tuning is not None:
+                print(
+                    f"tuned on {tuning.board}: {tuning.fresh} figure(s) measured "
+                    f"({len(tuning.builds)} firmware(s)), {tuning.cached} from the cache, "
+                    f"{tuning.seconds:.1f} s"
+                )
+            how = f"{args.executor} executor"
+            if args.executor == "aot":
+                how += f", interface {args.interface}"
+            print(f"wrote {out} (module {args.name}, {how}, {seconds:.2f} s)")
         return EXIT_OK
+
+
+def _board(name: Optional[str]) -> Any:
+    """The loaded board ``name`` (None for none); an unknown one is a one-line error."""
+    if not name:
+        return None
+    from ..board import load_board
+    from ..errors import MlfProjectError
+
+    try:
+        return load_board(name)
+    except MlfProjectError as err:
+        raise CompileError(f"--board {name}: {err}") from None
 
 
 def describe_tflite(path: str) -> Dict[str, Any]:

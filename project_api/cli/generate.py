@@ -26,6 +26,7 @@ def add_generate_arguments(parser: argparse.ArgumentParser, *, board_default: st
         help="a project option (graph_format, workspace_size_bytes, compile_definitions, "
         "cmsis_path, sample_inputs, ...); repeatable",
     )
+    add_tflite_flags(parser)
     deps = parser.add_argument_group(
         "external dependencies",
         "add or override the archive's external_dependencies without editing it. A project "
@@ -72,6 +73,16 @@ def add_generate_arguments(parser: argparse.ArgumentParser, *, board_default: st
     )
 
 
+def add_tflite_flags(parser: argparse.ArgumentParser) -> None:
+    """How a .tflite given for an archive is compiled on the fly."""
+    parser.add_argument(
+        "--cmsis-nn",
+        action="store_true",
+        help="for a .tflite: compile its int8 operators to CMSIS-NN calls "
+        "(as `compile --cmsis-nn`; option cmsis_nn)",
+    )
+
+
 def add_dependency_flags(parser: argparse.ArgumentParser, whom: str) -> None:
     """--dependency, --cmsis-path and the trust flags, for commands that generate a project
     of their own (``whom``: for what the dependency counts)."""
@@ -85,6 +96,7 @@ def add_dependency_flags(parser: argparse.ArgumentParser, whom: str) -> None:
     parser.add_argument(
         "--cmsis-path", metavar="DIR", help="a CMSIS-NN checkout, as `generate --cmsis-path`"
     )
+    add_tflite_flags(parser)
     add_trust_arguments(parser)
 
 
@@ -159,6 +171,8 @@ def dependency_options(args: argparse.Namespace, options: Dict[str, Any]) -> Dic
                     f"option {name} given twice (--{flag.replace('_', '-')} and -o)"
                 )
             options[name] = str(Path(value).expanduser().resolve())
+    if getattr(args, "cmsis_nn", False):
+        options["cmsis_nn"] = "true"
     if getattr(args, "offline", False):
         options["offline"] = "true"
     if getattr(args, "refresh_dependencies", False):

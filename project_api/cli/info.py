@@ -7,6 +7,9 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from ..cmsis_nn.adapter import workspace_needs
+from ..cmsis_nn.calls import API_CMSIS5, API_V4, CmsisNnCalls, find_cmsis_nn_calls
+from ..cmsis_nn.features import LEVELS
 from ..compile import is_tflite
 from ..generate.dependencies import archive_base_dir
 from ..generate.memory_plan import model_memory
@@ -14,9 +17,6 @@ from ..read import Archive, Model, TensorSpec, open_archive
 from ..read.kernel_forms import LEVELS as FORM_LEVELS
 from ..read.kernel_forms import model_kernel_forms
 from ..resolve import check_dependencies, collect_dependencies
-from ..resolve.cmsis_nn_adapter import workspace_needs
-from ..resolve.cmsis_nn_calls import API_CMSIS5, API_V4, CmsisNnCalls, find_cmsis_nn_calls
-from ..resolve.features import LEVELS
 from ..resolve.trust import TrustPolicy, Verdict, assess_all
 from .command import EXIT_OK, Command
 from .compile import describe_tflite, tflite_lines
@@ -102,7 +102,8 @@ def archive_summary(archive: Archive) -> Dict[str, Any]:
             summary["kernel_forms"] = [
                 {"index": op.index, "operator": op.operator, "form": op.form,
                  "function": op.function, "call": op.call or None,
-                 "scratch_bytes": dict(zip(FORM_LEVELS, op.scratch)) if op.call else None}
+                 "scratch_bytes": dict(zip(FORM_LEVELS, op.scratch)) if op.call else None,
+                 "why": op.why or None}
                 for op in forms.operators
             ]  # fmt: skip
         models.append(summary)
@@ -191,6 +192,8 @@ def _form_lines(model: Model) -> List[str]:
         if op.call:
             per_level = ", ".join(f"{level} {n}" for level, n in zip(FORM_LEVELS, op.scratch))
             text += f" ({op.call}; scratch B: {per_level})"
+        if op.why:
+            text += f"  [{op.why}]"
         lines.append(text)
     if forms.cmsis_nn:
         lines.append(

@@ -3,7 +3,8 @@
 The pipeline's first stage: **compile → MLF → read → resolve → generate ...**
 
     tflite.read_tflite(path)       bounded FlatBuffer reader → TfliteModel
-    forms.plan_forms(model)        each operator's kernel form (ref, cmsis-nn): one seam
+    choose.choose_forms(model)     each operator's kernel form (ref, cmsis-nn) and why:
+                                   forced, tuned (tune.py), a rule (rules/forms.json)
     lower.lower_model(model)       checks (one-line refusals) → modelgen Network of
                                    operators with TFLite's reference arithmetic, each in
                                    its form (cmsis_scratch.py: CMSIS-NN's scratch answers)
@@ -26,15 +27,18 @@ from ..errors import CompileError
 from ..modelgen import GeneratedModel
 from ..modelgen.ops import TensorType
 from ..modelgen.ops.tflite_cmsis import CmsisCall
-from .forms import CMSIS_NN_DEPENDENCY, FORMS, FormPlan, parse_forced, plan_forms
+from .choose import DEFAULT_CLASS, Measured, choose_forms
+from .forms import CMSIS_NN_DEPENDENCY, FORMS, FormPlan, parse_forced
 from .lower import SUPPORTED, Rounding, lower_model, supported_text
 from .tflite import TfliteModel, read_tflite
 
 EXECUTORS = ("graph", "aot")
+INTERFACES = ("c", "packed")  # AOT's interface-api
 PathLike = Union[str, "os.PathLike[str]"]
 
 __all__ = [
     "EXECUTORS",
+    "INTERFACES",
     "FORMS",
     "CmsisNnSource",
     "compile_model",
@@ -108,15 +112,24 @@ def compile_model(
     cmsis_nn: bool = False,
     forms: Optional[Mapping[str, str]] = None,
     source: Optional[CmsisNnSource] = None,
+    cpu: str = DEFAULT_CLASS,
+    measured: Optional[Measured] = None,
+    plan: Optional[FormPlan] = None,
+    measured_on: str = "",
 ) -> Compiled:
     """Reads, checks and lowers a ``.tflite`` with each operator in its kernel form
-    (compile/forms.py: ``cmsis_nn`` prefers CMSIS-NN, ``forms`` {KIND: FORM} forces one);
-    with CMSIS-NN operators, asks that library their scratch sizes (compile/cmsis_scratch.py).
-    Nothing is written."""
+    (compile/choose.py: ``forms`` {KIND: FORM} forces one, ``measured`` {index: {form:
+    instructions}} from ``compile --tune`` (on board ``measured_on``) picks the fewest, else
+    the rules for CPU class
+    ``cpu``; ``cmsis_nn`` lets CMSIS-NN be a candidate; ``plan`` replaces the choice, as
+    tune.py measures); with CMSIS-NN operators, asks that library their scratch sizes
+    (compile/cmsis_scratch.py). Nothing is written."""
     if executor not in EXECUTORS:
         raise CompileError(f"executor {executor!r}: compile writes {', '.join(EXECUTORS)} only")
     model = read_tflite(path)
-    plan = plan_forms(model, cmsis_nn=cmsis_nn, forced=forms)
+    if plan is None:
+        plan = choose_forms(model, cmsis_nn=cmsis_nn, forced=forms, cpu=cpu, measured=measured,
+                            measured_on=measured_on)  # fmt: skip
     generated = lower_to_model(model, name=name, forms=plan)
     compiled = Compiled(generated, plan)
     queries = []
@@ -173,6 +186,8 @@ def kernel_forms_member(compiled: Compiled) -> Dict[str, bytes]:
         if isinstance(op, CmsisCall):
             entry["call"] = f"arm_{op.kernel}"
             entry["scratch"] = compiled.scratch.get(number, {})
+        if index in compiled.forms.why:
+            entry["why"] = compiled.forms.why[index]
         operators.append(entry)
     document: Dict[str, Any] = {"format": 1, "operators": operators}
     if compiled.cmsis_nn:
@@ -185,13 +200,19 @@ def archive_members(
     generated: Union[GeneratedModel, Compiled],
     executor: str = "graph",
     source: Path = Path("model.tflite"),
+    interface: str = "c",
 ) -> Dict[str, bytes]:
-    """The archive's members (version 7) for ``executor``; a rule of its layout that the
-    model breaks (AOT's C names, ...) is a one-line CompileError. A :class:`Compiled` model
-    also records its operators' kernel forms (:func:`kernel_forms_member`)."""
+    """The archive's members (version 7) for ``executor`` (and AOT's ``interface``); a rule
+    of its layout that the model breaks (AOT's C names, ...) is a one-line CompileError. A
+    :class:`Compiled` model also records its operators' kernel forms
+    (:func:`kernel_forms_member`)."""
+    if interface not in INTERFACES:
+        raise CompileError(f"interface {interface!r}: compile writes {', '.join(INTERFACES)}")
+    if interface != "c" and executor != "aot":
+        raise CompileError(f"--interface {interface} is an AOT option (--executor aot)")
     model = generated.generated if isinstance(generated, Compiled) else generated
     try:
-        members = model.members(version=7, executor=executor)
+        members = model.members(version=7, executor=executor, interface=interface)
     except ValueError as err:
         raise CompileError(f"{source}: {err}") from None
     if isinstance(generated, Compiled):
@@ -205,22 +226,39 @@ def compile_tflite(
     *,
     name: str = "default",
     executor: str = "graph",
+    interface: str = "c",
     force: bool = False,
     cmsis_nn: bool = False,
     forms: Optional[Mapping[str, str]] = None,
     source: Optional[CmsisNnSource] = None,
+    cpu: str = DEFAULT_CLASS,
+    measured: Optional[Measured] = None,
+    plan: Optional[FormPlan] = None,
+    measured_on: str = "",
 ) -> Path:
     """Compiles ``path`` into the MLF archive ``out`` (a version-7 tar); returns ``out``.
-    ``cmsis_nn``, ``forms`` and ``source``: as :func:`compile_model`."""
+    ``interface`` is AOT's: ``c`` (``tvmgen_<name>_run`` over structs) or ``packed`` (TVM's
+    packed calling convention through the system library); ``cmsis_nn``, ``forms``,
+    ``source``, ``cpu``, ``measured`` (on board ``measured_on``), ``plan``: as
+    :func:`compile_model`."""
     out = Path(out)
     if (out.exists() or out.is_symlink()) and not force:
         raise CompileError(f"{out} exists (--force replaces it)")
     if out.is_dir():
         raise CompileError(f"{out} is a directory")
     compiled = compile_model(
-        path, name=name, executor=executor, cmsis_nn=cmsis_nn, forms=forms, source=source
+        path,
+        name=name,
+        executor=executor,
+        cmsis_nn=cmsis_nn,
+        forms=forms,
+        source=source,
+        cpu=cpu,
+        measured=measured,
+        plan=plan,
+        measured_on=measured_on,
     )
-    data = archive_members(compiled, executor, Path(path))
+    data = archive_members(compiled, executor, Path(path), interface)
     from ..modelgen.emit import tar_bytes
 
     archive = tar_bytes(data)

@@ -16,10 +16,13 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from ..errors import CompileError
 from .tflite import MAX_FILE_BYTES, read_tflite
+
+if TYPE_CHECKING:
+    from . import CmsisNnSource
 
 KEEP = 32
 PathLike = Union[str, "os.PathLike[str]"]
@@ -38,23 +41,34 @@ def compiler_digest() -> str:
 
 
 def cached_archive(
-    path: PathLike, cache_root: PathLike, *, name: str = "default", executor: str = "graph"
+    path: PathLike,
+    cache_root: PathLike,
+    *,
+    name: str = "default",
+    executor: str = "graph",
+    cmsis_nn: bool = False,
+    source: Optional[CmsisNnSource] = None,
+    cpu: str = "default",
 ) -> Path:
     """The MLF archive of the ``.tflite`` at ``path``, compiled into ``cache_root/compiled``
-    unless it is there already."""
+    unless it is there already. ``cmsis_nn``, ``source`` and ``cpu`` (a CPU class, whose rules
+    choose each operator's form): as ``compile_tflite``'s (where CMSIS-NN comes from does not
+    change the archive, so it is not in the key)."""
     from . import compile_tflite
 
-    source = Path(path)
+    model = Path(path)
     try:
-        if source.stat().st_size > MAX_FILE_BYTES:
-            read_tflite(source)  # refuses it, in its own words, by its size
-        data = source.read_bytes()
+        if model.stat().st_size > MAX_FILE_BYTES:
+            read_tflite(model)  # refuses it, in its own words, by its size
+        data = model.read_bytes()
     except OSError as err:
-        raise CompileError(f"{source}: {err.strerror or err}") from None
-    options = json.dumps({"name": name, "executor": executor}, sort_keys=True)
+        raise CompileError(f"{model}: {err.strerror or err}") from None
+    options = json.dumps(
+        {"name": name, "executor": executor, "cmsis_nn": cmsis_nn, "cpu": cpu}, sort_keys=True
+    )
     key = hashlib.sha256(data + options.encode() + compiler_digest().encode()).hexdigest()[:32]
     folder = Path(cache_root) / "compiled"
-    archive = folder / f"{source.stem[:40]}-{key}.tar"
+    archive = folder / f"{model.stem[:40]}-{key}.tar"
     if archive.is_file():
         os.utime(archive)  # the newest stay
         return archive
@@ -63,7 +77,10 @@ def cached_archive(
     try:
         staged = work / "model.tflite"
         staged.write_bytes(data)  # compile what was hashed, not what the path holds now
-        built = compile_tflite(staged, work / archive.name, name=name, executor=executor)
+        built = compile_tflite(
+            staged, work / archive.name, name=name, executor=executor, cmsis_nn=cmsis_nn,
+            source=source, cpu=cpu,
+        )  # fmt: skip
         os.replace(built, archive)
     finally:
         for leftover in work.iterdir():

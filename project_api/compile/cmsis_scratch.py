@@ -23,12 +23,12 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..cmsis_nn.release import read_tree
+from ..cmsis_nn.sources import needed_sources
 from ..errors import CompileError, DependencyError
 from ..modelgen.ops import TensorType
 from ..modelgen.ops.tflite_cmsis import HEADER, LEVEL_SUFFIXES, CmsisCall
 from ..resolve import collect_dependencies, resolve_dependencies
-from ..resolve.cmsis_nn_release import read_tree
-from ..resolve.cmsis_nn_sources import needed_sources
 from ..resolve.recipes import cmsis_nn_root
 from ..sandbox import policies, prepare
 from ..sandbox.confine import Confinement

@@ -9,18 +9,20 @@ each :class:`Form` says which operators it takes (:meth:`Form.refusal` on the ``
 operator, before lowering, and :meth:`Form.wrap` on the lowered one), the requantization
 rounding it computes, and the external dependency it needs. A new form is one more entry.
 
-``compile`` asks for a form per operator kind (:func:`plan_forms`): ``--cmsis-nn`` takes the
-first form :data:`CMSIS_RULES` names for the kind that can take the operator, else
-``cmsis-nn`` wherever it is exact, and leaves the rest ``ref``; ``--form KIND=FORM`` forces one
-(a forced form that cannot take an operator of that kind is a one-line refusal), so the tests
-run every form. The choice is recorded per operator in the archive (``src/<mod>.kernels.json``,
-read back by ``project_api.read.kernel_forms``) and ``info`` shows it.
+``compile`` chooses a form per operator in compile/choose.py (forced, tuned, a rule of the
+package's rules table, or the only candidate; the reason is recorded). ``--form KIND=FORM``
+forces one (a forced form that cannot take an operator of that kind is a one-line refusal),
+so the tests run every form. :func:`plan_forms` is the rule-free choice (``--cmsis-nn``:
+``cmsis-nn`` wherever :data:`CMSIS_PREFERRED` has it and it can), kept for callers that want
+no rules; the ``default`` class of the rules table says the same. The choice is recorded
+per operator in the archive (``src/<mod>.kernels.json``, read back by
+``project_api.read.kernel_forms``) and ``info`` shows it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import CompileError
 from ..modelgen.network import OpNode
@@ -145,6 +147,11 @@ class Form:
     wrap: Callable[[Op], Optional[Op]]
     rounding: Mapping[str, str] = field(default_factory=dict)  # op kind -> rounding it computes
     dependency: Optional[Mapping[str, str]] = None
+    # a candidate only where the user asked for the optimized int8 kernels (--cmsis-nn), even
+    # without a dependency of its own; elsewhere only forced (the plain path keeps its choice)
+    with_cmsis_nn: bool = False
+    # Bumped when the form's C changes what it runs: part of compile --tune's cache key.
+    version: str = "1"
 
 
 CMSIS_KINDS = (
@@ -173,6 +180,7 @@ FORMS: Dict[str, Form] = {
         _direct_refusal,
         _direct_wrap,
         rounding={"CONV_2D": "double"},
+        with_cmsis_nn=True,
     ),
     SIMD: Form(
         SIMD,
@@ -189,13 +197,6 @@ FORMS: Dict[str, Form] = {
 # ``--form FULLY_CONNECTED=cmsis-nn`` takes that difference for CMSIS-NN's speed. SOFTMAX has
 # no exact CMSIS-NN kernel (its fixed-point exponential is not LiteRT's float table).
 CMSIS_PREFERRED = tuple(kind for kind in CMSIS_KINDS if kind != "FULLY_CONNECTED")
-# The rule --cmsis-nn follows, as data: per operator kind, the forms it tries in order before
-# cmsis-nn (the first whose refusal lets the operator through wins). Measured under QEMU
-# -icount (bench part 22, bench/README.md): ``direct`` beats CMSIS-NN v7.0.0's im2col loops on
-# a single-input-channel CONV_2D on every Cortex-M level (portable, DSP, MVE); ``simd`` beats
-# its 1x1 kernels on DSP and MVE and is CMSIS-NN's call elsewhere. So one rule holds for
-# every CPU.
-CMSIS_RULES: Dict[str, Tuple[str, ...]] = {"CONV_2D": (DIRECT, SIMD)}
 
 
 @dataclass
@@ -206,6 +207,7 @@ class FormPlan:
     forced: Dict[int, bool]
     chosen: List[Tuple[int, str, str, int]] = field(default_factory=list)
     # (tflite index, kind, form, network op number)
+    why: Dict[int, Dict[str, Any]] = field(default_factory=dict)  # index -> reason (choose.py)
 
     def rounding(self, op: Operator) -> Optional[str]:
         """The rounding the wanted form computes for ``op`` (None: LiteRT's)."""
@@ -230,6 +232,7 @@ class FormPlan:
                         f"operator {op.index} ({op.name}): form {name} cannot compute it"
                     )
                 name, wrapped = REF, node.op
+                self.why[op.index] = {**self.why.get(op.index, {}), "fell_back": True}
             node.op = wrapped
             self.chosen.append((op.index, op.name, name, first + offset))
 
@@ -259,11 +262,6 @@ def parse_forced(items: Sequence[str]) -> Dict[str, str]:
     return forced
 
 
-def _ruled(model: TfliteModel, op: Operator) -> str:
-    """The form :data:`CMSIS_RULES` picks for ``op`` ("": none of them takes it)."""
-    return next((f for f in CMSIS_RULES.get(op.name, ()) if not FORMS[f].refusal(model, op)), "")
-
-
 def plan_forms(
     model: TfliteModel, *, cmsis_nn: bool = False, forced: Optional[Mapping[str, str]] = None
 ) -> FormPlan:
@@ -280,8 +278,6 @@ def plan_forms(
             if why:
                 raise CompileError(f"operator {op.index} ({op.name}): form {name} {why}")
             wanted[op.index], is_forced[op.index] = name, True
-        elif cmsis_nn and _ruled(model, op):
-            wanted[op.index] = _ruled(model, op)
         elif cmsis_nn and op.name in CMSIS_PREFERRED and not _cmsis_refusal(model, op):
             wanted[op.index] = CMSIS_NN
     return FormPlan(wanted, is_forced)

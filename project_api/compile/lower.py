@@ -8,7 +8,8 @@ and what is supported.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+import math
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -34,6 +35,7 @@ from ..modelgen.ops.tflite_data import (
     TflUnary,
 )
 from ..modelgen.ops.tflite_elementwise import LEFT_SHIFT, TflBinary, broadcast_shape
+from ..modelgen.ops.tflite_hybrid import TflHybridDepthwise
 from .forms import FormPlan
 from .quantize import (
     activation_range,
@@ -46,16 +48,18 @@ from .quantize import (
     quantize_multiplier,
     softmax_table,
 )
-from .schema import ACTIVATIONS, PADDING
+from .schema import ACTIVATIONS
 from .support import (
     CONVERSIONS,
     DTYPES,
+    HYBRID_DEPTHWISE,
     LITERT_ROUNDING,
     MODULE_NAME,
     SUPPORTED,
     Rounding,
     Unsupported,
     check_model,
+    conv_window,
     good_scales,
     scale_zp,
     supported_text,
@@ -166,8 +170,9 @@ class _Lowering:
         if w is None or w.data is None or len(w.shape) != 4 or len(x.shape) != 4:
             raise Unsupported(op, "needs a constant 4-D filter and a 4-D input")
         hybrid_scale = 0.0
-        if w.dtype != x.dtype:
-            hybrid_scale = self._hybrid(op, x, w, depthwise)
+        hybrid_depthwise = depthwise and w.dtype != x.dtype
+        if w.dtype != x.dtype and not depthwise:
+            hybrid_scale = self._hybrid(op, x, w)
         channels = w.shape[3] if depthwise else w.shape[0]
         if not depthwise and w.shape[3] != x.shape[3]:
             raise Unsupported(op, "grouped convolution is not supported")
@@ -179,24 +184,40 @@ class _Lowering:
         strides = self._positive(op, ("stride_h", "stride_w"))
         dilations = self._positive(op, ("dilation_h", "dilation_w"))
         kernel = (w.shape[1], w.shape[2])
-        out_hw, pads = _window(op, x.shape[1:3], kernel, strides, dilations)
+        out_hw, pads = conv_window(op, x.shape[1:3], kernel, strides, dilations)
         bias = self._bias(op, channels, x.dtype)
         activation = self._activation(op, out)
+        operands = [self.operand(op, 0), self.operand(op, 1)] + ([bias] if bias else [])
+        if hybrid_depthwise:
+            scales = self._channel_scales(op, x, w, channels)
+            hybrid = TflHybridDepthwise(out_hw, strides, dilations, pads, multiplier,
+                                        bias is not None, activation, scales)  # fmt: skip
+            return self.net.apply(hybrid, *operands)[0]
         quant = self._quant(op, x, w, out, channels, axis=3 if depthwise else 0)
         conv = TflConv(depthwise, out_hw, strides, dilations, pads, multiplier, bias is not None,
                        activation, quant, hybrid_scale)  # fmt: skip
-        operands = [self.operand(op, 0), self.operand(op, 1)] + ([bias] if bias else [])
         return self.net.apply(conv, *operands)[0]
 
-    def _hybrid(self, op: Operator, x: Tensor, w: Tensor, depthwise: bool) -> float:
+    def _hybrid(self, op: Operator, x: Tensor, w: Tensor) -> float:
         """The filter scale of a hybrid CONV_2D or FULLY_CONNECTED (int8 filter, float32 data,
         one scale)."""
         q = w.quantization
-        if depthwise or x.dtype != "float32" or w.dtype != "int8" or q is None:
+        if x.dtype != "float32" or w.dtype != "int8" or q is None:
             raise Unsupported(op, f"{w.dtype} filter on {x.dtype} data is not supported")
         if len(set(q.scales)) != 1 or any(q.zero_points) or not good_scales(q.scales):
             raise Unsupported(op, "hybrid with per-channel filter scales is not supported")
         return q.scales[0]
+
+    def _channel_scales(self, op: Operator, x: Tensor, w: Tensor, n: int) -> Tuple[float, ...]:
+        """The per-channel filter scales of a hybrid DEPTHWISE_CONV_2D."""
+        q = w.quantization
+        if x.dtype != "float32" or w.dtype != "int8":
+            raise Unsupported(op, f"{w.dtype} filter on {x.dtype} data is not supported")
+        if q is None or len(q.scales) != n or (n > 1 and q.axis != 3) or any(q.zero_points):
+            raise Unsupported(op, HYBRID_DEPTHWISE)
+        if not good_scales(q.scales):
+            raise Unsupported(op, HYBRID_DEPTHWISE)
+        return tuple(float(s) for s in q.scales)
 
     def lower_fully_connected(self, op: Operator, x: Tensor, out: Tensor) -> Value:
         o = op.options
@@ -207,11 +228,9 @@ class _Lowering:
         if w.dtype != x.dtype:
             if o.get("asymmetric_quantize_inputs"):
                 raise Unsupported(op, "hybrid with asymmetric input quantization is not supported")
-            hybrid_scale = self._hybrid(op, x, w, depthwise=False)
+            hybrid_scale = self._hybrid(op, x, w)
         if o.get("weights_format", 0) != 0:
             raise Unsupported(op, "shuffled weights are not supported")
-        if w.quantization is not None and w.quantization.per_channel:
-            raise Unsupported(op, "per-channel filter quantization is not supported here yet")
         if x.elements % max(w.shape[1], 1) or out.elements != x.elements // w.shape[1] * w.shape[0]:
             raise Unsupported(op, "input, filter and output shapes do not agree")
         bias = self._bias(op, w.shape[0], x.dtype)
@@ -234,7 +253,7 @@ class _Lowering:
             raise Unsupported(op, "input and output quantization differ")
         strides = self._positive(op, ("stride_h", "stride_w"))
         kernel = self._positive(op, ("filter_h", "filter_w"))
-        out_hw, pads = _window(op, x.shape[1:3], kernel, strides, (1, 1))
+        out_hw, pads = conv_window(op, x.shape[1:3], kernel, strides, (1, 1))
         pool = TflPool(kind, out_hw, kernel, strides, pads, self._activation(op, out))
         return self.net.apply(pool, self.operand(op, 0))[0]
 
@@ -357,10 +376,8 @@ class _Lowering:
             raise Unsupported(op, f"axes {axes} of a rank-{rank} input")
         if x.dtype == "float32":
             return self.net.apply(TflMean(tuple(axes), out.shape), self.operand(op, 0))[0]
-        if rank != 4 or axes != [1, 2] or not op.options.get("keep_dims"):
-            raise Unsupported(op, "int8 MEAN is supported over axes 1 and 2 of a 4-D input, kept")
         (in_scale, in_zp), (out_scale, out_zp) = scale_zp(x, op), scale_zp(out, op)
-        count = x.shape[1] * x.shape[2]
+        count = math.prod(x.shape[a] for a in axes)
         multiplier, shift = mean_multiplier(in_scale, out_scale, count)
         requant = Requant((multiplier,), (shift,), self._rounding(op))
         mean = TflMean(tuple(axes), out.shape, in_zp, out_zp, requant)
@@ -443,30 +460,6 @@ class _Lowering:
             in_scale, wq.scales, out_scale, channels, single_rounding=rounding != "double"
         )
         return Quant(-in_zp, -filter_zp, out_zp, Requant(multipliers, shifts, rounding))
-
-
-def _window(
-    op: Operator,
-    size: Sequence[int],
-    kernel: Tuple[int, int],
-    strides: Tuple[int, int],
-    dilations: Tuple[int, int],
-) -> Tuple[Tuple[int, int], Tuple[int, int]]:
-    """TFLite's output extent and leading padding for SAME or VALID, per axis."""
-    padding = PADDING.get(int(op.options.get("padding", 0)))  # type: ignore[call-overload]
-    if padding is None:
-        raise Unsupported(op, "unknown padding")
-    out: List[int] = []
-    pads: List[int] = []
-    for extent, k, s, d in zip(size, kernel, strides, dilations):
-        effective = (k - 1) * d + 1
-        o = (extent + s - 1) // s if padding == "SAME" else (extent + s - effective) // s
-        if o < 1:
-            raise Unsupported(op, f"a window of {effective} does not fit extent {extent}")
-        total = max((o - 1) * s + effective - extent, 0)
-        out.append(o)
-        pads.append(total // 2)
-    return (out[0], out[1]), (pads[0], pads[1])
 
 
 def lower_model(

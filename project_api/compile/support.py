@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Mapping, Optional, Sequence, Tuple, Union
+from typing import List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..errors import CompileError
-from .schema import CUSTOM
+from .schema import CUSTOM, PADDING
 from .tflite import Operator, Tensor, TfliteModel
 
 # Operator → the highest version whose semantics compile implements (LiteRT's versioning).
@@ -21,7 +21,7 @@ SUPPORTED = {
     "AVERAGE_POOL_2D": 2,
     "CONCATENATION": 2,
     "CONV_2D": 3,
-    "DEPTHWISE_CONV_2D": 3,
+    "DEPTHWISE_CONV_2D": 6,  # 4 and 6: hybrid; 5 (int16) is refused by its data type
     "DEQUANTIZE": 2,
     "FULLY_CONNECTED": 5,
     "LOGISTIC": 2,
@@ -57,6 +57,14 @@ LITERT_ROUNDING = {
 # ``rounding`` of lower_model: one for every operator, {operator index: rounding}, or None
 Rounding = Union[None, str, Mapping[int, str]]
 MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+# Hybrid DEPTHWISE_CONV_2D (an int8 filter on float32 data) as LiteRT's kernel takes it (its
+# Prepare refuses a filter with one scale).
+HYBRID_DEPTHWISE = (
+    "hybrid DEPTHWISE_CONV_2D (an int8 filter on float32 data) needs one filter scale per "
+    "output channel (axis 3), finite and positive, and zero points 0, as LiteRT's kernel does"
+)
 
 
 def supported_text() -> str:
@@ -133,3 +141,27 @@ def scale_zp(t: Tensor, op: Optional[Operator] = None) -> Tuple[float, int]:
 
 def good_scales(scales: Sequence[float]) -> bool:
     return all(math.isfinite(s) and s > 0 for s in scales)
+
+
+def conv_window(
+    op: Operator,
+    size: Sequence[int],
+    kernel: Tuple[int, int],
+    strides: Tuple[int, int],
+    dilations: Tuple[int, int],
+) -> Tuple[Tuple[int, int], Tuple[int, int]]:
+    """TFLite's output extent and leading padding for SAME or VALID, per axis."""
+    padding = PADDING.get(int(op.options.get("padding", 0)))  # type: ignore[call-overload]
+    if padding is None:
+        raise Unsupported(op, "unknown padding")
+    out: List[int] = []
+    pads: List[int] = []
+    for extent, k, s, d in zip(size, kernel, strides, dilations):
+        effective = (k - 1) * d + 1
+        o = (extent + s - 1) // s if padding == "SAME" else (extent + s - effective) // s
+        if o < 1:
+            raise Unsupported(op, f"a window of {effective} does not fit extent {extent}")
+        total = max((o - 1) * s + effective - extent, 0)
+        out.append(o)
+        pads.append(total // 2)
+    return (out[0], out[1]), (pads[0], pads[1])

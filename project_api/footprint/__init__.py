@@ -209,7 +209,7 @@ def refused_footprint(
     board = load_board(board_name)
     opts = normalize_options(options)
     stack = int(opts["stack_bytes"]) if opts["stack_bytes"] is not None else board.stack_bytes
-    with open_archive(archive_source(archive)) as opened:
+    with open_archive(archive_source(archive, options=opts, board=board)) as opened:
         plans = plan_models_normalized(opened, model, board, project_type, opts)
         fit = memory_fit(plans, board, stack if not board.is_host else 0, project_type)
         info: Dict[str, Any] = {

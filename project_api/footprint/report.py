@@ -74,6 +74,7 @@ class Footprint:
                     "planned_bytes": ours,
                     "lower_bound_bytes": plan.get("lower_bound_bytes"),
                     "over_bound_percent": plan.get("over_bound_percent"),
+                    "peak_operator": plan.get("peak_operator") or "",
                     "saved_bytes": None if tvm is None else tvm - ours,
                     "shares_arena": bool(m.get("shares_arena")),
                 }
@@ -91,6 +92,11 @@ class Footprint:
                 f"  {p['model']:<22}{_num(p['tvm_plan_bytes']):>12}{_num(p['planned_bytes']):>12}"
                 f"{_num(bound) if bound is not None else '-':>14}{over}"
             )
+        lines += [
+            f"  peak of {p['model']}: during {p['peak_operator']}"
+            for p in plans
+            if p["peak_operator"]
+        ]
         sharing = [p for p in plans if p["shares_arena"]]
         if len(sharing) > 1:
             side_by_side = sum(int(p["planned_bytes"]) for p in sharing)

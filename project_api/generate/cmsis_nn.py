@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..board import Board
+from ..cmsis_nn.adapter import HEADER, AdapterPlan, plan_adapter, refuse_uncovered
+from ..cmsis_nn.calls import CmsisNnCalls
+from ..cmsis_nn.features import CmsisNnBuild
+from ..cmsis_nn.release import TVM_TARGET_RELEASE, CmsisNnTree, read_tree
+from ..cmsis_nn.sources import CmsisNnCompile, called_functions
 from ..errors import DependencyError
 from ..resolve import ResolvedDependency
-from ..resolve.cmsis_nn_adapter import HEADER, AdapterPlan, plan_adapter, refuse_uncovered
-from ..resolve.cmsis_nn_calls import CmsisNnCalls
-from ..resolve.cmsis_nn_release import TVM_TARGET_RELEASE, CmsisNnTree, read_tree
-from ..resolve.cmsis_nn_sources import CmsisNnCompile, called_functions
-from ..resolve.features import CmsisNnBuild
 from ..resolve.recipes import cmsis_nn_root
 from ..resources import crt_dir
 from .cmsis_nn_workspace import firmware_cmsis_nn_build, keeps_kernel_sums

@@ -2,19 +2,19 @@
 a firmware is planned, before its CMSIS-NN tree is resolved: the CPU level CMSIS-NN is compiled
 at for the firmware's models on the board, and per model {generated function: bytes} for the
 memory planner, which adds them to those operators' workspace windows
-(:func:`..resolve.cmsis_nn_adapter.workspace_needs`: the most any covered release asks)."""
+(:func:`..cmsis_nn.adapter.workspace_needs`: the most any covered release asks)."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Sequence
 
 from ..board import Board
+from ..cmsis_nn.adapter import workspace_needs
+from ..cmsis_nn.calls import CmsisNnCalls
+from ..cmsis_nn.features import CmsisNnBuild
 from ..read import Model
 from ..read.kernel_forms import model_kernel_forms
 from ..resolve import assumed_features, cmsis_nn_build, detect_cmsis_nn
-from ..resolve.cmsis_nn_adapter import workspace_needs
-from ..resolve.cmsis_nn_calls import CmsisNnCalls
-from ..resolve.features import CmsisNnBuild
 
 
 def keeps_kernel_sums(opts: Mapping[str, Any]) -> bool:

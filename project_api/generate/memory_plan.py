@@ -88,6 +88,7 @@ class MemoryPlan:
     tvm_bytes: int  # TVM's plan as reserved before: storage ids side by side + the workspace
     order: str  # which placement order won
     blocks: List[Tuple[Block, int]] = field(default_factory=list)  # (block, offset)
+    peak_operator: str = ""  # the operator call during which the bound's bytes are live
     entry_storage: List[int] = field(default_factory=list)  # the graph entries' pools
 
     @property
@@ -124,6 +125,7 @@ class MemoryPlan:
             "tvm_plan_bytes": self.tvm_bytes,
             "over_bound_percent": round(100 * self.over_bound, 3),
             "placement": f"greedy first fit, {self.order} order",
+            "peak_operator": self.peak_operator,
             "placed": self.placed,
             "windows": [list(w) for w in self.windows],
         }
@@ -263,18 +265,34 @@ def window_blocks(tables: GraphTables, sizes: Sequence[int]) -> List[Block]:
 
 def lower_bound(blocks: Sequence[Block]) -> int:
     """The most bytes live during any one operator call: no placement can use less."""
+    return peak(blocks)[0]
+
+
+def peak(blocks: Sequence[Block]) -> Tuple[int, int]:
+    """(bytes, call): the most bytes live during one operator call, and the first call
+    (index into the tables' operators) where they are; (0, -1) without blocks."""
     if not blocks:
-        return 0
+        return 0, -1
     steps = max(b.last for b in blocks) + 1
     delta = [0] * (steps + 1)
     for b in blocks:
         delta[b.first] += b.size
         delta[b.last + 1] -= b.size
-    live, best = 0, 0
-    for change in delta[:steps]:
+    live, best, at = 0, 0, -1
+    for step, change in enumerate(delta[:steps]):
         live += change
-        best = max(best, live)
-    return best
+        if live > best:
+            best, at = live, step
+    return best, at
+
+
+def peak_operator(tables: GraphTables, call: int) -> str:
+    """``operator 3 (node 9, tvmgen_default_fused_...)``: the call that sets the peak."""
+    if not 0 <= call < len(tables.ops):
+        return ""
+    op = tables.ops[call]
+    func = tables.funcs[op.func] if 0 <= op.func < len(tables.funcs) else "a copy"
+    return f"operator {call} (node {op.node}, {func})"
 
 
 _ORDERS: Dict[str, Callable[[Block], Tuple[int, ...]]] = {
@@ -354,6 +372,7 @@ def plan_memory(
         tvm_bytes=tvm_bytes,
         order=order,
         blocks=list(zip(blocks, offsets)),
+        peak_operator=peak_operator(tables, peak(blocks)[1]),
     )
 
 

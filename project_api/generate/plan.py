@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ..board import Board, list_boards
+from ..cmsis_nn.calls import CmsisNnCalls, find_cmsis_nn_calls
 from ..errors import GenerateError, UnsupportedModelError
 from ..options import GRAPH_FORMATS, normalize_options
 from ..read import Archive, Model
-from ..resolve.cmsis_nn_calls import CmsisNnCalls, find_cmsis_nn_calls
 from ..resolve.detect import refuse_cmsis_nn_off_arm
 from .cmsis_nn_workspace import adapter_workspace, compiled_workspace
 from .executors import ExecutorKind, LibraryCode, LibraryRequest, executor_for

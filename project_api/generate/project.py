@@ -63,7 +63,7 @@ def generate_firmware(
     destination = Path(project_dir)
     check_destination(destination, force, PROJECT_DESTINATION)
     extra = check_extra_files(opts["extra_files_tar"])
-    archive_path = archive_source(archive, say)
+    archive_path = archive_source(archive, say, opts, the_board)
     say(f"reading {archive_path}")
     with open_archive(archive_path) as opened:
         plans = plan_models_normalized(opened, model, the_board, project_type, opts)

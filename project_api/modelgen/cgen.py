@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass, field
-from typing import Iterator, List, Sequence, Tuple
+from typing import Dict, FrozenSet, Iterator, List, Sequence, Tuple
 
 import numpy as np
 
@@ -118,6 +118,13 @@ class Body:
         self.depth = 1
         self.scratches: List[Scratch] = []
         self.includes: List[str] = []  # headers the body needs (#include "name")
+        self.helpers: Dict[str, str] = {}  # static C functions the body calls, by name
+        self.shared: FrozenSet[str] = frozenset()  # share keys of more than one operator
+
+    def helper(self, name: str, text: str) -> None:
+        """A ``static`` C function (``text``) written once before every function that calls
+        it in a file, behind an include guard: operators of one shape share its code."""
+        self.helpers[name] = text
 
     def line(self, text: str) -> None:
         self.lines.append("  " * self.depth + text)
@@ -175,7 +182,7 @@ def render_function(arg_names: Sequence[str], body: Body) -> FunctionText:
     name = NAME_PLACEHOLDER
     if set(arg_names) & {data_var(arg) for arg in arg_names}:
         raise ValueError(f"argument names {arg_names} collide with their data variables")
-    lines = _includes(body) + ["#ifdef __cplusplus", 'extern "C"', "#endif"]
+    lines = _includes(body) + helper_lines(body) + ["#ifdef __cplusplus", 'extern "C"', "#endif"]
     lines.append(FUNCTION_SIGNATURE.format(name=name))
     lines += [f"  int32_t {arg}_code = arg_type_ids[{i}];" for i, arg in enumerate(arg_names)]
     lines += [
@@ -205,7 +212,7 @@ def render_unpacked(arg_names: Sequence[str], body: Body) -> FunctionText:
     """The same body as an unpacked function (TVM's ``unpacked-api``, AOT's interface c):
     each argument a data pointer, named as the body reads it (``p0_1``)."""
     params = ", ".join(f"void* {data_var(arg)}" for arg in arg_names)
-    lines = _includes(body) + ["#ifdef __cplusplus", 'extern "C"', "#endif"]
+    lines = _includes(body) + helper_lines(body) + ["#ifdef __cplusplus", 'extern "C"', "#endif"]
     lines.append(UNPACKED_SIGNATURE.format(name=NAME_PLACEHOLDER, params=params))
     workspace = list(body.scratches)
     if workspace:
@@ -217,6 +224,15 @@ def _includes(body: Body) -> List[str]:
     """The headers a body asked for (guarded headers: included again is harmless); an entry
     that starts with ``#`` is preprocessor text as it is (headers included conditionally)."""
     return [h if h.startswith("#") else f'#include "{h}"' for h in body.includes]
+
+
+def helper_lines(body: Body) -> List[str]:
+    """The body's helper functions, each behind an include guard (one copy per file)."""
+    lines: List[str] = []
+    for name, text in body.helpers.items():
+        guard = f"MLF_HELPER_{name}"
+        lines += [f"#ifndef {guard}", f"#define {guard}", text.rstrip("\n"), "#endif"]
+    return lines
 
 
 def _with_workspace(lines: List[str], workspace: List[Scratch], body: Body) -> FunctionText:

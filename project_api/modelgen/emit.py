@@ -125,9 +125,10 @@ def names_blob(names: Sequence[str]) -> str:
     return c_string_escape(raw)
 
 
-def registry_source(names: Sequence[str]) -> str:
-    """``<mod>_lib0.c``: forward declarations, function array, registry, entry point."""
-    names = sorted(names)
+def registry_source(names: Sequence[str], *, ordered: bool = False) -> str:
+    """``<mod>_lib0.c``: forward declarations, function array, registry, entry point; the
+    names sorted, or in the order given (``ordered``: AOT's, run first)."""
+    names = list(names) if ordered else sorted(names)
     parts = ["#include <tvm/runtime/crt/module.h>\n"]
     parts += [REGISTRY_DECLARATION.format(name=name) for name in names]
     parts.append("static TVMBackendPackedCFunc _tvm_func_array[] = {\n")

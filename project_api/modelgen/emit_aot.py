@@ -1,5 +1,5 @@
 """Archive members of an AOT model in the shape TVM 0.14 writes them (interface ``c``,
-``unpacked-api``, no USMP).
+``unpacked-api``, no USMP; interface ``packed`` is modelgen/emit_aot_packed.py).
 
 ``codegen/host/include/tvmgen_<mod>.h`` declares the input and output structs, their sizes,
 ``tvmgen_<mod>_run`` and the workspace size; ``<mod>_lib0.c`` defines ``tvmgen_<mod>_run``
@@ -31,6 +31,7 @@ from .emit import (
     relay_type,
 )
 from .lower import Lowered
+from .ops import TensorType
 
 ALIGN = 16  # TVM's workspace-byte-alignment
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -42,16 +43,20 @@ def output_names(lowered: Lowered) -> List[str]:
     return ["output"] if count == 1 else [f"output{i}" for i in range(count)]
 
 
-class _Main:
-    """Which pointer every tensor of the graph is in ``__tvm_main__``."""
+class MainPlan:
+    """Which pointer every tensor of the graph is in ``__tvm_main__``, and its calls: each
+    operator's function with the (pointer, type) of every argument, inputs then outputs."""
 
-    def __init__(self, lowered: Lowered) -> None:
+    def __init__(self, lowered: Lowered, *, numbered: bool = False) -> None:
+        """``numbered``: the inputs' and outputs' pointers are ``arg<i>_buffer_var`` in call
+        order (interface packed) rather than named after them (interface c)."""
         self.lowered = lowered
+        self.numbered = numbered
         self.prefix = f"tvmgen_{sanitize(lowered.module)}"
         self.pointer: Dict[int, str] = {}  # root entry -> C expression
         self.root: Dict[int, int] = {}  # entry -> the entry whose storage it is
         self.allocations: List[Tuple[str, int]] = []  # (variable, bytes) in order
-        self.calls: List[str] = []
+        self.steps: List[Tuple[str, List[Tuple[str, TensorType]]]] = []
         self.plan()
 
     def entry(self, nid: int, index: int) -> int:
@@ -64,11 +69,15 @@ class _Main:
 
     def plan(self) -> None:
         low = self.lowered
+        count = 0
         for nid in low.arg_nodes:
             name = low.nodes[nid]["name"]
-            kind = "param" if name in low.params else "input"
-            target = f"{self.prefix}_{name}" if kind == "param" else f"{sanitize(name)}_buffer_var"
-            self.pointer[self.entry(nid, 0)] = f"(void*){target}" if kind == "param" else target
+            if name in low.params:
+                self.pointer[self.entry(nid, 0)] = f"(void*){self.prefix}_{name}"
+                continue
+            label = f"arg{count}" if self.numbered else sanitize(name)
+            self.pointer[self.entry(nid, 0)] = f"{label}_buffer_var"
+            count += 1
         for nid in low.op_nodes:
             node = low.nodes[nid]
             if node["attrs"]["func_name"] == "__nop":
@@ -80,7 +89,8 @@ class _Main:
             root = self.find(self.entry(nid, index))
             if root in self.pointer:
                 raise ValueError(f"AOT: output {number} is not computed by an operator of its own")
-            self.pointer[root] = f"{output_names(low)[number]}_buffer_var"
+            label = f"arg{count + number}" if self.numbered else output_names(low)[number]
+            self.pointer[root] = f"{label}_buffer_var"
         storage: Dict[int, str] = {}
         for nid in low.op_nodes:
             node = low.nodes[nid]
@@ -96,10 +106,10 @@ class _Main:
                     storage[sid] = f"sid_{sid}"
                     self.allocations.append((storage[sid], low.storage_bytes[sid]))
                 self.pointer[root] = storage[sid]
-            args = [self.pointer[self.find(self.entry(i, k))] for i, k, _ in node["inputs"]]
-            args += [self.pointer[self.find(self.entry(nid, k))] for k in range(count)]
-            func = node["attrs"]["func_name"]
-            self.calls.append(f"  if ({func}({', '.join(args)}) != 0 ) return -1;")
+            entries = [self.entry(i, k) for i, k, _ in node["inputs"]]
+            entries += [self.entry(nid, k) for k in range(count)]
+            args = [(self.pointer[self.find(e)], low.entry_types[e]) for e in entries]
+            self.steps.append((node["attrs"]["func_name"], args))
 
     def workspace_bytes(self) -> int:
         blocks = sum(-(-size // ALIGN) * ALIGN for _, size in self.allocations)
@@ -117,7 +127,9 @@ class _Main:
                 "    return -1;",
                 "  }",
             ]
-        lines += self.calls
+        for func, args in self.steps:
+            pointers = ", ".join(pointer for pointer, _ in args)
+            lines.append(f"  if ({func}({pointers}) != 0 ) return -1;")
         for var, _ in reversed(self.allocations):
             lines += [
                 f"  if (TVMBackendFreeWorkspace(1, 0, {var}) != 0) {{",
@@ -128,7 +140,7 @@ class _Main:
         return "\n".join(lines)
 
 
-def _constant(name: str, array: np.ndarray) -> str:
+def constant_array(name: str, array: np.ndarray) -> str:
     flat = np.ascontiguousarray(array).reshape(-1)
     dtype = str(array.dtype)
     if dtype == "float32":
@@ -199,7 +211,7 @@ def aot_relay_text(lowered: Lowered) -> str:
 def aot_module_members(lowered: Lowered) -> Dict[str, bytes]:
     """Every member of one AOT model (paths without ``./``), except metadata.json."""
     mod = lowered.module
-    main = _Main(lowered)
+    main = MainPlan(lowered)
     ins = [(sanitize(s.name), s.nbytes) for s in input_types(lowered)]
     c_names = [n for n, _ in ins]
     if len(set(c_names)) != len(c_names) or not all(IDENTIFIER.match(n) for n in c_names):
@@ -214,7 +226,7 @@ def aot_module_members(lowered: Lowered) -> Dict[str, bytes]:
         '#include "tvm/runtime/c_runtime_api.h"\n#include "tvm/runtime/c_backend_api.h"\n'
         "#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n"
     ]
-    parts += [_constant(f"{main.prefix}_{name}", a) for name, a in lowered.params.items()]
+    parts += [constant_array(f"{main.prefix}_{name}", a) for name, a in lowered.params.items()]
     for name in sorted(lowered.functions):
         unpacked = lowered.functions[name].unpacked
         if unpacked is None:  # pragma: no cover - every lowered function has both forms
@@ -239,7 +251,7 @@ def aot_module_metadata(
     external_dependencies: object = None,
 ) -> Dict[str, object]:
     """The model's entry of a version-7 ``metadata.json`` for the AOT executor."""
-    main = _Main(lowered)
+    main = MainPlan(lowered)
     inputs = {s.name: {"dtype": s.dtype, "size": s.nbytes} for s in input_types(lowered)}
     outputs = {
         n: {"dtype": t.dtype, "size": t.nbytes}

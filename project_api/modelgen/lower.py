@@ -10,6 +10,7 @@ name, fused parts cut at 80 characters plus a 16-hex-digit hash, as TVM does.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
@@ -68,6 +69,12 @@ class _Lowering:
         self.by_text: Dict[str, str] = {}
         self.taken: Set[str] = set()
         self.plan_nodes: List[PlanNode] = []
+        keys = Counter(
+            node.op.share_key([v.type for v in node.inputs])
+            for node in network.ops
+            if node.op.kind == "kernel"
+        )
+        self.shared = frozenset(k for k, count in keys.items() if k is not None and count > 1)
 
     def run(self) -> Lowered:
         if not self.net.outputs:
@@ -135,7 +142,8 @@ class _Lowering:
         kind = "nop" if op.kind == "nop" else "op"
         read = tuple(self.entry_of[id(v)] for v in node.inputs)
         written = tuple(self.entry_of[id(v)] for v in node.outputs)
-        self.plan_nodes.append(PlanNode(kind, read, written))
+        inplace = op.inplace_input([v.type for v in node.inputs]) if kind == "op" else None
+        self.plan_nodes.append(PlanNode(kind, read, written, inplace))
 
     def function_for(self, node: OpNode) -> Tuple[str, Dict[str, str]]:
         """(func_name, extra graph attrs ending with ``hash``) of an operator node."""
@@ -146,6 +154,7 @@ class _Lowering:
             return func, {"hash": short_hash(func + shapes)}
         arg_names = [f"p{i}" for i in range(len(node.inputs))] + op.output_names()
         body = Body()
+        body.shared = self.shared
         ins = [Buffer(data_var(n), v.dtype, v.shape) for n, v in zip(arg_names, node.inputs)]
         outs = [
             Buffer(data_var(n), v.dtype, v.shape)

@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Uni
 import numpy as np
 
 from ..read.model import TensorSpec
-from . import emit, emit_aot
+from . import emit, emit_aot, emit_aot_packed
 from .lower import Lowered, lower
 from .network import Network
 from .ops import OperatorFailure
@@ -93,11 +93,13 @@ class GeneratedModel:
         version: Optional[int] = None,
         external_dependencies: Dependencies = None,
         executor: str = "graph",
+        interface: str = "c",
     ) -> Dict[str, bytes]:
         """Archive members by path (without ``./``); ``executor="aot"`` writes the model for
-        TVM's AOT executor (interface c, version 7, one model: modelgen/emit_aot.py)."""
+        TVM's AOT executor (version 7, one model) with ``interface`` ``c``
+        (modelgen/emit_aot.py) or ``packed`` (modelgen/emit_aot_packed.py)."""
         if executor == "aot":
-            return aot_archive_members(self, external_dependencies)
+            return aot_archive_members(self, external_dependencies, interface)
         models = [self, *self.companions]
         return archive_members(models, version or self.default_version, external_dependencies)
 
@@ -182,12 +184,17 @@ def archive_members(
 
 
 def aot_archive_members(
-    model: GeneratedModel, external_dependencies: Dependencies = None
+    model: GeneratedModel, external_dependencies: Dependencies = None, interface: str = "c"
 ) -> Dict[str, bytes]:
     """The members of a version-7 archive holding ``model`` for the AOT executor."""
     if model.companions:
         raise ValueError("an AOT archive holds one model here")
-    members = emit_aot.aot_module_members(model.lowered)
+    if interface == "c":
+        members = emit_aot.aot_module_members(model.lowered)
+    elif interface == "packed":
+        members = emit_aot_packed.aot_packed_members(model.lowered)
+    else:
+        raise ValueError(f"AOT interface {interface!r}: c or packed")
     deps = (
         external_dependencies
         if external_dependencies is not None

@@ -4,8 +4,11 @@ Walking the nodes in order, every operator output takes a storage id that is fre
 moment, preferring the smallest free one at least as large within a factor of 16, else the
 largest smaller one within that factor (which then grows); only then a new id. Outputs are
 placed before the node's inputs are released, so an operator never writes into storage it
-is still reading. Inputs and params keep their own ids for ever, a ``__nop`` output is its
-input's storage, and the graph's heads are never handed out again.
+is still reading, unless the operator says its C may overwrite one input (an in-place
+depthwise convolution, ADD into an input that dies there: ``Op.inplace_input``) and that
+input dies there: then the output takes the input's storage. Inputs and params keep their
+own ids for ever, a ``__nop`` output is its input's storage, and the graph's heads are
+never handed out again.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ class PlanNode:
     kind: str  # "null" (input or param), "op" (kernel or __copy), "nop"
     inputs: Sequence[int]  # entry ids read
     outputs: Sequence[int]  # entry ids written
+    inplace: Optional[int] = None  # position of an input the first output may overwrite
 
 
 @dataclass(eq=False)
@@ -81,9 +85,12 @@ def plan_storage(
             token.pinned = token.pinned or out in head_set
             token_of[out] = token
         else:
-            for eid in node.outputs:
-                token = planner.request(entry_bytes[eid])
-                token.refs = uses[eid]
+            for k, eid in enumerate(node.outputs):
+                shared = _in_place(node, k, token_of, entry_bytes[eid], uses)
+                reused = shared is not None
+                token = shared if shared is not None else planner.request(entry_bytes[eid])
+                # a reused token still counts this node's read of the input, released below
+                token.refs = uses[eid] + (1 if reused else 0)
                 token.pinned = eid in head_set
                 token_of[eid] = token
         for eid in node.inputs:
@@ -91,6 +98,21 @@ def plan_storage(
         for eid in [*node.inputs, *node.outputs]:
             planner.release(token_of[eid])
     return [token_of[eid].sid for eid in range(len(entry_bytes))]
+
+
+def _in_place(
+    node: PlanNode, k: int, token_of: Dict[int, _Token], size: int, uses: Counter
+) -> Optional[_Token]:
+    """The storage of the input ``node`` may overwrite with output ``k``, if that input dies
+    here (this node its last reader, read once), is neither an input nor a param nor a head
+    (pinned), and is large enough."""
+    if k != 0 or node.inplace is None:
+        return None
+    eid = node.inputs[node.inplace]
+    token = token_of[eid]
+    if token.refs != 1 or token.pinned or token.size < size or list(node.inputs).count(eid) != 1:
+        return None
+    return token
 
 
 def storage_sizes(storage_ids: Sequence[int], entry_bytes: Sequence[int]) -> List[int]:

@@ -9,8 +9,8 @@ call it comes from three places, each checked against metadata.json:
   the system library (interface ``packed``, no header);
 - the order of inputs and outputs: the header's structs (``c``), or the ``get_c_metadata``
   tables of the generated C (``packed``); metadata.json sorts its keys, so it has lost it;
-- shapes: ``@main``'s signature in ``src/<mod>.relay`` (metadata records byte sizes only);
-  flat vectors where it gives none.
+- shapes: ``@main``'s signature in ``src/<mod>.relay`` (metadata records byte sizes only),
+  else the ``get_c_metadata`` tables (``packed``); flat vectors where neither gives one.
 
 USMP models (``tvmc --enable-usmp``) carry their own pools as static arrays in
 ``.bss.noinit.tvm``; they are recorded here so the firmware's linker script and the fit check
@@ -35,7 +35,13 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import AotError
 from .code import SRC_DIR
-from .ctext import sanitize, search_at_word_start, strip_comments
+from .ctext import (
+    STRING_BODY,
+    c_string_value,
+    sanitize,
+    search_at_word_start,
+    strip_comments,
+)
 from .graph import MAX_TENSOR_BYTES as MAX_SIZE_BYTES
 from .model import TensorSpec
 from .relay import apply_relay
@@ -435,7 +441,9 @@ def _c_metadata_names(texts: Iterable[str], key: str) -> List[Tuple[str, Tuple[i
         for shape in re.finditer(pattern, text):
             shapes.setdefault(shape.group(1), shape.group(2))
         found = []
-        for index, name in enumerate(re.findall(r'"([^"]*)"\s*/\*\s*name\s*\*/', table)):
+        pattern = rf'"({STRING_BODY})"\s*/\*\s*name\s*\*/'
+        for index, body in enumerate(re.findall(pattern, table)):
+            name = c_string_value(body)
             dims = re.findall(r"(-?\d+)L", shapes.get(str(index), ""))
             found.append((name, tuple(int(d) for d in dims)))
         return found
@@ -454,10 +462,15 @@ def _table_body(text: str, opening: str) -> Optional[str]:
 def _packed_order(
     texts: Iterable[str], inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]
 ) -> Tuple[List[TensorSpec], List[TensorSpec]]:
-    listed = [name for name, _ in _c_metadata_names(texts, "inputs")]
-    if sorted(listed) == sorted(spec.name for spec in inputs):
+    tables = _c_metadata_names(texts, "inputs")
+    if sorted(name for name, _ in tables) == sorted(spec.name for spec in inputs):
         by_name = {spec.name: spec for spec in inputs}
-        return [by_name[name] for name in listed], list(outputs)
+        ordered = [by_name[name] for name, _ in tables]
+        # a flat input (no Relay signature that names it) takes the table's shape
+        return [
+            _reshaped(spec, shape) if len(spec.shape) == 1 else spec
+            for spec, (_, shape) in zip(ordered, tables)
+        ], list(outputs)
     return list(inputs), list(outputs)
 
 

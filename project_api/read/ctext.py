@@ -13,6 +13,33 @@ from typing import Optional
 NAME_PATTERN = r"[A-Za-z_](?<!\w[A-Za-z_])\w*"
 
 
+# The body of a C string literal: characters other than quote, backslash and newline, or an
+# escape (unambiguous, so a match is linear).
+STRING_BODY = r'(?:[^"\\\n]|\\.)*'
+_ESCAPE = re.compile(r"\\(?:([0-7]{1,3})|x([0-9A-Fa-f]{1,2})|(.))", re.DOTALL)
+_SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "a": "\a", "b": "\b",
+                   "f": "\f", "v": "\v"}  # fmt: skip
+
+
+def c_string_value(body: str) -> str:
+    """The text a C string literal's body (between its quotes) stands for: octal, hex and
+    the simple escapes decoded (bytes taken as UTF-8, as TVM's StrEscape wrote them)."""
+    raw = bytearray()
+    at = 0
+    for escape in _ESCAPE.finditer(body):
+        raw += body[at : escape.start()].encode()
+        octal, hexa, char = escape.groups()
+        if octal is not None:
+            raw.append(int(octal, 8) & 0xFF)
+        elif hexa is not None:
+            raw.append(int(hexa, 16))
+        else:
+            raw += _SIMPLE_ESCAPES.get(char, char).encode()
+        at = escape.end()
+    raw += body[at:].encode()
+    return raw.decode("utf-8", errors="replace")
+
+
 def sanitize(name: str) -> str:
     """A name as TVM's code generator spells it in C identifiers: every byte of its UTF-8
     that is not an ASCII letter or digit becomes '_' (two for 'è')."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 MAX_BYTES = 1 << 20
-LEVELS = ("portable", "dsp", "mve")  # resolve.features.LEVELS' order: 0, 1, 2
+LEVELS = ("portable", "dsp", "mve")  # cmsis_nn.features.LEVELS' order: 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class OperatorForm:
     function: str  # the generated function
     call: str = ""  # arm_<kernel> for cmsis-nn
     scratch: Tuple[int, int, int] = (0, 0, 0)  # bytes per level (LEVELS)
+    why: str = ""  # why this form (compile/choose.py): forced, tuned, rule ..., only, default
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,34 @@ class KernelForms:
             if need > 0:
                 needs[op.function] = max(needs.get(op.function, 0), need)
         return needs
+
+
+def describe_why(why: Any) -> str:
+    """One line of a ``why`` entry (compile/choose.py): ``tuned (cpu class cortex-m-dsp):
+    cmsis-nn 800 / ref 1,200 instructions on qemu-mps2-an386``, ``rule default/CONV_2D``,
+    ``forced (cpu class default)``, ...; "" for none or a bad one."""
+    if not isinstance(why, dict) or not isinstance(why.get("by"), str):
+        return ""
+    by = why["by"][:16]
+    text = {"only": "the only candidate", "default": "no rule: ref"}.get(by, by)
+    rule = why.get("rule")
+    if isinstance(rule, str):
+        where, _, shape = rule[:400].partition("/")
+        kind, _, signature = shape.partition("/")
+        text += f" {where}/{kind}" + (" for this shape" if signature else "")
+    if isinstance(why.get("cpu"), str) and by != "rule":
+        text += f" (cpu class {why['cpu'][:32]})"
+    counts = why.get("instructions")
+    if isinstance(counts, dict) and counts:
+        measured = " / ".join(
+            f"{str(form)[:32]} {n:,}" for form, n in counts.items() if isinstance(n, int)
+        )
+        text += f": {measured} instructions"
+        if isinstance(why.get("board"), str):
+            text += f" on {why['board'][:64]}"
+    if why.get("fell_back") is True:
+        text += ", fell back to ref"
+    return text
 
 
 def kernel_forms_path(root: Path, module: str) -> Path:
@@ -74,6 +103,7 @@ def read_kernel_forms(root: Path, module: str) -> Optional[KernelForms]:
                     function=str(entry["function"]),
                     call=str(entry.get("call", "")),
                     scratch=tuple(_int(scratch.get(level, 0)) for level in LEVELS),  # type: ignore[arg-type]
+                    why=describe_why(entry.get("why")),
                 )
             )
         return KernelForms(tuple(operators), str(document.get("cmsis_nn", "")))

@@ -26,6 +26,13 @@ Typical use by the project generator::
 
 from __future__ import annotations
 
+from ..cmsis_nn.features import (
+    CmsisNnBuild,
+    CpuFeatures,
+    assumed_features,
+    cmsis_nn_build,
+    parse_target,
+)
 from .cache import ENV_CACHE, Cache, CacheEntry, cache_key, default_cache_dir
 from .detect import (
     detect_cmsis_nn,
@@ -34,7 +41,6 @@ from .detect import (
     require_cmsis_nn,
 )
 from .extract import safe_extract
-from .features import CmsisNnBuild, CpuFeatures, assumed_features, cmsis_nn_build, parse_target
 from .lock import (
     LOCK_FILE_NAME,
     LockEntry,

@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from ..cmsis_nn.sources import CmsisNnCompile
 from ..errors import DependencyError
-from .cmsis_nn_sources import CmsisNnCompile
 from .lock import LOCK_FILE_NAME, LockFile, write_lock
 from .recipes import cmake_fragment, plan_build
 from .resolved import ResolvedDependency

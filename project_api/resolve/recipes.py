@@ -11,7 +11,7 @@ Recipes (``Recipe.kind``, chosen by short_name unless the dependency's ``recipe`
   calls (``-U__ARM_FEATURE_DSP``…, see :mod:`.features`: TVM sizes the kernels' scratch
   buffers for its target's CPU) unless the adapter (``crt/cmsis_nn/``) serves them. On the
   host (no ``-mcpu``) it builds its portable C. A firmware compiles only the files its calls
-  need, and float kernels only where they build (:mod:`.cmsis_nn_sources`).
+  need, and float kernels only where they build (:mod:`..cmsis_nn.sources`).
   Its own sources get ``-include stdint.h``: ``arm_nn_compiler.h`` uses ``uint32_t``
   before including it and only Arm toolchains happen to pull it in first (the public
   headers TVM's code includes are fine; the library's users never see the option).
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from ..cmsis_nn.sources import CmsisNnCompile, float_sources, needed_sources
 from ..errors import DependencyError
-from .cmsis_nn_sources import CmsisNnCompile, float_sources, needed_sources
 from .resolved import ResolvedDependency
 from .spec import Recipe
 
@@ -85,7 +85,7 @@ def _chosen_sources(
     root: Path, sources: List[str], includes: Sequence[str], compile: Optional[CmsisNnCompile]
 ) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
     """The sources a firmware compiles (only what it calls, when it says) and the definitions
-    that enable the float kernels among them (:mod:`.cmsis_nn_sources`)."""
+    that enable the float kernels among them (:mod:`..cmsis_nn.sources`)."""
     if compile is not None and compile.roots is not None:
         sources = needed_sources(root, sources, includes, compile.roots) or sources
     kept, defines = float_sources(sources, bool(compile and compile.fp16))
@@ -356,7 +356,7 @@ def cmake_fragment(
     - ``cmsis_nn_flags`` (e.g. ``-U__ARM_FEATURE_DSP``, from :func:`.features.cmsis_nn_build`)
       are PUBLIC compile options of a CMSIS-NN library: the library and the code calling it
       see the CPU features TVM generated the code for, not more;
-    - ``cmsis_nn`` (:class:`.cmsis_nn_sources.CmsisNnCompile`): a CMSIS-NN library compiles
+    - ``cmsis_nn`` (:class:`..cmsis_nn.sources.CmsisNnCompile`): a CMSIS-NN library compiles
       only the files the firmware's calls need (float16 kernels only where the CPU has MVE-F),
       and the adapter's C files are compiled into it: the library's users (the models' code)
       call its ``mlf_cmsis_nn_*`` functions instead of the kernels TVM named (INTERFACE

@@ -112,7 +112,8 @@ def export_library(
         )
     destination = Path(directory)
     check_destination(destination, force, EXPORT_DESTINATION)
-    archive_path = archive_source(archive, say)
+    # A portable export's model is compiled for no CPU class in particular.
+    archive_path = archive_source(archive, say, opts, the_board if board or cpu else None)
     say(f"reading {archive_path}")
     with open_archive(archive_path) as opened:
         names = export_names([m.name for m in choose_models(opened, model)], name)

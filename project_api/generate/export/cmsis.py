@@ -3,7 +3,7 @@ project (:func:`..dependencies.declare_dependencies`, before anything is written
 through the same cache, and CMSIS-NN's sources copied into ``src/`` beside the runtime.
 
 CMSIS-NN is built for the export's CPU as a generated project builds it
-(:func:`...resolve.features.cmsis_nn_build`): what a command line would pass (``-U`` of a
+(:func:`...cmsis_nn.features.cmsis_nn_build`): what a command line would pass (``-U`` of a
 feature macro, ``-include stdint.h``) opens each copied file instead, so that build systems
 without per-file flags (Arduino) compile it the same way; its headers sit at the top of
 ``src/``; TVM's calls go through the adapter (``crt/cmsis_nn/``, :mod:`..cmsis_nn`), its
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
+from ...cmsis_nn.features import level_pins
 from ...errors import GenerateError
-from ...resolve.features import level_pins
 from ...resources import crt_dir
 from .sources import warning_pragmas
 

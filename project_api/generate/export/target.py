@@ -70,6 +70,14 @@ def export_board(board: Optional[str], cpu: Optional[str]) -> Board:
     return known[cpu]
 
 
+def free_c_name(name: str) -> bool:
+    """Whether ``name`` can prefix a model's C API: an identifier, no keyword, no prefix the
+    runtime or TVM keeps."""
+    return bool(_C_IDENTIFIER.match(name)) and not (
+        name in _RESERVED or name.startswith(_TAKEN_PREFIXES)
+    )
+
+
 def export_target(cpu: Optional[str], cmsis_nn: bool) -> str:
     """What an export is for, in the words of its files' comments."""
     if cpu is None:

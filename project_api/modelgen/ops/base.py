@@ -67,6 +67,18 @@ class Op:
     def graph_attrs(self) -> Dict[str, str]:
         return {}
 
+    def share_key(self, types: Sequence[TensorType]) -> Optional[str]:
+        """A name for C this operator could share with others of the same key (a static
+        helper taking the per-operator values as parameters); None: nothing to share. The
+        lowering tells the body which keys more than one operator has (``Body.shared``)."""
+        return None
+
+    def inplace_input(self, types: Sequence[TensorType]) -> Optional[int]:
+        """The input (by position) whose storage the output may take when that input dies
+        here: the operator's C is written so that it is right both when the output
+        overwrites that input and when it does not. None: the output needs its own."""
+        return None
+
     def emit(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
         raise NotImplementedError
 

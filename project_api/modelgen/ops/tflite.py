@@ -18,12 +18,20 @@ These operators have no numpy reference: LiteRT is their oracle (tests/test_comp
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ..cgen import Body, Buffer, c_type, float_literal
 from .base import Op, TensorType, nest, require
+from .tflite_fast import (
+    FORMS,
+    emit_conv,
+    emit_fully_connected,
+    pointwise_in_place,
+    pointwise_key,
+)
+from .tflite_fast_depthwise import depthwise_in_place, depthwise_key, emit_depthwise
 
 ROUNDINGS = ("single", "away", "double")
 
@@ -46,7 +54,15 @@ class Requant:
         if len(self.multipliers) > 1:
             count = len(self.multipliers)
             body.line(f"static const int32_t mult_[{count}] = {_c_ints(self.multipliers)};")
-            body.line(f"static const int8_t shift_[{len(self.shifts)}] = {_c_ints(self.shifts)};")
+            if self.rounding == "double" and max(self.shifts) <= 0:
+                # right shifts only: stored as such, in the smallest type that holds them
+                rights = [-s for s in self.shifts]
+                body.line(f"static const uint8_t rshift_[{count}] = {_c_ints(rights)};")
+            else:
+                body.line(f"static const int8_t shift_[{count}] = {_c_ints(self.shifts)};")
+
+    def right_shifts_only(self) -> bool:
+        return max(self.shifts) <= 0
 
     def emit(self, body: Body, acc: str, channel: str, tag: str = "") -> str:
         """Statements computing ``MultiplyByQuantizedMultiplier(acc)``; returns the variable.
@@ -72,16 +88,33 @@ class Requant:
                 f": -((-mag{t}_ + half{t}_) >> ts{t}_));"
             )
             return f"q{t}_"
-        body.line(f"int32_t ls{t}_ = {shift} > 0 ? {shift} : 0;")
-        body.line(f"int32_t rs{t}_ = {shift} > 0 ? 0 : -({shift});")
-        body.line(f"int64_t ab{t}_ = ((int64_t)(int32_t)((uint32_t){acc} << ls{t}_)) * {mult};")
-        body.line(f"int64_t nudge{t}_ = ab{t}_ >= 0 ? (1 << 30) : (1 - (1 << 30));")
-        body.line(f"int32_t hi{t}_ = (int32_t)((ab{t}_ + nudge{t}_) / ((int64_t)1 << 31));")
-        body.line(f"int32_t mask{t}_ = (int32_t)(((int64_t)1 << rs{t}_) - 1);")
-        body.line(f"int32_t thr{t}_ = (mask{t}_ >> 1) + (hi{t}_ < 0 ? 1 : 0);")
+        return self._emit_double(body, acc, channel, t)
+
+    def _emit_double(self, body: Body, acc: str, channel: str, t: str) -> str:
+        """TFLite's SaturatingRoundingDoublingHighMul then RoundingDivideByPOT, without a
+        64-bit division: with the nudge ±2^30, truncating (ab + nudge) / 2^31 towards zero
+        equals flooring (ab + 2^30) / 2^31 for either sign of ab, which is an arithmetic
+        shift. (The saturation case needs a multiplier of INT32_MIN: never, m < 2^31.)"""
+        per_channel = len(self.multipliers) > 1
+        mult = f"mult_[{channel}]" if per_channel else str(self.multipliers[0])
+        if not self.right_shifts_only():
+            shift = f"shift_[{channel}]" if per_channel else str(self.shifts[0])
+            body.line(f"int32_t ls{t}_ = {shift} > 0 ? {shift} : 0;")
+            body.line(f"int32_t rs{t}_ = {shift} > 0 ? 0 : -({shift});")
+            scaled = f"(int32_t)((uint32_t){acc} << ls{t}_)"
+            rs = f"rs{t}_"
+        else:
+            scaled = acc
+            rs = f"(int32_t)rshift_[{channel}]" if per_channel else str(-self.shifts[0])
         body.line(
-            f"int32_t q{t}_ = (hi{t}_ >> rs{t}_) + (((hi{t}_ & mask{t}_) > thr{t}_) ? 1 : 0);"
+            f"int32_t hi{t}_ = (int32_t)((((int64_t){scaled}) * {mult} + "
+            f"((int64_t)1 << 30)) >> 31);"
         )
+        if rs == "0":
+            return f"hi{t}_"
+        body.line(f"int32_t mask{t}_ = (int32_t)(((uint32_t)1 << {rs}) - 1u);")
+        body.line(f"int32_t thr{t}_ = (mask{t}_ >> 1) + (int32_t)((uint32_t)hi{t}_ >> 31);")
+        body.line(f"int32_t q{t}_ = (hi{t}_ >> {rs}) + ((hi{t}_ & mask{t}_) > thr{t}_);")
         return f"q{t}_"
 
 
@@ -131,9 +164,11 @@ class TflConv(Op):
     activation: Activation
     quant: Quant = Quant()
     hybrid_scale: float = 0.0  # an int8 filter's scale on float32 data (0: not hybrid)
+    form: str = "fast"  # int8's C: "fast" (tflite_fast.py) or "reference" (the plain loops)
 
     def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
         x, w = types[0], types[1]
+        require(self.form in FORMS, f"conv: form must be one of {FORMS}")
         require(len(x.shape) == 4 and len(w.shape) == 4, "conv: input NHWC and a 4-D filter")
         hybrid = x.dtype == "float32" and w.dtype == "int8"
         require(hybrid == bool(self.hybrid_scale), "conv: an int8 filter on float32 data is hybrid")
@@ -149,6 +184,24 @@ class TflConv(Op):
     def name_parts(self) -> List[str]:
         return ["tfl_depthwise_conv_2d" if self.depthwise else "tfl_conv_2d"]
 
+    def share_key(self, types: Sequence[TensorType]) -> Optional[str]:
+        x, w = types[0], types[1]
+        if x.dtype != "int8" or self.form != "fast" or self.inplace_input(types) is None:
+            return None
+        if self.depthwise:
+            return depthwise_key(self, x.shape, w.shape)
+        return pointwise_key(self, x.shape, w.shape[0])
+
+    def inplace_input(self, types: Sequence[TensorType]) -> Optional[int]:
+        x, w = types[0], types[1]
+        if x.dtype != "int8" or self.form != "fast":
+            return None
+        _, kh, kw, _ = w.shape
+        if self.depthwise:
+            return 0 if depthwise_in_place(self, x.shape, (kh, kw)) else None
+        pointwise = kh == kw == 1 and self.strides == (1, 1) and self.out_hw == x.shape[1:3]
+        return 0 if pointwise and pointwise_in_place(x.shape[3], w.shape[0]) else None
+
     def output_names(self) -> List[str]:
         return ["T_conv"]
 
@@ -162,6 +215,9 @@ class TflConv(Op):
         dh, dw = self.dilations
         pt, pl = self.pads
         mode = self.mode(x.dtype)
+        if mode == "int8" and self.form == "fast":
+            (emit_depthwise if self.depthwise else emit_conv)(self, body, ins, outs)
+            return
         if mode == "int8":
             self.quant.requant.declare(body)
         with nest(body, [("b", n)]) as (b,):
@@ -259,9 +315,11 @@ class TflFullyConnected(Op):
     activation: Activation
     quant: Quant = Quant()
     hybrid_scale: float = 0.0  # an int8 filter's scale on float32 data (0: not hybrid)
+    form: str = "fast"  # int8's C: "fast" (tflite_fast.py) or "reference" (the plain loops)
 
     def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
         x, w = types[0], types[1]
+        require(self.form in FORMS, f"fully connected: form must be one of {FORMS}")
         require(len(w.shape) == 2, "fully connected: a 2-D filter")
         hybrid = x.dtype == "float32" and w.dtype == "int8"
         require(hybrid == bool(self.hybrid_scale), "fully connected: hybrid needs its scale")
@@ -285,6 +343,9 @@ class TflFullyConnected(Op):
         o, d = w.shape
         batches = x.size // d
         quantized = x.dtype == "int8"
+        if quantized and self.form == "fast":
+            emit_fully_connected(self, body, ins, outs)
+            return
         if quantized:
             self.quant.requant.declare(body)
         if self.hybrid_scale:

@@ -11,7 +11,7 @@ shifts are constants of the C.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -61,6 +61,14 @@ class TflBinary(Op):
 
     def name_parts(self) -> List[str]:
         return [f"tfl_{self.operation}"]
+
+    def inplace_input(self, types: Sequence[TensorType]) -> Optional[int]:
+        """An input of the output's shape: element i is read before element i is written."""
+        out = broadcast_shape(types[0].shape, types[1].shape)
+        for position, t in enumerate(types):
+            if tuple(t.shape) == out and t.dtype == types[0].dtype:
+                return position
+        return None
 
     def output_names(self) -> List[str]:
         return [f"T_{self.operation}"]

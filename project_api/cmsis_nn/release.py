@@ -20,7 +20,7 @@ turns one input channel into a convolution itself on MVE. Every entry point TVM 
 A tree is **covered** when its release is one of :data:`RELEASES` or between two of them and
 every prototype is known. TVM 0.14's calls run on a covered tree through the adapter
 (``crt/cmsis_nn/``) with their v4.1.0 meaning; on any other tree they are refused before
-building (``cmsis_nn_adapter.refuse_uncovered``).
+building (``adapter.refuse_uncovered``).
 """
 
 from __future__ import annotations

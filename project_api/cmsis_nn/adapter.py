@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DependencyError
-from .cmsis_nn_calls import ADAPTED_KERNELS, CallSite, CmsisNnCalls
-from .cmsis_nn_release import TVM_TARGET_RELEASE, ApiFacts, CmsisNnTree, covered_releases
+from .calls import ADAPTED_KERNELS, CallSite, CmsisNnCalls
+from .release import TVM_TARGET_RELEASE, ApiFacts, CmsisNnTree, covered_releases
 
 PORTABLE, DSP, MVE = 0, 1, 2  # features.LEVELS
 CH_IN_BLOCK_MVE = 124  # arm_nnsupportfunctions.h, every release

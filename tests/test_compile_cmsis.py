@@ -74,6 +74,24 @@ PATH_CASES = [
                                    {"size": (5, 4), "stride": (1, 1)})),
     Case("fc_depth64", fc_case((1, 64), 12, "RELU")),
     Case("path_add_37", binary_case("ADD", (1, 37), (1, 37))),
+    # one input channel: the direct form (--cmsis-nn's rule), every path of its C: taps in
+    # whole quads / with a tail / past one 16-lane vector, channels not a multiple of 4,
+    # clamps short of int8's range, dilation, batches, per-tensor quantization, ties
+    Case("direct_kws_like", conv_case((1, 13, 6, 1), (8, 5, 4, 1), {"stride": (2, 2)})),
+    Case("direct_tail_oc6_relu6", conv_case((1, 7, 5, 1), (6, 3, 3, 1), {"act": "RELU6"})),
+    Case("direct_dilated_batches",
+         conv_case((2, 9, 8, 1), (5, 2, 3, 1), {"padding": "VALID", "dilation": (2, 2)},
+                   per_channel=False)),
+    Case("direct_wide_s12", conv_case((1, 10, 11, 1), (3, 5, 7, 1), {"stride": (1, 2)})),
+    Case("direct_ties", conv_case((1, 6, 6, 1), (4, 3, 4, 1), {"act": "RELU"}, ties=True)),
+    # its padded input past 1 KiB: taken from the operator's workspace window, not the stack
+    Case("direct_padded_in_workspace", conv_case((1, 36, 30, 1), (4, 3, 3, 1), {"stride": (2, 2)})),
+    # 1x1: the simd form (ours on DSP and Helium, CMSIS-NN's call on the host): channels in
+    # whole vectors or not, a tail past the quads, per-tensor, strides, channels out not a
+    # multiple of 4 (with path_conv_1x1_* and compile_cases's 1x1)
+    Case("simd_c20_oc6_relu6", conv_case((1, 5, 3, 20), (6, 1, 1, 20), {"act": "RELU6"})),
+    Case("simd_c37_s2", conv_case((1, 4, 4, 37), (9, 1, 1, 37), {"stride": (2, 2)},
+                                  per_channel=False)),
     Case("path_mul_37", binary_case("MUL", (1, 37), (1, 37), "RELU")),
 ]  # fmt: skip
 
@@ -184,6 +202,15 @@ def test_archive_records_forms_and_library_answers(cases: Tuple[bytes, List[str]
         assert (kind, "cmsis-nn") in forms, kind
     # broadcasting ADD/MUL, softmax and the float-only steps stay on our C
     assert ("ADD", "ref") in forms and ("SOFTMAX", "ref") in forms
+    # --cmsis-nn's rule (the rules table's default class): a one-input-channel CONV_2D takes the
+    # direct form (the six direct_* cases, and compile_cases's), a 1x1 one the simd form
+    direct = [op for op in operators if op["form"] == "direct"]
+    assert len(direct) >= 6 and {op["operator"] for op in direct} == {"CONV_2D"}
+    assert all(op["why"]["by"] == "rule" for op in direct), direct
+    simd = [op for op in operators if op["form"] == "simd"]
+    assert len(simd) >= 5 and {op["operator"] for op in simd} == {"CONV_2D"}
+    assert all(op["call"] == "arm_convolve_wrapper_s8" for op in simd)
+    assert all(op["scratch"]["dsp"] == op["scratch"]["mve"] == 0 for op in simd)
     assert ("SOFTMAX", "cmsis-nn") not in forms
     calls = {op["call"]: op["scratch"] for op in operators if op["form"] == "cmsis-nn"}
     assert calls["arm_fully_connected_s8"]["mve"] > 0 == calls["arm_fully_connected_s8"]["dsp"]
@@ -195,6 +222,7 @@ def test_archive_records_forms_and_library_answers(cases: Tuple[bytes, List[str]
         text = "\n".join(describe_model(opened.models[0]))
     assert "kernel forms (compile):" in text and "SOFTMAX: ref" in text
     assert "CONV_2D: cmsis-nn (arm_convolve_wrapper_s8; scratch B: portable" in text
+    assert "CONV_2D: direct  [rule default/CONV_2D]" in text
 
 
 def test_forms_chosen_and_forced(tmp_path: Path, cmsis_v7: Path) -> None:
@@ -221,6 +249,23 @@ def test_forms_chosen_and_forced(tmp_path: Path, cmsis_v7: Path) -> None:
         compile_tflite(path, tmp_path / "b.tar", forms={"FULLY_CONNECTED": "cmsis-nn"},
                        source=source)  # fmt: skip
     assert not (tmp_path / "b.tar").exists()
+    # the direct form takes one input channel only; forced elsewhere it is refused
+    with pytest.raises(CompileError, match=r"\(CONV_2D\): form direct takes a single input"):
+        compile_tflite(path, tmp_path / "c.tar", forms={"CONV_2D": "direct"}, source=source)
+    # forced without --cmsis-nn where it can, it needs no CMSIS-NN; a forced cmsis-nn wins
+    # over --cmsis-nn's rule
+    rng, w = np.random.default_rng(0), TfliteWriter()
+    x, y = conv_case((1, 7, 5, 1), (6, 3, 3, 1), {})(w, rng, "int8")
+    path = tmp_path / "one.tflite"
+    path.write_bytes(w.finish([x], [y]))
+    archive = compile_tflite(path, tmp_path / "d.tar", forms={"CONV_2D": "direct"})
+    assert [op["form"] for op in kernel_forms(archive)["operators"]] == ["direct"]
+    with tarfile.open(archive) as tar:
+        meta = json.loads(tar.extractfile("./metadata.json").read())  # type: ignore[union-attr]
+    assert meta["modules"]["default"].get("external_dependencies", []) == []
+    archive = compile_tflite(path, tmp_path / "e.tar", forms={"CONV_2D": "cmsis-nn"},
+                             cmsis_nn=True, source=source)  # fmt: skip
+    assert [op["form"] for op in kernel_forms(archive)["operators"]] == ["cmsis-nn"]
     for bad in ("CONV_2D=fast", "CONV_3D=ref", "CONV_2D"):
         with pytest.raises(CompileError, match="--form"):
             parse_forced([bad])

@@ -3,8 +3,9 @@
 Every operator has *candidates*: the forms of :data:`~.forms.FORMS` that take it (their
 ``refusal`` says nothing) and compute it exactly as LiteRT does (the form's rounding for that
 kind is LiteRT's; a form with another rounding is never chosen, only forced). A form that
-needs a dependency (``cmsis-nn``) is a candidate only where the user allowed it
-(``--cmsis-nn``); forms of our own C always are.
+needs a dependency (``cmsis-nn``, ``simd``), or is marked ``with_cmsis_nn`` (``direct``), is a
+candidate only where the user allowed it (``--cmsis-nn``); other forms of our own C always
+are.
 
 Among the candidates the choice is, in order:
 
@@ -13,7 +14,8 @@ Among the candidates the choice is, in order:
    compile/tune.py): the fewest wins, ties go to the earlier candidate (``ref`` first);
 3. ``rule``: the rules table (``rules/forms.json``, package data), measured once per CPU
    class and kept as data: a rule for the operator's exact shape signature first, then one
-   for its kind on that class, then the ``default`` class's for its kind;
+   for its kind on that class (one form, or a list in order of preference), then the
+   ``default`` class's for its kind;
 4. ``only``: a single candidate (``ref`` without ``--cmsis-nn``), or ``default``: ``ref``.
 
 The reason goes into ``src/<mod>.kernels.json`` (``why``) and ``info`` shows it.
@@ -108,7 +110,7 @@ def candidates(model: TfliteModel, op: Operator, *, cmsis_nn: bool = False) -> L
     """The exact forms that take ``op`` (``ref`` first); dependency forms only if allowed."""
     found = []
     for name, form in FORMS.items():
-        if form.dependency is not None and not cmsis_nn:
+        if (form.dependency is not None or form.with_cmsis_nn) and not cmsis_nn:
             continue
         if exact(name, op.name) and form.refusal(model, op) is None:
             found.append(name)
@@ -135,9 +137,11 @@ def rule_for(
         shaped = kinds.get("signatures", {}).get(sig)
         if shaped and shaped.get("form") in allowed:
             return shaped["form"], f"{where}/{kind}/{sig}", dict(shaped)
+        # a kind's rule: one form, or forms in order of preference (the first allowed wins)
         general = kinds.get("form")
-        if general in allowed:
-            return general, f"{where}/{kind}", {"form": general}
+        for form in [general] if isinstance(general, str) else list(general or []):
+            if form in allowed:
+                return form, f"{where}/{kind}", {"form": form}
     return None
 
 

@@ -1,11 +1,13 @@
 """Kernel forms: the one seam through which each lowered operator's C is chosen.
 
 A *form* is a way of computing an operator: ``ref`` (our plain C with TFLite's reference
-arithmetic, modelgen/ops/tflite*.py) or ``cmsis-nn`` (a call of CMSIS-NN v7.0.0,
-modelgen/ops/tflite_cmsis.py). :data:`FORMS` is the registry: each :class:`Form` says which
-operators it takes (:meth:`Form.refusal` on the ``.tflite`` operator, before lowering, and
-:meth:`Form.wrap` on the lowered one), the requantization rounding it computes, and the
-external dependency it needs. A new form (issue 43's specialized C) is one more entry.
+arithmetic, modelgen/ops/tflite*.py), ``cmsis-nn`` (a call of CMSIS-NN v7.0.0,
+modelgen/ops/tflite_cmsis.py), ``direct`` (a one-input-channel CONV_2D in C specialized to
+its shape, modelgen/ops/tflite_direct.py) or ``simd`` (a 1x1 CONV_2D: direct's code on DSP and
+Helium, CMSIS-NN elsewhere, modelgen/ops/tflite_simd.py). :data:`FORMS` is the registry:
+each :class:`Form` says which operators it takes (:meth:`Form.refusal` on the ``.tflite``
+operator, before lowering, and :meth:`Form.wrap` on the lowered one), the requantization
+rounding it computes, and the external dependency it needs. A new form is one more entry.
 
 ``compile`` chooses a form per operator in compile/choose.py (forced, tuned, a rule of the
 package's rules table, or the only candidate; the reason is recorded). ``--form KIND=FORM``
@@ -32,12 +34,16 @@ from ..modelgen.ops.tflite_cmsis import (
     CmsisFullyConnected,
     CmsisPool,
 )
+from ..modelgen.ops.tflite_direct import DirectConv
 from ..modelgen.ops.tflite_elementwise import TflBinary
+from ..modelgen.ops.tflite_simd import SimdPointwise
 from .support import LITERT_ROUNDING, SUPPORTED
 from .tflite import Operator, TfliteModel
 
 REF = "ref"
 CMSIS_NN = "cmsis-nn"
+DIRECT = "direct"
+SIMD = "simd"
 # The CMSIS-NN the cmsis-nn form calls, as metadata.json names it (the pre-RFC's example).
 CMSIS_NN_DEPENDENCY = {
     "short_name": "cmsis-nn",
@@ -76,6 +82,47 @@ def _cmsis_refusal(model: TfliteModel, op: Operator) -> Optional[str]:
     return None
 
 
+def _direct_refusal(model: TfliteModel, op: Operator) -> Optional[str]:
+    """Why the ``direct`` form cannot compute ``op`` (None: it can)."""
+    if op.name != "CONV_2D":
+        return "takes CONV_2D only"
+    bad = _int8(model, op)
+    if bad:
+        return bad
+    x = model.tensors[op.inputs[0]]
+    w = model.tensors[op.inputs[1]] if len(op.inputs) > 1 and op.inputs[1] >= 0 else None
+    if w is None or w.dtype != "int8":
+        return "needs an int8 filter"
+    if len(x.shape) != 4 or x.shape[3] != 1:
+        return "takes a single input channel only"
+    return None
+
+
+def _direct_wrap(op: Op) -> Optional[Op]:
+    if isinstance(op, TflConv) and not op.depthwise and not op.hybrid_scale:
+        return DirectConv(op)
+    return None
+
+
+def _simd_refusal(model: TfliteModel, op: Operator) -> Optional[str]:
+    """Why the ``simd`` form cannot compute ``op`` (None: it can)."""
+    if op.name != "CONV_2D":
+        return "takes CONV_2D only"
+    bad = _cmsis_refusal(model, op)
+    if bad:
+        return bad
+    w = model.tensors[op.inputs[1]]
+    if len(w.shape) != 4 or w.shape[1:3] != (1, 1):
+        return "takes a 1x1 filter only"
+    return None
+
+
+def _simd_wrap(op: Op) -> Optional[Op]:
+    if isinstance(op, TflConv) and not op.depthwise and not op.hybrid_scale:
+        return SimdPointwise(op) if op.pads == (0, 0) else None
+    return None
+
+
 def _cmsis_wrap(op: Op) -> Optional[Op]:
     if isinstance(op, TflConv) and not op.hybrid_scale:
         return CmsisConv(op)
@@ -100,6 +147,9 @@ class Form:
     wrap: Callable[[Op], Optional[Op]]
     rounding: Mapping[str, str] = field(default_factory=dict)  # op kind -> rounding it computes
     dependency: Optional[Mapping[str, str]] = None
+    # a candidate only where the user asked for the optimized int8 kernels (--cmsis-nn), even
+    # without a dependency of its own; elsewhere only forced (the plain path keeps its choice)
+    with_cmsis_nn: bool = False
     # Bumped when the form's C changes what it runs: part of compile --tune's cache key.
     version: str = "1"
 
@@ -122,6 +172,22 @@ FORMS: Dict[str, Form] = {
         _cmsis_wrap,
         # CMSIS-NN's default build requantizes with TFLite's classic double rounding
         rounding={kind: "double" for kind in CMSIS_KINDS},
+        dependency=CMSIS_NN_DEPENDENCY,
+    ),
+    DIRECT: Form(
+        DIRECT,
+        "our C for a single-input-channel CONV_2D, no im2col (SMLAD on DSP, VMLADAV on MVE)",
+        _direct_refusal,
+        _direct_wrap,
+        rounding={"CONV_2D": "double"},
+        with_cmsis_nn=True,
+    ),
+    SIMD: Form(
+        SIMD,
+        "a 1x1 CONV_2D: the direct form's C on DSP and Helium, CMSIS-NN v7.0.0 elsewhere",
+        _simd_refusal,
+        _simd_wrap,
+        rounding={"CONV_2D": "double"},
         dependency=CMSIS_NN_DEPENDENCY,
     ),
 }
@@ -173,8 +239,12 @@ class FormPlan:
     @property
     def dependencies(self) -> List[Mapping[str, str]]:
         used = {form for _, _, form, _ in self.chosen}
-        deps = [FORMS[f].dependency for f in sorted(used)]
-        return [d for d in deps if d is not None]
+        deps: List[Mapping[str, str]] = []
+        for f in sorted(used):
+            dep = FORMS[f].dependency
+            if dep is not None and dep not in deps:  # forms may share one (CMSIS-NN)
+                deps.append(dep)
+        return deps
 
 
 def parse_forced(items: Sequence[str]) -> Dict[str, str]:

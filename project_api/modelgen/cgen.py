@@ -138,7 +138,8 @@ class Body:
         self.line("}")
 
     def include(self, header: str) -> None:
-        """Asks for ``#include "header"`` before the function (a library's declarations)."""
+        """Asks for ``#include "header"`` before the function (a library's declarations), or
+        for ``header`` as it is where it starts with ``#`` (``#if ... #include <...> #endif``)."""
         if header not in self.includes:
             self.includes.append(header)
 
@@ -220,8 +221,9 @@ def render_unpacked(arg_names: Sequence[str], body: Body) -> FunctionText:
 
 
 def _includes(body: Body) -> List[str]:
-    """The headers a body asked for (guarded headers: included again is harmless)."""
-    return [f'#include "{header}"' for header in body.includes]
+    """The headers a body asked for (guarded headers: included again is harmless); an entry
+    that starts with ``#`` is preprocessor text as it is (headers included conditionally)."""
+    return [h if h.startswith("#") else f'#include "{h}"' for h in body.includes]
 
 
 def helper_lines(body: Body) -> List[str]:

@@ -13,9 +13,10 @@ the output is the same on every core, and LiteRT's.
 a group of pixels before it writes any output of that group, and output pixel ``p`` lies at
 or before input pixel ``p``'s bytes, so no pixel is overwritten before it is read. Ours
 gathers a block of pixels (4 on DSP, 2 on Helium) before it writes them; CMSIS-NN's call,
-whose loops write a pixel's first channels before reading its last ones, is called on
-:func:`group` pixels at a time into a buffer on the stack that is then copied out. The
-arithmetic is the same either way.
+whose loops write a pixel's first channels before reading its last ones, is made
+:data:`GROUP_CALLS` times, each on :func:`group` pixels, into a buffer that is then copied out
+(in the operator's workspace window, before CMSIS-NN's own scratch: asked on those cores only).
+The arithmetic is the same either way.
 """
 
 from __future__ import annotations
@@ -28,15 +29,16 @@ from .base import TensorType
 from .tflite_cmsis import CmsisConv
 from .tflite_direct import DirectConv
 
-# The largest buffer (bytes) of CMSIS-NN's grouped output on the stack, in place.
-GROUP_BYTES = 512
+# Calls of CMSIS-NN a 1x1 convolution takes in place: each call sums the whole filter again
+# (the input offset's contribution), so few calls, each on a group of pixels.
+GROUP_CALLS = 4
+# The workspace's alignment of the group buffer (CMSIS-NN's own scratch follows it).
+GROUP_ALIGN = 8
 
 
-def group(pixels: int, oc: int) -> int:
-    """Pixels a CMSIS-NN call computes in place: the largest divisor of ``pixels`` whose
-    output fits :data:`GROUP_BYTES` (at least 1), so every call has the same dims."""
-    most = max(1, GROUP_BYTES // oc)
-    return max(g for g in range(1, min(pixels, most) + 1) if pixels % g == 0)
+def group(pixels: int) -> int:
+    """Pixels a CMSIS-NN call computes in place (the last call takes what is left)."""
+    return -(-pixels // GROUP_CALLS)
 
 
 @dataclass(frozen=True)
@@ -65,18 +67,23 @@ class SimdPointwise(CmsisConv):
         """Pixels a CMSIS-NN call takes when the output may overwrite the input, else None."""
         if self.inplace_input([x, w]) is None:
             return None
-        return group(x.size // x.shape[3], w.shape[0])
+        return group(x.size // x.shape[3])
 
     def setup(self, ins: Sequence[TensorType], out: TensorType) -> List[str]:
         pixels = self._group(ins[0], ins[1])
         if pixels is None:
-            return super().setup(ins, out)
+            return [*super().setup(ins, out), "const int32_t grp_bytes_ = 0;"]
         x = TensorType((1, 1, pixels, ins[0].shape[3]), ins[0].dtype)
         y = TensorType((1, 1, pixels, out.shape[3]), out.dtype)
-        return super().setup([x, *ins[1:]], y)
+        bytes_ = -(-pixels * out.shape[3] // GROUP_ALIGN) * GROUP_ALIGN
+        return [*super().setup([x, *ins[1:]], y), f"const int32_t grp_bytes_ = {bytes_};"]
 
     def size_call(self, suffix: str = "") -> str:
-        return "0" if suffix in ("_dsp", "_mve") else super().size_call(suffix)
+        """0 on DSP and Helium (ours runs); else CMSIS-NN's answer, plus the group buffer in
+        place (CMSIS-NN's scratch follows it in the operator's window)."""
+        if suffix in ("_dsp", "_mve"):
+            return "0"
+        return f"{super().size_call(suffix)} + grp_bytes_"
 
     def emit(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
         DirectConv(self.base).emit(body, ins, outs, portable=lambda: self._cmsis(body, ins, outs))
@@ -91,16 +98,24 @@ class SimdPointwise(CmsisConv):
             super().invoke(body, ins, outs)
             return
         c, oc = x.shape[3], w.shape[0]
-        bias = f"(const int32_t*){ins[2].var}" if self.base.bias else "NULL"
         total = x.size // c
+        bias = f"(const int32_t*){ins[2].var}" if self.base.bias else "NULL"
         body.line("arm_cmsis_nn_status st_ = ARM_CMSIS_NN_SUCCESS;")
-        body.line(f"int8_t grp_[{pixels * oc}];")
+        # the group's output first in the window (need_ >= grp_bytes_ > 0: it was taken)
+        body.line("int8_t* grp_ = (int8_t*)ctx_.buf;")
+        body.line("ctx_.buf = grp_ + grp_bytes_;")
+        body.line("ctx_.size = need_ - grp_bytes_;")
+        body.line("cmsis_nn_dims gin_ = in_dims_;")
+        body.line("cmsis_nn_dims gout_ = out_dims_;")
         step = f"for (int32_t p = 0; p < {total} && st_ == ARM_CMSIS_NN_SUCCESS; p += {pixels})"
         with body.block(step):
+            body.line(f"const int32_t n_ = {total} - p < {pixels} ? {total} - p : {pixels};")
+            body.line("gin_.w = n_;")
+            body.line("gout_.w = n_;")
             body.line(
-                f"st_ = arm_{self.kernel}(&ctx_, &conv_, &quant_, &in_dims_, "
+                f"st_ = arm_{self.kernel}(&ctx_, &conv_, &quant_, &gin_, "
                 f"(const int8_t*){ins[0].var} + p * {c}, &filter_dims_, "
-                f"(const int8_t*){ins[1].var}, &bias_dims_, {bias}, "
-                "&out_dims_, grp_);"
+                f"(const int8_t*){ins[1].var}, &bias_dims_, {bias}, &gout_, grp_);"
             )
-            body.line(f"__builtin_memcpy((int8_t*){outs[0].var} + p * {oc}, grp_, {pixels * oc});")
+            body.line(f"__builtin_memcpy((int8_t*){outs[0].var} + p * {oc}, grp_, n_ * {oc});")
+        body.line("ctx_.buf = grp_;")

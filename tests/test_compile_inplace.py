@@ -128,8 +128,8 @@ def _archive_sharing(archive: Path) -> List[str]:
 
 def pointwise_chain() -> bytes:
     """CONV_2D 3x3 → 1x1 (16 → 16 channels) → 1x1 (16 → 12) over 7x9 pixels: the 1x1s
-    overwrite their inputs in the simd form (63 pixels: CMSIS-NN's call three groups of 21,
-    our DSP code blocks of 4 with a tail)."""
+    overwrite their inputs in the simd form (63 pixels: CMSIS-NN's call on four groups, the
+    last one short; our DSP code blocks of 4 and Helium code blocks of 2, each with a tail)."""
     rng = np.random.default_rng(3)
     w = TfliteWriter()
     x, y = conv_case((1, 7, 9, 4), (16, 3, 3, 4), {"act": "RELU"})(w, rng, "int8")
@@ -156,6 +156,12 @@ def simd_chain(
     )
     shared = _archive_sharing(archive)
     assert len([n for n in shared if "conv_2d_simd" in n]) == 2, shared
+    # the group buffer (16 pixels' output) is asked on cores without DSP or Helium only
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("./src/default.kernels.json")
+        assert member is not None
+        scratch = [o["scratch"] for o in json.load(member)["operators"] if o["form"] == "simd"]
+    assert scratch == [{"dsp": 0, "mve": 0, "portable": 16 * oc} for oc in (16, 12)], scratch
     # the control: CMSIS-NN's own call of the 1x1s writes beside its input
     control = compile_tflite(
         work / "chain.tflite", work / "control.tar", cmsis_nn=True, source=source,
@@ -166,14 +172,20 @@ def simd_chain(
 
 
 @pytest.mark.parametrize(
-    "board", [None, pytest.param("qemu-mps2-an386", marks=[pytest.mark.qemu, requires_arm])]
+    "board",
+    [None]
+    + [
+        pytest.param(board, marks=[pytest.mark.qemu, requires_arm])
+        for board in ("qemu-mps2-an386", "qemu-mps3-an547")
+    ],
 )
 def test_simd_pointwise_in_place_equals_litert(
     board: Optional[str], simd_chain: Tuple[bytes, Path], cmsis_v7_checkout: Path,
     tmp_path: Path,
 ) -> None:  # fmt: skip
     """The simd form's 1x1s in place: CMSIS-NN's call by groups on the host, our SMLAD code
-    on the Cortex-M4; the same outputs as LiteRT's reference kernels."""
+    on the Cortex-M4 and VMLADAV code on the Cortex-M55; the same outputs as LiteRT's
+    reference kernels."""
     model, archive = simd_chain
     options = {"cmsis_path": str(cmsis_v7_checkout)}
     project = Project.generate(

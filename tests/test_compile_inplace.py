@@ -198,3 +198,25 @@ def test_simd_pointwise_in_place_equals_litert(
             got = session.run(inputs)["output0"]
             want = litert_outputs(model, inputs)[0]
             np.testing.assert_array_equal(got, want.reshape(got.shape))
+
+
+def test_kws_on_the_an386_forms_runs_in_one_tensor_buffer(
+    tmp_path: Path, cmsis_v7_checkout: Path
+) -> None:
+    """``--cmsis-nn`` with the Cortex-M4's rules (``ref`` depthwise, ``simd`` 1x1): all eight
+    layers overwrite their inputs (issue 43's RAM target); the an547's CMSIS-NN depthwise
+    layers do not (the control)."""
+    if not KWS.exists():
+        pytest.skip(f"{KWS} is absent (the shared models live in ../shared/models)")
+    source = CmsisNnSource(cmsis_path=str(cmsis_v7_checkout))
+
+    def shared(cpu: str) -> List[str]:
+        out = tmp_path / f"kws_{cpu}.tar"
+        return _archive_sharing(compile_tflite(KWS, out, cmsis_nn=True, source=source, cpu=cpu))
+
+    dsp = shared("cortex-m-dsp")
+    assert len([n for n in dsp if "depthwise_conv_2d" in n]) == 4, dsp
+    assert len([n for n in dsp if "conv_2d_simd" in n]) == 4, dsp
+    mve = shared("cortex-m-mve")
+    assert [n for n in mve if "depthwise" in n] == [], mve
+    assert len([n for n in mve if "conv_2d_simd" in n]) == 4, mve

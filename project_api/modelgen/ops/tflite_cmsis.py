@@ -199,10 +199,6 @@ class CmsisFullyConnected(CmsisCall):
     def size_call(self, suffix: str = "") -> str:
         return f"arm_fully_connected_s8_get_buffer_size{suffix}(&filter_dims_)"
 
-    def invoke(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
-        """Statements that call the kernel, leaving its status in ``st_`` (one call here)."""
-        body.line(f"arm_cmsis_nn_status st_ = {self.call(ins, outs[0])};")
-
     def prepare(self, body: Body, ins: Sequence[Buffer]) -> None:
         o, d = ins[1].shape
         q = self.base.quant

@@ -14,7 +14,7 @@ from typing import Dict, Iterator, List, Tuple
 import numpy as np
 import pytest
 from compile_cases import CONTROL, cases_model, tiny_model
-from conftest import requires_arm
+from conftest import requires_arm, requires_riscv
 
 from project_api.compile import build_model, compile_tflite, read_tflite
 from project_api.compile.lower import lower_model
@@ -110,12 +110,20 @@ def test_every_case_matches_litert(compiled: Tuple[str, bytes, List[str], Projec
 
 
 @pytest.mark.qemu
-@requires_arm
-@pytest.mark.parametrize("dtype, board", [("int8", "qemu-mps2-an385")])
-def test_every_case_matches_litert_on_cortex_m(dtype: str, board: str, tmp_path: Path) -> None:
-    """The same C on a Cortex-M3 (soft float, newlib's libm: the int8 softmax's float steps
-    run there too): int8 still equal. (float32 on qemu-mps2-an385 and -an386, within rtol
-    1e-5 when measured, is left out of CI for its 14 s: add the pair here to check it.)"""
+@pytest.mark.parametrize(
+    "dtype, board",
+    [
+        pytest.param("int8", "qemu-mps2-an385", marks=requires_arm),
+        pytest.param("int8", "qemu-riscv32", marks=requires_riscv),
+    ],
+)
+def test_every_case_matches_litert_on_a_microcontroller(
+    dtype: str, board: str, tmp_path: Path
+) -> None:
+    """The same C on a Cortex-M3 and on an rv32imac (soft float, newlib's libm: the int8
+    softmax's float steps run there too): int8 still equal. (float32 on qemu-mps2-an385 and
+    -an386, within rtol 1e-5 when measured, is left out of CI for its 14 s: add the pair here
+    to check it.)"""
     model, names = cases_model(dtype)
     (tmp_path / "cases.tflite").write_bytes(model)
     archive = compile_tflite(tmp_path / "cases.tflite", tmp_path / "cases.tar")

@@ -190,3 +190,35 @@ def test_packed_aot_calls_inputs_in_order_whatever_their_names(tmp_path: Path) -
         np.testing.assert_array_equal(got.reshape(want.shape), want)
         swapped = dict(zip(inputs, reversed(list(inputs.values()))))
         assert not np.array_equal(litert_outputs(model, swapped)[0], want)  # order matters
+
+
+def test_loops_form_is_forced_through_the_seam(tmp_path: Path) -> None:
+    """``--form KIND=loops`` gives the int8 convolutions and FULLY_CONNECTED the reference
+    kernels' plain loops (what ``force_form`` gives the cases above): other C than the default
+    form's (the control), recorded as forced, and equal to LiteRT; never a rule's choice."""
+    from compile_cases import tiny_model
+
+    from project_api.compile import parse_forced
+    from project_api.compile.choose import candidates
+    from project_api.read import open_archive
+
+    model = tiny_model("int8")
+    path = tmp_path / "tiny.tflite"
+    path.write_bytes(model)
+    forced = parse_forced(["CONV_2D=loops", "DEPTHWISE_CONV_2D=loops", "FULLY_CONNECTED=loops"])
+    sources = {}
+    for label, forms in (("loops", forced), ("default", None)):
+        archive = compile_tflite(path, tmp_path / f"{label}.tar", forms=forms)
+        with open_archive(archive) as opened:
+            sources[label] = "".join(p.read_text() for p in opened.models[0].sources)
+        if forms:
+            project = Project.generate(archive, tmp_path / "project")
+            project.build()
+            with project.session(timeout=60) as session:
+                inputs = random_inputs(model, 3)
+                got = session.run(inputs)["output0"]
+                want = litert_outputs(model, inputs)[0]
+                np.testing.assert_array_equal(got.reshape(want.shape), want)
+    assert sources["loops"] != sources["default"]
+    read = read_tflite(path)
+    assert all("loops" not in candidates(read, op, cmsis_nn=True) for op in read.operators)

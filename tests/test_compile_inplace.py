@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from compile_cases import tiny_model
 from conftest import REPO_ROOT
-from test_compile_ops import litert_outputs, random_inputs
+from litert_oracle import litert_outputs, random_inputs
 
 from project_api.compile import read_tflite
 from project_api.compile.lower import lower_model

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from compile_cases import CONTROL, cases_model, tiny_model
 from conftest import requires_arm, requires_riscv
+from litert_oracle import litert_outputs, random_inputs
 
 from project_api.compile import build_model, compile_tflite, read_tflite
 from project_api.compile.lower import lower_model
@@ -22,35 +23,7 @@ from project_api.driver import Project
 from project_api.modelgen import compare_outputs
 from project_api.modelgen.ops.tflite_fast import force_form
 
-litert = pytest.importorskip(
-    "ai_edge_litert.interpreter", reason="LiteRT (ai-edge-litert, the test extra) is the oracle"
-)
-
 RUNS = 5
-
-
-def litert_outputs(model: bytes, inputs: Dict[str, np.ndarray]) -> List[np.ndarray]:
-    interpreter = litert.Interpreter(
-        model_content=model, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF
-    )
-    interpreter.allocate_tensors()
-    for detail in interpreter.get_input_details():
-        interpreter.set_tensor(detail["index"], inputs[detail["name"]])
-    interpreter.invoke()
-    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
-
-
-def random_inputs(model: bytes, seed: int) -> Dict[str, np.ndarray]:
-    interpreter = litert.Interpreter(model_content=model)
-    rng = np.random.default_rng(seed)
-    inputs = {}
-    for detail in interpreter.get_input_details():
-        shape = tuple(detail["shape"])
-        if detail["dtype"] == np.int8:
-            inputs[detail["name"]] = rng.integers(-128, 128, shape).astype(np.int8)
-        else:
-            inputs[detail["name"]] = rng.uniform(-2, 2, shape).astype(np.float32)
-    return inputs
 
 
 @pytest.fixture(scope="module", params=["int8", "float32", "int8-reference"])

@@ -33,6 +33,7 @@ from compile_cases import (
     tiny_model,
 )
 from conftest import CMSIS_NN_SKIP, REPO_ROOT, cmsis_nn_given, requires_arm
+from litert_oracle import litert_outputs, random_inputs
 from tflite_builders import TfliteWriter
 from workspace_marks import over_window, planned_windows
 
@@ -43,9 +44,6 @@ from project_api.driver import Project
 from project_api.errors import CompileError
 from project_api.read import open_archive
 
-litert = pytest.importorskip(
-    "ai_edge_litert.interpreter", reason="LiteRT (ai-edge-litert, the test extra) is the oracle"
-)
 pytestmark = pytest.mark.skipif(not cmsis_nn_given(), reason=CMSIS_NN_SKIP)
 
 TAG = CMSIS_NN_DEPENDENCY["version_spec"]
@@ -115,26 +113,6 @@ def all_cases_model(seed: int = 0) -> Tuple[bytes, List[str]]:
             inputs.append(tensor)
         outputs.append(y)
     return w.finish(inputs, outputs), [case.name for case in chosen]
-
-
-def litert_outputs(model: bytes, inputs: Dict[str, np.ndarray]) -> List[np.ndarray]:
-    interpreter = litert.Interpreter(
-        model_content=model, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF
-    )
-    interpreter.allocate_tensors()
-    for detail in interpreter.get_input_details():
-        interpreter.set_tensor(detail["index"], inputs[detail["name"]])
-    interpreter.invoke()
-    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
-
-
-def random_inputs(model: bytes, seed: int) -> Dict[str, np.ndarray]:
-    interpreter = litert.Interpreter(model_content=model)
-    rng = np.random.default_rng(seed)
-    return {
-        d["name"]: rng.integers(-128, 128, tuple(d["shape"])).astype(np.int8)
-        for d in interpreter.get_input_details()
-    }
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from compile_cases import conv_case, tiny_model
 from conftest import REPO_ROOT, requires_arm
-from test_compile_ops import litert_outputs, random_inputs
+from litert_oracle import litert_outputs, random_inputs
 from tflite_builders import TfliteWriter
 
 from project_api.compile import CmsisNnSource, compile_tflite, read_tflite

@@ -11,9 +11,9 @@ from typing import List
 
 import numpy as np
 import pytest
-from conftest import REPO_ROOT
+from conftest import CMSIS_NN_SKIP, REPO_ROOT, cmsis_nn_given
 
-from project_api.compile import compile_tflite
+from project_api.compile import CmsisNnSource, compile_tflite
 from project_api.driver import Project
 from project_api.modelgen import compare_outputs
 
@@ -119,6 +119,33 @@ def test_shared_model_as_aot_equals_litert(stem: str, interface: str, tmp_path: 
             assert compare_outputs({"output0": got}, {"output0": want}, rtol=1e-5) == []
             if want.dtype == np.int8:
                 np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.skipif(not cmsis_nn_given(), reason=CMSIS_NN_SKIP)
+@pytest.mark.parametrize("stem, executor", [("kws_ref_model", "aot"), ("ad01_int8", "graph")])
+def test_shared_model_with_cmsis_nn_equals_litert(
+    stem: str, executor: str, tmp_path: Path, cmsis_v7_checkout: Path
+) -> None:
+    """``compile --cmsis-nn`` on the host (CMSIS-NN's portable C, our forms' portable C): KWS
+    as AOT and ad01 as a graph, int8 outputs equal. (On the Cortex-M machines:
+    test_compile_cmsis.py.)"""
+    model = shared_model(stem)
+    source = CmsisNnSource(cmsis_path=str(cmsis_v7_checkout))
+    archive = compile_tflite(model, tmp_path / f"{stem}.tar", executor=executor,
+                             cmsis_nn=True, source=source)  # fmt: skip
+    interpreter = litert.Interpreter(model_path=str(model))
+    detail = interpreter.get_input_details()[0]
+    project = Project.generate(
+        archive, tmp_path / "project", options={"cmsis_path": str(cmsis_v7_checkout)}
+    )
+    project.build()
+    rng = np.random.default_rng(5)
+    with project.session(timeout=60) as session:
+        for _ in range(RUNS):
+            x = rng.integers(-128, 128, tuple(detail["shape"])).astype(np.int8)
+            want = litert_run(model, x)
+            got = session.run({detail["name"]: x})["output0"]
+            np.testing.assert_array_equal(got.reshape(want.shape), want)
 
 
 def test_archive_states_the_io_quantization(tmp_path: Path) -> None:

@@ -110,6 +110,8 @@ def candidates(model: TfliteModel, op: Operator, *, cmsis_nn: bool = False) -> L
     """The exact forms that take ``op`` (``ref`` first); dependency forms only if allowed."""
     found = []
     for name, form in FORMS.items():
+        if form.forced_only:
+            continue
         if (form.dependency is not None or form.with_cmsis_nn) and not cmsis_nn:
             continue
         if exact(name, op.name) and form.refusal(model, op) is None:

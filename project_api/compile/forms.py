@@ -21,6 +21,7 @@ per operator in the archive (``src/<mod>.kernels.json``, read back by
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -44,6 +45,7 @@ REF = "ref"
 CMSIS_NN = "cmsis-nn"
 DIRECT = "direct"
 SIMD = "simd"
+LOOPS = "loops"
 # The CMSIS-NN the cmsis-nn form calls, as metadata.json names it (the pre-RFC's example).
 CMSIS_NN_DEPENDENCY = {
     "short_name": "cmsis-nn",
@@ -79,6 +81,23 @@ def _cmsis_refusal(model: TfliteModel, op: Operator) -> Optional[str]:
         shapes = [model.tensors[i].shape for i in op.inputs[:2] if i >= 0]
         if len(shapes) != 2 or shapes[0] != shapes[1]:
             return "takes two inputs of one shape (no broadcast)"
+    return None
+
+
+LOOP_KINDS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+
+
+def _loops_refusal(model: TfliteModel, op: Operator) -> Optional[str]:
+    """Why the ``loops`` form cannot compute ``op``: it is the int8 convolutions' and
+    FULLY_CONNECTED's other C (None: it can)."""
+    if op.name not in LOOP_KINDS:
+        return f"takes {', '.join(LOOP_KINDS)} only"
+    return _int8(model, op)
+
+
+def _loops_wrap(op: Op) -> Optional[Op]:
+    if isinstance(op, (TflConv, TflFullyConnected)) and not op.hybrid_scale:
+        return dataclasses.replace(op, form="reference")
     return None
 
 
@@ -150,6 +169,8 @@ class Form:
     # a candidate only where the user asked for the optimized int8 kernels (--cmsis-nn), even
     # without a dependency of its own; elsewhere only forced (the plain path keeps its choice)
     with_cmsis_nn: bool = False
+    # never a candidate of a rule or of --tune: only what --form forces (a baseline)
+    forced_only: bool = False
     # Bumped when the form's C changes what it runs: part of compile --tune's cache key.
     version: str = "1"
 
@@ -190,6 +211,14 @@ FORMS: Dict[str, Form] = {
         rounding={"CONV_2D": "double"},
         dependency=CMSIS_NN_DEPENDENCY,
         version="2",  # 2: in place (CMSIS-NN's call by groups of pixels)
+    ),
+    LOOPS: Form(
+        LOOPS,
+        "our plain C as the reference kernels' loops, nothing specialized (int8 CONV_2D, "
+        "DEPTHWISE_CONV_2D, FULLY_CONNECTED): the baseline the ref form's C is measured by",
+        _loops_refusal,
+        _loops_wrap,
+        forced_only=True,
     ),
 }
 # What --cmsis-nn prefers, kind by kind: CMSIS-NN wherever its output is LiteRT's, exactly.

@@ -1,0 +1,40 @@
+"""LiteRT's reference kernels as the tests' oracle for compiled models: run a ``.tflite``'s
+bytes through ``BUILTIN_REF``, and the random inputs the tests feed both sides."""
+
+from __future__ import annotations
+
+from typing import Dict, List
+
+import numpy as np
+import pytest
+
+litert = pytest.importorskip(
+    "ai_edge_litert.interpreter", reason="LiteRT (ai-edge-litert, the test extra) is the oracle"
+)
+
+
+def litert_outputs(model: bytes, inputs: Dict[str, np.ndarray]) -> List[np.ndarray]:
+    """Every output of ``model`` for ``inputs`` (by LiteRT's input names), in its order."""
+    interpreter = litert.Interpreter(
+        model_content=model, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF
+    )
+    interpreter.allocate_tensors()
+    for detail in interpreter.get_input_details():
+        interpreter.set_tensor(detail["index"], inputs[detail["name"]])
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+
+
+def random_inputs(model: bytes, seed: int) -> Dict[str, np.ndarray]:
+    """Deterministic inputs by LiteRT's input names: int8 over its whole range, float32 in
+    [-2, 2)."""
+    interpreter = litert.Interpreter(model_content=model)
+    rng = np.random.default_rng(seed)
+    inputs = {}
+    for detail in interpreter.get_input_details():
+        shape = tuple(detail["shape"])
+        if detail["dtype"] == np.int8:
+            inputs[detail["name"]] = rng.integers(-128, 128, shape).astype(np.int8)
+        else:
+            inputs[detail["name"]] = rng.uniform(-2, 2, shape).astype(np.float32)
+    return inputs

@@ -4,17 +4,20 @@ dies there (modelgen/plan.py, ``Op.inplace_input``), and their outputs still equ
 
 from __future__ import annotations
 
+import json
 import re
+import tarfile
 from pathlib import Path
-from typing import List
+from typing import List, Optional, Tuple
 
 import numpy as np
 import pytest
-from compile_cases import tiny_model
-from conftest import REPO_ROOT
+from compile_cases import conv_case, tiny_model
+from conftest import REPO_ROOT, requires_arm
 from litert_oracle import litert_outputs, random_inputs
+from tflite_builders import TfliteWriter
 
-from project_api.compile import read_tflite
+from project_api.compile import CmsisNnSource, compile_tflite, read_tflite
 from project_api.compile.lower import lower_model
 from project_api.driver import Project
 from project_api.modelgen.lower import Lowered
@@ -103,3 +106,117 @@ def test_in_place_chain_equals_litert(tmp_path: Path) -> None:
             got = session.run(inputs)["output0"]
             want = litert_outputs(content, inputs)[0]
             np.testing.assert_array_equal(got, want.reshape(got.shape))
+
+
+def _archive_sharing(archive: Path) -> List[str]:
+    """The operators (node names) of an archive's graph whose first output shares its first
+    input's storage."""
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("./executor-config/graph/default.graph")
+        assert member is not None
+        graph = json.load(member)
+    sids, rows = graph["attrs"]["storage_id"][1], graph["node_row_ptr"]
+    shared = []
+    for nid, node in enumerate(graph["nodes"]):
+        if node["op"] == "null" or "nop" in node["name"]:
+            continue
+        src, index, _ = node["inputs"][0]
+        if sids[rows[src] + index] == sids[rows[nid]]:
+            shared.append(node["name"])
+    return shared
+
+
+def pointwise_chain() -> bytes:
+    """CONV_2D 3x3 → 1x1 (16 → 16 channels) → 1x1 (16 → 12) over 7x9 pixels: the 1x1s
+    overwrite their inputs in the simd form (63 pixels: CMSIS-NN's call on four groups, the
+    last one short; our DSP code blocks of 4 and Helium code blocks of 2, each with a tail)."""
+    rng = np.random.default_rng(3)
+    w = TfliteWriter()
+    x, y = conv_case((1, 7, 9, 4), (16, 3, 3, 4), {"act": "RELU"})(w, rng, "int8")
+    w.tensors[x].name = "input"
+    _, z = conv_case((1, 7, 9, 16), (16, 1, 1, 16), {"padding": "VALID"})(w, rng, "int8")
+    w.ops[-1].inputs[0] = y
+    _, out = conv_case((1, 7, 9, 16), (12, 1, 1, 16), {"padding": "VALID", "act": "RELU6"})(
+        w, rng, "int8"
+    )
+    w.ops[-1].inputs[0] = z
+    return w.finish([x], [out])
+
+
+@pytest.fixture(scope="module")
+def simd_chain(
+    tmp_path_factory: pytest.TempPathFactory, cmsis_v7_checkout: Path
+) -> Tuple[bytes, Path]:
+    work = tmp_path_factory.mktemp("simd_in_place")
+    model = pointwise_chain()
+    (work / "chain.tflite").write_bytes(model)
+    source = CmsisNnSource(cmsis_path=str(cmsis_v7_checkout))
+    archive = compile_tflite(
+        work / "chain.tflite", work / "chain.tar", cmsis_nn=True, source=source
+    )
+    shared = _archive_sharing(archive)
+    assert len([n for n in shared if "conv_2d_simd" in n]) == 2, shared
+    # the group buffer (16 pixels' output) is asked on cores without DSP or Helium only
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("./src/default.kernels.json")
+        assert member is not None
+        scratch = [o["scratch"] for o in json.load(member)["operators"] if o["form"] == "simd"]
+    assert scratch == [{"dsp": 0, "mve": 0, "portable": 16 * oc} for oc in (16, 12)], scratch
+    # the control: CMSIS-NN's own call of the 1x1s writes beside its input
+    control = compile_tflite(
+        work / "chain.tflite", work / "control.tar", cmsis_nn=True, source=source,
+        forms={"CONV_2D": "cmsis-nn"},
+    )  # fmt: skip
+    assert _archive_sharing(control) == []
+    return model, archive
+
+
+@pytest.mark.parametrize(
+    "board",
+    [None]
+    + [
+        pytest.param(board, marks=[pytest.mark.qemu, requires_arm])
+        for board in ("qemu-mps2-an386", "qemu-mps3-an547")
+    ],
+)
+def test_simd_pointwise_in_place_equals_litert(
+    board: Optional[str], simd_chain: Tuple[bytes, Path], cmsis_v7_checkout: Path,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """The simd form's 1x1s in place: CMSIS-NN's call by groups on the host, our SMLAD code
+    on the Cortex-M4 and VMLADAV code on the Cortex-M55; the same outputs as LiteRT's
+    reference kernels."""
+    model, archive = simd_chain
+    options = {"cmsis_path": str(cmsis_v7_checkout)}
+    project = Project.generate(
+        archive, tmp_path / "project", board=board or "host", options=options
+    )
+    project.build()
+    with project.session(timeout=60) as session:
+        for seed in range(2):
+            inputs = random_inputs(model, seed)
+            got = session.run(inputs)["output0"]
+            want = litert_outputs(model, inputs)[0]
+            np.testing.assert_array_equal(got, want.reshape(got.shape))
+
+
+def test_kws_on_the_an386_forms_runs_in_one_tensor_buffer(
+    tmp_path: Path, cmsis_v7_checkout: Path
+) -> None:
+    """``--cmsis-nn`` with the Cortex-M4's rules (``ref`` depthwise, ``simd`` 1x1): all eight
+    layers overwrite their inputs (issue 43's RAM target); the an547's CMSIS-NN depthwise
+    layers do not (the control)."""
+    if not KWS.exists():
+        pytest.skip(f"{KWS} is absent (the shared models live in ../shared/models)")
+    source = CmsisNnSource(cmsis_path=str(cmsis_v7_checkout))
+
+    def shared(cpu: str) -> List[str]:
+        out = tmp_path / f"kws_{cpu}.tar"
+        return _archive_sharing(compile_tflite(KWS, out, cmsis_nn=True, source=source, cpu=cpu))
+
+    dsp = shared("cortex-m-dsp")
+    assert len([n for n in dsp if "depthwise_conv_2d" in n]) == 4, dsp
+    assert len([n for n in dsp if "conv_2d_simd" in n]) == 4, dsp
+    mve = shared("cortex-m-mve")
+    assert [n for n in mve if "depthwise" in n] == [], mve
+    assert len([n for n in mve if "conv_2d_simd" in n]) == 4, mve

@@ -210,6 +210,7 @@ FORMS: Dict[str, Form] = {
         _simd_wrap,
         rounding={"CONV_2D": "double"},
         dependency=CMSIS_NN_DEPENDENCY,
+        version="2",  # 2: in place (CMSIS-NN's call by groups of pixels)
     ),
     LOOPS: Form(
         LOOPS,

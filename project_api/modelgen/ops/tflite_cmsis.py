@@ -86,12 +86,16 @@ class CmsisCall(Op):
                 body.line("if (ctx_.buf == NULL) return -1;")
                 body.line("ctx_.size = need_;")
                 self.prepare(body, ins)
-        body.line(f"arm_cmsis_nn_status st_ = {self.call(ins, outs[0])};")
+        self.invoke(body, ins, outs)
         if self.sized:
             body.line(
                 "if (ctx_.buf != NULL && TVMBackendFreeWorkspace(1, 0, ctx_.buf) != 0) return -1;"
             )
         body.line("if (st_ != ARM_CMSIS_NN_SUCCESS) return -1;")
+
+    def invoke(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
+        """Statements that call the kernel, leaving its status in ``st_`` (one call here)."""
+        body.line(f"arm_cmsis_nn_status st_ = {self.call(ins, outs[0])};")
 
     def prepare(self, body: Body, ins: Sequence[Buffer]) -> None:
         """Statements filling the scratch before the call (the kernel sums of MVE's FC)."""

@@ -50,7 +50,7 @@ def test_table_and_targets_without_results() -> None:
     text = table([{"a": 1234, "b": 0.5, "c": None, "d": True}], ["a", "b", "c", "d"])
     assert text.splitlines()[1].split() == ["1,234", "0.500", "-", "yes"]
     rows = targets({})
-    assert len(rows) == 45 and {r["status"] for r in rows} == {"not run"}
+    assert len(rows) == 46 and {r["status"] for r in rows} == {"not run"}
     skipped = PartResult("dispatch", "t", status="skipped", reason="needs qemu-system-arm")
     assert targets({"dispatch": skipped})[2]["status"] == "skipped"
 
@@ -316,7 +316,7 @@ def test_compiled_part(smoke: Dict[str, Any]) -> None:
         "qemu-mps2-an385",
         "plain C",
     )
-    assert row["equal_to_litert"] in (True, None)  # None: LiteRT (the test extra) is absent
+    assert row["exact"] in (True, None)  # None: LiteRT (the test extra) is absent
     assert row["instructions"] > 0 and row["flash_text_data_bytes"] > row["ram_bytes"] > 0
     assert row["ram_bytes"] >= row["arena_bytes"] > 0 and row["stack_bytes"] == 4096
     assert list(part["summary"]["kws_per_core"]) == ["qemu-mps2-an385"]

@@ -9,7 +9,8 @@ portable C), as ``mlf-project run --icount`` does:
 
 - instructions per inference (QEMU ``-icount``, the firmware's SysTick);
 - flash (``text``: code and read-only data, the weights included) and RAM (``.data`` + ``.bss``,
-  stack excluded) of the ``host_driven`` firmware (``arm-none-eabi-size``), and the model's arena;
+  stack excluded) of the ``host_driven`` firmware (``arm-none-eabi-size``; :mod:`bench.onboard`),
+  and the model's arena;
 - ours: whether the outputs equal LiteRT's reference kernels (``BUILTIN_REF``, when
   ``ai-edge-litert`` is installed) on a random input; TVM's: whether they equal TVM's reference.
 
@@ -22,24 +23,13 @@ them (:data:`TFLM`, :data:`TARGETS`).
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from .common import (
-    REPO_ROOT,
-    Context,
-    Part,
-    PartResult,
-    Skip,
-    Target,
-    corpus_dir,
-    generate,
-    require_qemu,
-    size_berkeley,
-)
+from . import onboard
+from .common import REPO_ROOT, Context, Part, PartResult, Skip, Target, corpus_dir, require_qemu
 
 AN385, AN386, AN547 = "qemu-mps2-an385", "qemu-mps2-an386", "qemu-mps3-an547"
 BOARDS = (AN385, AN386, AN547)
@@ -51,20 +41,6 @@ TFLM = {AN386: 7_700_862, AN547: 1_816_838}
 TARGETS = {AN386: 7_320_000, AN547: 1_640_000}
 # Issue 43's RAM target: .data + .bss of the an386's host_driven firmware (TFLM: 23,560 B).
 RAM_TARGET = 17_000
-
-
-def checkout(ctx: Context, tag: str) -> Path:
-    """CMSIS-NN at ``tag`` from the shared repository, checked out once."""
-    from .cmsis_nn import repository
-
-    tree = ctx.scratch("compile_cmsis_tree") / tag
-    if not (tree / "Include" / "arm_nnfunctions.h").is_file():
-        subprocess.run(
-            ["git", "-c", "advice.detachedHead=false", "clone", "--quiet", "--depth", "1",
-             "--branch", tag, repository().resolve().as_uri(), str(tree)],
-            check=True, capture_output=True,
-        )  # fmt: skip
-    return tree
 
 
 def litert(model: bytes, inputs: Dict[str, np.ndarray]) -> Optional[np.ndarray]:
@@ -91,28 +67,18 @@ def measure(
     inputs: Dict[str, np.ndarray],
     want: Optional[np.ndarray],
 ) -> Dict[str, Any]:
-    project = generate(
-        archive,
-        ctx.scratch(f"compile_cmsis_{what}_{board}"),
-        board=board,
-        options={"cmsis_path": str(tree), "qemu_icount": True},
-    )
-    project.build()
-    with project.session(timeout=30, run_timeout=300) as session:
-        got = session.run(inputs)["output0"]
-        stats = session.last_stats
-    assert stats is not None and stats.ticks is not None
-    sizes = size_berkeley(Path(project.firmware))
-    (model,) = project.info["models"]
-    exact = None if want is None else bool(np.array_equal(got.reshape(want.shape), want))
+    row = onboard.measure(
+        ctx, archive, board, inputs, onboard.wanted(want),
+        scratch=f"compile_cmsis_{what}_{board}", options={"cmsis_path": str(tree)},
+    )  # fmt: skip
     return {
         "archive": what,
         "board": board,
-        "instructions": int(round(stats.ticks * project.board.instructions_per_tick())),
-        "flash_bytes": sizes["text"],
-        "ram_bytes": sizes["data"] + sizes["bss"],
-        "arena_bytes": model["sizes"]["arena_bytes"],
-        "exact": exact,
+        "instructions": row["instructions"],
+        "flash_text_bytes": row["text"],
+        "ram_bytes": row["ram_bytes"],
+        "arena_bytes": row["arena_bytes"],
+        "exact": row["exact"],
     }
 
 
@@ -125,7 +91,7 @@ def run(ctx: Context, result: PartResult) -> None:
     from project_api.compile.choose import cpu_class
     from project_api.compile.forms import CMSIS_NN_DEPENDENCY
 
-    tree = checkout(ctx, CMSIS_NN_DEPENDENCY["version_spec"])
+    tree = onboard.checkout_cmsis_nn(ctx, CMSIS_NN_DEPENDENCY["version_spec"])
 
     def ours(board: str) -> Path:
         """``compile --cmsis-nn --board board``: the forms the rules choose for its CPU."""
@@ -189,12 +155,12 @@ def _figures(c: Dict[str, Any], board: str) -> str:
     if not ours:
         return "not measured"
     text = (
-        f"{ours['instructions']:,} instructions, flash {ours['flash_bytes']:,} B, RAM "
+        f"{ours['instructions']:,} instructions, flash {ours['flash_text_bytes']:,} B, RAM "
         f"{ours['ram_bytes']:,} B"
     )
     if tvm:
         text += (
-            f" (TVM 0.14: {tvm['instructions']:,}, {tvm['flash_bytes']:,} B, "
+            f" (TVM 0.14: {tvm['instructions']:,}, {tvm['flash_text_bytes']:,} B, "
             f"{tvm['ram_bytes']:,} B)"
         )
     if board in TFLM:
@@ -222,7 +188,7 @@ PART = Part(
         "archive",
         "board",
         "instructions",
-        "flash_bytes",
+        "flash_text_bytes",
         "ram_bytes",
         "arena_bytes",
         "exact",

@@ -9,13 +9,14 @@
   of the file and a stat), median and worst of 20 against the same call on the archive;
   target <= 50 ms;
 - instructions per inference (QEMU ``-icount``, the firmware's SysTick), the linked
-  firmware's flash (``.text`` + ``.data``) and RAM (``.data`` + ``.bss``) and the model's
-  arena, plain C (no CMSIS-NN), graph executor: our archive compiled from the ``.tflite``
-  and TVM 0.14's ``kws_int8.tar`` (the corpus), on qemu-mps2-an385 (Cortex-M3),
-  qemu-mps2-an386 (Cortex-M4F) and qemu-mps3-an547 (Cortex-M55); and the AOT pair
-  (``--executor aot`` and ``aot/kws_int8_aot.tar``) on the an385. Each firmware runs its own
-  archive's reference input; ours is checked equal to LiteRT's reference kernels where the
-  test extra is installed.
+  firmware's flash (``text`` + ``data`` of ``arm-none-eabi-size``) and RAM (``.data`` +
+  ``.bss``, stack excluded; :mod:`bench.onboard`) and the model's arena, plain C (no
+  CMSIS-NN), graph executor: our archive compiled from the ``.tflite`` and TVM 0.14's
+  ``kws_int8.tar`` (the corpus), on qemu-mps2-an385 (Cortex-M3), qemu-mps2-an386
+  (Cortex-M4F) and qemu-mps3-an547 (Cortex-M55); and the AOT pair (``--executor aot`` and
+  ``aot/kws_int8_aot.tar``) on the an385. Each firmware runs its own archive's reference
+  input; ours is checked equal to LiteRT's reference kernels where the test extra is
+  installed.
 
 ``--smoke``: the compile and cache figures, and our graph archive on the an385 only.
 """
@@ -31,18 +32,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .common import (
-    REPO_ROOT,
-    Context,
-    Part,
-    PartResult,
-    Skip,
-    Target,
-    corpus_dir,
-    generate,
-    have,
-    size_berkeley,
-)
+from . import onboard
+from .common import REPO_ROOT, Context, Part, PartResult, Skip, Target, corpus_dir, have
 
 KWS_TFLITE = REPO_ROOT.parent / "shared" / "models" / "kws_ref_model.tflite"
 AN385, AN386, AN547 = "qemu-mps2-an385", "qemu-mps2-an386", "qemu-mps3-an547"
@@ -126,29 +117,18 @@ def _inputs(archive: Path, ours: bool) -> Tuple[Dict[str, np.ndarray], Optional[
 
 
 def measure(ctx: Context, archive: Path, label: str, board: str, ours: bool) -> Dict[str, Any]:
-    project = generate(
-        archive,
-        ctx.scratch(f"compile_kws_{label}_{board}"),
-        board=board,
-        options={"qemu_icount": True},
-    )
-    project.build()
     inputs, want = _inputs(archive, ours)
-    with project.session(timeout=30, run_timeout=300) as session:
-        got = session.run(inputs)["output0"]
-        stats = session.last_stats
-    assert stats is not None and stats.ticks is not None
-    sizes = size_berkeley(Path(project.firmware))
-    (model,) = project.info["models"]
-    exact = None if want is None else bool(np.array_equal(got.reshape(want.shape), want))
+    row = onboard.measure(
+        ctx, archive, board, inputs, onboard.wanted(want), scratch=f"compile_kws_{label}_{board}"
+    )
     return {
         "archive": label,
         "board": board,
-        "instructions": int(round(stats.ticks * project.board.instructions_per_tick())),
-        "flash_bytes": sizes["text"] + sizes["data"],
-        "ram_bytes": sizes["data"] + sizes["bss"],
-        "arena_bytes": model["sizes"]["arena_bytes"],
-        "exact": exact,
+        "instructions": row["instructions"],
+        "flash_text_data_bytes": row["text"] + row["data"],
+        "ram_bytes": row["ram_bytes"],
+        "arena_bytes": row["arena_bytes"],
+        "exact": row["exact"],
     }
 
 
@@ -221,7 +201,7 @@ PART = Part(
         "archive",
         "board",
         "instructions",
-        "flash_bytes",
+        "flash_text_data_bytes",
         "ram_bytes",
         "arena_bytes",
         "exact",

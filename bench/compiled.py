@@ -1,23 +1,31 @@
-"""Benchmark 23: compiled ``.tflite`` models on qemu-mps2-an385, plain C (issue 43).
+"""Benchmark 24: compiled ``.tflite`` models per core: instructions, flash, RAM (issue 43).
 
 Every shared ``.tflite`` (``../shared/models``) and any named in ``MLF_BENCH_TFLITE``
-(paths separated by ``os.pathsep``) is compiled (``mlf-project compile``, graph executor),
-built for qemu-mps2-an385 (Cortex-M3, no CMSIS-NN) and run once under ``-icount shift=0``
-(``run --icount``: the guest's instructions of one inference, to within one tick of 40),
-then ``footprint`` reads the linked firmware: flash (``.text`` + ``.rodata``: code,
-constants, params bound in place) and RAM (``.data`` + ``.bss``: arena, executor state,
-receive buffer; the 4 KiB stack is its own column). Where LiteRT is installed, the outputs
-are checked against its reference kernels (``BUILTIN_REF``) on the same inputs (int8
-equal, float32 within rtol 1e-5).
+(paths separated by ``os.pathsep``) is compiled (``mlf-project compile``, graph executor)
+and measured on three cores (:data:`CORES`):
 
-TVM 0.14's archive of the same model is measured beside it where the corpus holds one
-(KWS: ``../shared/mlf/kws_int8.tar``, on its own reference inputs). ``--smoke``: KWS
-compiled only.
+- qemu-mps2-an385 (Cortex-M3), plain C (no CMSIS-NN), every model;
+- qemu-mps2-an386 (Cortex-M4F) and qemu-mps3-an547 (Cortex-M55 + MVE), int8 models only,
+  ``compile --cmsis-nn --board B`` (the forms the rules choose for that board's CPU class),
+  CMSIS-NN v7.0.0 from the shared repository, as part 22 builds it.
+
+Each archive is built (``host_driven``) and run once (:mod:`bench.onboard`: instructions of
+one inference under ``-icount shift=0``, to within one tick of 40; ``arm-none-eabi-size`` of
+the linked firmware): flash (text + data: code, constants, params bound in place, initial
+values) and RAM (``.data`` + ``.bss``: arena, executor state, receive buffer; the 4 KiB stack
+is its own column). The inputs are random (seed 3); where LiteRT is installed, the outputs
+are checked against its reference kernels (``BUILTIN_REF``) on the same inputs (int8 equal,
+float32 within rtol 1e-5).
+
+TVM 0.14's archive of the same model is measured beside it on the an385 where the corpus
+holds one (KWS: ``../shared/mlf/kws_int8.tar``; its ``exact`` is against the corpus's own
+reference outputs on its reference inputs, ours against LiteRT's).
+KWS's figures are put beside TFLM's on the same cores, as issue 43 measured them.
+``--smoke``: KWS compiled, on the an385 only.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -26,13 +34,20 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from bench.common import QEMU_BOARD, REPO_ROOT, Context, Part, PartResult, Target, require_qemu
+from bench import onboard
+from bench.common import REPO_ROOT, Context, Part, PartResult, Skip, Target, require_qemu
+from bench.compile_cmsis import TFLM
 
 SHARED = REPO_ROOT.parent / "shared"
 MODELS = SHARED / "models"
 TVM_ARCHIVES = {"kws_ref_model": SHARED / "mlf" / "kws_int8.tar"}
 KWS = "kws_ref_model"
 TARGET_KWS = 18_900_000  # issue 43: 0.45 × TFLM's reference kernels on an385
+AN385, AN386, AN547 = "qemu-mps2-an385", "qemu-mps2-an386", "qemu-mps3-an547"
+# (kernels, board, compiled with --cmsis-nn --board): the first is the smoke's only core
+CORES = (("plain C", AN385, False), ("CMSIS-NN", AN386, True), ("CMSIS-NN", AN547, True))
+# Issue 43's table: TFLM's instructions for KWS on each core (its reference kernels on the an385)
+TFLM_KWS = {AN385: 42_023_047, **TFLM}
 TIMEOUT = 600
 
 
@@ -58,117 +73,144 @@ def _cli(*args: str) -> Tuple[int, str, str]:
     return done.returncode, done.stdout, done.stderr
 
 
-def _litert_inputs(model: Path, work: Path) -> Optional[Tuple[Path, List[np.ndarray]]]:
-    """Random inputs (seed 3) and LiteRT's reference outputs for them, or None without LiteRT."""
+def _inputs(model: Path, archive: Path) -> Tuple[Dict[str, np.ndarray], Optional[List[Any]]]:
+    """Random inputs (seed 3) by the archive's input specs, and LiteRT's reference outputs for
+    them (None without LiteRT)."""
+    from project_api.read import open_archive
+
+    with open_archive(archive) as opened:
+        specs = list(opened.models[0].inputs)
+    rng = np.random.default_rng(3)
+    inputs: Dict[str, np.ndarray] = {}
+    for spec in specs:
+        dtype = np.dtype(str(spec.dtype))
+        if dtype == np.int8:
+            inputs[spec.name] = rng.integers(-128, 128, spec.shape).astype(np.int8)
+        else:
+            inputs[spec.name] = rng.uniform(-2, 2, spec.shape).astype(dtype)
     try:
         from ai_edge_litert import interpreter as litert
     except ImportError:
-        return None
+        return inputs, None
     kernels = litert.OpResolverType.BUILTIN_REF
     interpreter = litert.Interpreter(model_path=str(model), experimental_op_resolver_type=kernels)
     interpreter.allocate_tensors()
-    rng = np.random.default_rng(3)
-    inputs: Dict[str, np.ndarray] = {}
     for detail in interpreter.get_input_details():
-        shape, dtype = tuple(detail["shape"]), detail["dtype"]
-        if dtype == np.int8:
-            value = rng.integers(-128, 128, shape).astype(np.int8)
-        else:
-            value = rng.uniform(-2, 2, shape).astype(dtype)
-        inputs[detail["name"]] = value
-        interpreter.set_tensor(detail["index"], value)
+        interpreter.set_tensor(detail["index"], inputs[detail["name"]])
     interpreter.invoke()
-    want = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
-    path = work / "inputs.npz"
-    np.savez(path, **inputs)  # type: ignore[arg-type]
-    return path, want
+    return inputs, [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
 
 
-def measure(ctx: Context, label: str, archive: Path, inputs: Optional[Path],
-            want: Optional[List[np.ndarray]]) -> Dict[str, Any]:  # fmt: skip
-    """One archive built and run on the board: instructions, flash, RAM, exactness."""
-    work = ctx.work / "compiled" / label
-    work.mkdir(parents=True, exist_ok=True)
-    project, outputs = work / "project", work / "outputs.npz"
-    args = ["run", str(archive), "--board", QEMU_BOARD, "--icount", "--json"]
-    args += ["--project-dir", str(project), "--output", str(outputs), "--timeout", "300"]
-    args += ["--input", str(inputs)] if inputs else []
-    code, out, err = _cli(*args)
-    if code != 0:
-        raise RuntimeError(f"{label}: run failed: {err.strip().splitlines()[-1:]}")
-    ran = json.loads(out)
-    code, out, err = _cli("footprint", str(project), "--json")
-    if code not in (0, 1):
-        raise RuntimeError(f"{label}: footprint failed: {err.strip().splitlines()[-1:]}")
-    sections = json.loads(out)["linked"]["sections"]
-
-    def total(name: str) -> int:
-        return int(sections.get(name, {}).get("total", 0))
-
-    row: Dict[str, Any] = {
+def _row(ctx: Context, label: str, archive: Path, core: Tuple[str, str, bool],
+         inputs: Dict[str, np.ndarray], want: Optional[List[Any]],
+         options: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:  # fmt: skip
+    kernels, board, _ = core
+    scratch = f"compiled_{label}_{board}".replace(" ", "_").replace("(", "").replace(")", "")
+    got = onboard.measure(ctx, archive, board, inputs, want, scratch=scratch, options=options)
+    return {
         "model": label,
-        "instructions": int(ran["instructions"]),
-        "flash_bytes": total(".text") + total(".rodata") + total(".data"),
-        "ram_bytes": total(".data") + total(".bss"),
-        "stack_bytes": total(".stack"),
-        "arena_bytes": int(sections.get(".bss", {}).get("arena", 0)),
-        "equal_to_litert": None,
+        "board": board,
+        "kernels": kernels,
+        "instructions": got["instructions"],
+        "flash_text_data_bytes": got["text"] + got["data"],
+        "ram_bytes": got["ram_bytes"],
+        "stack_bytes": got["stack_bytes"],
+        "arena_bytes": got["arena_bytes"],
+        "exact": got["exact"],
     }
-    if want is not None:
-        got = np.load(outputs)
-        row["equal_to_litert"] = all(
-            np.allclose(got[f"output{i}"].reshape(-1), w.reshape(-1), rtol=1e-5, atol=0)
-            if w.dtype.kind == "f"
-            else np.array_equal(got[f"output{i}"].reshape(-1), w.reshape(-1))
-            for i, w in enumerate(want)
-        )
-    return row
+
+
+def _measure_model(ctx: Context, result: PartResult, model: Path, cmsis: Optional[Path]) -> None:
+    work = ctx.scratch(f"compiled_{model.stem}")
+    archive = work / f"{model.stem}.tar"
+    code, _, err = _cli("compile", str(model), str(archive), "--force")
+    if code != 0:
+        result.skipped.append(f"{model.name}: {err.strip()}")
+        return
+    inputs, want = _inputs(model, archive)
+    int8 = all(value.dtype == np.int8 for value in inputs.values())
+    for core in CORES[:1] if ctx.smoke else CORES:
+        kernels, board, cmsis_nn = core
+        if cmsis_nn and not int8:
+            continue
+        if cmsis_nn and cmsis is None:
+            result.skipped.append(f"{model.name} on {board}: no CMSIS-NN checkout")
+            continue
+        built, options = archive, None
+        if cmsis_nn:
+            built, options = work / f"{model.stem}_cmsis_{board}.tar", {"cmsis_path": str(cmsis)}
+            code, _, err = _cli("compile", str(model), str(built), "--cmsis-nn", "--board", board,
+                                "--cmsis-path", str(cmsis), "--force")  # fmt: skip
+            if code != 0:
+                result.skipped.append(f"{model.name} --cmsis-nn --board {board}: {err.strip()}")
+                continue
+        ctx.log(f"  {model.stem}: {kernels} on {board}")
+        try:
+            row = _row(ctx, model.stem, built, core, inputs, want, options)
+        except Exception as err:  # one model's failure on one core is reported, the rest go on
+            result.skipped.append(f"{model.name} on {board}: failed: {type(err).__name__}: {err}")
+            continue
+        result.rows.append({"source": "compile", **row})
+    tvm = TVM_ARCHIVES.get(model.stem)
+    if tvm is not None and tvm.exists() and not ctx.smoke:
+        tvm_inputs = dict(np.load(tvm.with_suffix(".inputs.npz")))
+        outputs = tvm.with_suffix(".outputs.npz")
+        tvm_want = [np.load(outputs)["output0"]] if outputs.exists() else None
+        row = _row(ctx, f"{model.stem} (TVM 0.14)", tvm, CORES[0], tvm_inputs, tvm_want)
+        result.rows.append({"source": tvm.name, **row})
 
 
 def run(ctx: Context, result: PartResult) -> None:
     require_qemu()
+    cmsis: Optional[Path] = None
+    if not ctx.smoke:
+        from project_api.compile.forms import CMSIS_NN_DEPENDENCY
+
+        try:
+            cmsis = onboard.checkout_cmsis_nn(ctx, CMSIS_NN_DEPENDENCY["version_spec"])
+        except Skip as why:
+            result.skipped.append(f"the CMSIS-NN columns: {why}")
     for model in models(ctx.smoke):
-        work = ctx.scratch(f"compiled_{model.stem}")
-        archive = work / f"{model.stem}.tar"
-        code, _, err = _cli("compile", str(model), str(archive), "--force")
-        if code != 0:
-            result.skipped.append(f"{model.name}: {err.strip()}")
-            continue
-        reference = _litert_inputs(model, work)
-        inputs, want = reference if reference else (None, None)
-        ctx.log(f"  {model.stem}: compiled, running on {QEMU_BOARD}")
-        result.rows.append({"source": "compile", **measure(ctx, model.stem, archive, inputs, want)})
-        tvm = TVM_ARCHIVES.get(model.stem)
-        if tvm is not None and tvm.exists() and not ctx.smoke:
-            tvm_inputs = tvm.with_suffix(".inputs.npz")
-            row = measure(ctx, f"{model.stem} (TVM 0.14)", tvm,
-                          tvm_inputs if tvm_inputs.exists() else None, None)  # fmt: skip
-            result.rows.append({"source": tvm.name, **row})
-    ours = {r["model"]: r for r in result.rows if r["source"] == "compile"}
-    kws = ours.get(KWS)
+        _measure_model(ctx, result, model, cmsis)
+    ours = [r for r in result.rows if r["source"] == "compile"]
+    kws = {r["board"]: r for r in ours if r["model"] == KWS}
+    plain = kws.get(AN385)
     result.summary = {
-        "models": len(ours),
-        "all_equal_to_litert": all(r["equal_to_litert"] is not False for r in ours.values()),
-        "kws_instructions": kws["instructions"] if kws else None,
-        "kws_ram_bytes": kws["ram_bytes"] if kws else None,
-        "kws_flash_bytes": kws["flash_bytes"] if kws else None,
-        "kws_target_met": bool(kws and kws["instructions"] <= TARGET_KWS),
+        "models": len({r["model"] for r in ours}),
+        "measured": len(ours),
+        "all_equal_to_litert": all(r["exact"] is not False for r in ours),
+        "kws_instructions": plain["instructions"] if plain else None,
+        "kws_ram_bytes": plain["ram_bytes"] if plain else None,
+        "kws_flash_bytes": plain["flash_text_data_bytes"] if plain else None,
+        "kws_target_met": bool(plain and plain["instructions"] <= TARGET_KWS),
+        "kws_per_core": {
+            board: {
+                "instructions": row["instructions"],
+                "tflm_instructions": TFLM_KWS.get(board),
+                "flash_text_data_bytes": row["flash_text_data_bytes"],
+                "ram_bytes": row["ram_bytes"],
+                "equal_to_litert": row["exact"],
+            }
+            for board, row in kws.items()
+        },
     }
 
 
 PART = Part(
     "compiled",
-    "24. compiled .tflite on qemu-mps2-an385, plain C: instructions, flash, RAM",
+    "24. compiled .tflite per core (an385 plain C, an386/an547 CMSIS-NN): instructions, flash, RAM",
     run,
     columns=[
         "model",
         "source",
+        "board",
+        "kernels",
         "instructions",
-        "flash_bytes",
+        "flash_text_data_bytes",
         "ram_bytes",
         "stack_bytes",
         "arena_bytes",
-        "equal_to_litert",
+        "exact",
     ],  # fmt: skip
     targets=[
         Target(

@@ -98,14 +98,14 @@ def write_rules(rows: Sequence[Dict[str, Any]], path: Path = RULES) -> None:
 
 
 def _checkout(ctx: Optional[Context]) -> Path:
-    from bench.compile_cmsis import checkout
+    from bench.onboard import checkout_cmsis_nn
     from project_api.compile.forms import CMSIS_NN_DEPENDENCY
 
     if ctx is None:
         import tempfile
 
         ctx = Context(smoke=False, work=Path(tempfile.mkdtemp(prefix="bench-tune-")), log=print)
-    return checkout(ctx, CMSIS_NN_DEPENDENCY["version_spec"])
+    return checkout_cmsis_nn(ctx, CMSIS_NN_DEPENDENCY["version_spec"])
 
 
 def run(ctx: Context, result: PartResult) -> None:

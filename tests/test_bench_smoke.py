@@ -281,7 +281,7 @@ def test_compile_cmsis_part(smoke: Dict[str, Any]) -> None:
         "qemu-mps3-an547",
         True,
     )
-    assert row["instructions"] > 0 and row["flash_bytes"] > 0 and row["ram_bytes"] > 0
+    assert row["instructions"] > 0 and row["flash_text_bytes"] > 0 and row["ram_bytes"] > 0
     # issue 43: at most 0.9x TFLM's instructions on the M55 (the direct form), exact
     assert part["summary"]["target_qemu-mps3-an547"], row["instructions"]
 
@@ -300,8 +300,26 @@ def test_compile_kws_part(smoke: Dict[str, Any]) -> None:
     if ARM_QEMU:
         (row,) = part["rows"]
         assert (row["archive"], row["board"]) == ("compiled graph", "qemu-mps2-an385")
-        assert row["instructions"] > 0 and row["flash_bytes"] > row["ram_bytes"] > 0
+        assert row["instructions"] > 0 and row["flash_text_data_bytes"] > row["ram_bytes"] > 0
         assert row["exact"] in (True, None)  # None: LiteRT (the test extra) is absent
+
+
+def test_compiled_part(smoke: Dict[str, Any]) -> None:
+    """The smoke of part 24: KWS compiled, on the an385 in plain C only (the CMSIS-NN cores are
+    the full run's), equal to LiteRT, its RAM without the stack, which is its own column."""
+    part = _qemu_part(smoke, "compiled")
+    if part is None:
+        return
+    (row,) = part["rows"]
+    assert (row["model"], row["board"], row["kernels"]) == (
+        "kws_ref_model",
+        "qemu-mps2-an385",
+        "plain C",
+    )
+    assert row["exact"] in (True, None)  # None: LiteRT (the test extra) is absent
+    assert row["instructions"] > 0 and row["flash_text_data_bytes"] > row["ram_bytes"] > 0
+    assert row["ram_bytes"] >= row["arena_bytes"] > 0 and row["stack_bytes"] == 4096
+    assert list(part["summary"]["kws_per_core"]) == ["qemu-mps2-an385"]
 
 
 def test_tune_part(smoke: Dict[str, Any]) -> None:

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ..errors import BoardError, FitError, GenerateError
-from .estimate import CodeEstimate, _code_estimates, estimate_code
+from .estimate import CodeEstimate, code_estimates, estimate_code
 from .linked import (
     CATEGORIES,
     LOOP_SOURCES,
@@ -158,7 +158,7 @@ def project_footprint(
     if estimate:
         from ..generate.executors.aot import CONSTANT_POOLS_FLASH_ITEM
 
-        code = _code_estimates(project, notes)
+        code = code_estimates(project, notes)
         if code["model code"] is not None:  # the constant pools defined beside the adapter
             code["model code"] += fit_items_bytes(project.info, "flash", CONSTANT_POOLS_FLASH_ITEM)
         planned_flash.update(code)

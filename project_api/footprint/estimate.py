@@ -69,7 +69,10 @@ def _header_dirs(root: Path) -> List[Path]:
     return sorted({p.parent for p in root.rglob("*.h")} | {root})
 
 
-def _code_estimates(project: Any, notes: List[str]) -> Dict[str, Optional[int]]:
+def code_estimates(project: Any, notes: List[str]) -> Dict[str, Optional[int]]:
+    """The planned code of ``project`` in bytes, compiled but not linked: ``model code`` and
+    ``runtime`` (None where it cannot be estimated); what limits the figures goes to
+    ``notes``."""
     root = Path(project.dir)
     board = project.board
     runtime_include = root / "runtime" / "include"

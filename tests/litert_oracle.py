@@ -3,10 +3,12 @@ bytes through ``BUILTIN_REF``, and the random inputs the tests feed both sides."
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, Iterable, List
 
 import numpy as np
 import pytest
+
+from project_api.driver import Project
 
 litert = pytest.importorskip(
     "ai_edge_litert.interpreter", reason="LiteRT (ai-edge-litert, the test extra) is the oracle"
@@ -38,3 +40,16 @@ def random_inputs(model: bytes, seed: int) -> Dict[str, np.ndarray]:
         else:
             inputs[detail["name"]] = rng.uniform(-2, 2, shape).astype(np.float32)
     return inputs
+
+
+def assert_runs_as_litert(
+    project: Project, model: bytes, seeds: Iterable[int], timeout: float = 60
+) -> None:
+    """``project``'s built firmware, in one session, on the random inputs of each seed: its
+    ``output0`` equal, element for element, to LiteRT's first output of ``model``."""
+    with project.session(timeout=timeout) as session:
+        for seed in seeds:
+            inputs = random_inputs(model, seed)
+            got = session.run(inputs)["output0"]
+            want = litert_outputs(model, inputs)[0]
+            np.testing.assert_array_equal(got.reshape(want.shape), want)

@@ -33,7 +33,7 @@ from compile_cases import (
     tiny_model,
 )
 from conftest import CMSIS_NN_SKIP, REPO_ROOT, cmsis_nn_given, requires_arm
-from litert_oracle import litert_outputs, random_inputs
+from litert_oracle import assert_runs_as_litert, litert_outputs, random_inputs
 from tflite_builders import TfliteWriter
 from workspace_marks import over_window, planned_windows
 
@@ -282,13 +282,7 @@ def test_aot_archive_on_the_host(interface: str, tmp_path: Path, cmsis_v7: Path)
     assert {op["form"] for op in kernel_forms(archive)["operators"]} == {"ref", "cmsis-nn"}
     project = Project.generate(archive, tmp_path / "p", options={"cmsis_path": str(cmsis_v7)})
     project.build()
-    model = path.read_bytes()
-    with project.session(timeout=60) as session:
-        for seed in range(3):
-            inputs = random_inputs(model, seed)
-            got = session.run(inputs)["output0"]
-            want = litert_outputs(model, inputs)[0]
-            np.testing.assert_array_equal(got.reshape(want.shape), want)
+    assert_runs_as_litert(project, path.read_bytes(), range(3))
 
 
 @pytest.fixture(scope="module")
@@ -314,10 +308,4 @@ def test_on_cortex_m(
     check_cases(project, model, names, 1)
     kws_project = Project.generate(kws, tmp_path / "kws", board=board, options=options)
     kws_project.build()
-    data = KWS.read_bytes()
-    with kws_project.session(timeout=120) as session:
-        for seed in range(2):
-            inputs = random_inputs(data, seed)
-            got = session.run(inputs)["output0"]
-            want = litert_outputs(data, inputs)[0]
-            np.testing.assert_array_equal(got.reshape(want.shape), want)
+    assert_runs_as_litert(kws_project, KWS.read_bytes(), range(2), timeout=120)

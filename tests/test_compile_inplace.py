@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from compile_cases import conv_case, tiny_model
 from conftest import REPO_ROOT, requires_arm
-from litert_oracle import litert_outputs, random_inputs
+from litert_oracle import assert_runs_as_litert
 from tflite_builders import TfliteWriter
 
 from project_api.compile import CmsisNnSource, compile_tflite, read_tflite
@@ -99,13 +99,7 @@ def test_in_place_chain_equals_litert(tmp_path: Path) -> None:
     archive = model.write(tmp_path / "tiny.tar")
     project = Project.generate(archive, tmp_path / "project")
     project.build()
-    content = path.read_bytes()
-    with project.session(timeout=60) as session:
-        for seed in range(3):
-            inputs = random_inputs(content, seed)
-            got = session.run(inputs)["output0"]
-            want = litert_outputs(content, inputs)[0]
-            np.testing.assert_array_equal(got, want.reshape(got.shape))
+    assert_runs_as_litert(project, path.read_bytes(), range(3))
 
 
 def _archive_sharing(archive: Path) -> List[str]:
@@ -192,12 +186,7 @@ def test_simd_pointwise_in_place_equals_litert(
         archive, tmp_path / "project", board=board or "host", options=options
     )
     project.build()
-    with project.session(timeout=60) as session:
-        for seed in range(2):
-            inputs = random_inputs(model, seed)
-            got = session.run(inputs)["output0"]
-            want = litert_outputs(model, inputs)[0]
-            np.testing.assert_array_equal(got, want.reshape(got.shape))
+    assert_runs_as_litert(project, model, range(2))
 
 
 def test_kws_on_the_an386_forms_runs_in_one_tensor_buffer(

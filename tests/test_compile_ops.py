@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from compile_cases import CONTROL, cases_model, tiny_model
 from conftest import requires_arm, requires_riscv
-from litert_oracle import litert_outputs, random_inputs
+from litert_oracle import assert_runs_as_litert, litert_outputs, random_inputs
 
 from project_api.compile import build_model, compile_tflite, read_tflite
 from project_api.compile.lower import lower_model
@@ -131,12 +131,7 @@ def test_aot_archive_matches_litert(interface: str, tmp_path: Path) -> None:
         assert entry.entry_function == "tvmgen_default_run"
     project = Project.generate(archive, tmp_path / "project")
     project.build()
-    model = path.read_bytes()
-    with project.session(timeout=60) as session:
-        for seed in range(3):
-            inputs = random_inputs(model, seed)
-            got = session.run(inputs)["output0"]
-            np.testing.assert_array_equal(got, litert_outputs(model, inputs)[0].reshape(got.shape))
+    assert_runs_as_litert(project, path.read_bytes(), range(3))
 
 
 def test_packed_aot_calls_inputs_in_order_whatever_their_names(tmp_path: Path) -> None:
@@ -187,11 +182,7 @@ def test_loops_form_is_forced_through_the_seam(tmp_path: Path) -> None:
         if forms:
             project = Project.generate(archive, tmp_path / "project")
             project.build()
-            with project.session(timeout=60) as session:
-                inputs = random_inputs(model, 3)
-                got = session.run(inputs)["output0"]
-                want = litert_outputs(model, inputs)[0]
-                np.testing.assert_array_equal(got.reshape(want.shape), want)
+            assert_runs_as_litert(project, model, [3])
     assert sources["loops"] != sources["default"]
     read = read_tflite(path)
     assert all("loops" not in candidates(read, op, cmsis_nn=True) for op in read.operators)

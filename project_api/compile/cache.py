@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Union
 
 from ..errors import CompileError
+from .choose import DEFAULT_CLASS
 from .tflite import MAX_FILE_BYTES, read_tflite
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def cached_archive(
     executor: str = "graph",
     cmsis_nn: bool = False,
     source: Optional[CmsisNnSource] = None,
-    cpu: str = "default",
+    cpu: str = DEFAULT_CLASS,
 ) -> Path:
     """The MLF archive of the ``.tflite`` at ``path``, compiled into ``cache_root/compiled``
     unless it is there already. ``cmsis_nn``, ``source`` and ``cpu`` (a CPU class, whose rules

@@ -256,3 +256,29 @@ def test_a_door_compiles_for_its_boards_cpu_class(tmp_path: Path, cmsis_v7_check
     form, reason = why["None"]["AVERAGE_POOL_2D"]
     assert form == "cmsis-nn" and reason.get("cpu") != "cortex-m-dsp"
     assert len(list((tmp_path / "compiled").glob("*.tar"))) == 2
+
+
+@pytest.mark.skipif(not cmsis_nn_given(), reason=CMSIS_NN_SKIP)
+def test_the_cmsis_nn_a_door_names_is_in_the_cache_key(
+    tmp_path: Path, cmsis_v7_checkout: Path
+) -> None:
+    """The archive records the scratch answers of the CMSIS-NN tree that gave them, so a door
+    naming another tree compiles again, and the same tree hits the cache; without
+    ``cmsis_nn`` (the control) where CMSIS-NN would come from changes nothing."""
+    from compile_cases import tiny_model
+
+    from project_api.generate.model_source import archive_source
+
+    model = tmp_path / "tiny.tflite"
+    model.write_bytes(tiny_model("int8"))
+    other = tmp_path / "elsewhere"
+    other.symlink_to(cmsis_v7_checkout)
+
+    def source(cmsis_nn: bool, tree: Path) -> Path:
+        options = {"cmsis_nn": cmsis_nn, "cmsis_path": str(tree), "cache_dir": tmp_path}
+        return archive_source(model, None, options)
+
+    first = source(True, cmsis_v7_checkout)
+    assert source(True, cmsis_v7_checkout) == first
+    assert source(True, other) != first
+    assert source(False, cmsis_v7_checkout) == source(False, other)

@@ -53,8 +53,9 @@ def cached_archive(
 ) -> Path:
     """The MLF archive of the ``.tflite`` at ``path``, compiled into ``cache_root/compiled``
     unless it is there already. ``cmsis_nn``, ``source`` and ``cpu`` (a CPU class, whose rules
-    choose each operator's form): as ``compile_tflite``'s (where CMSIS-NN comes from does not
-    change the archive, so it is not in the key)."""
+    choose each operator's form): as ``compile_tflite``'s. With ``cmsis_nn`` the key holds
+    where CMSIS-NN comes from as given (``cmsis_path``, ``dependencies``), since the archive
+    records that tree's scratch answers; it is not resolved to find the key."""
     from . import compile_tflite
 
     model = Path(path)
@@ -64,9 +65,11 @@ def cached_archive(
         data = model.read_bytes()
     except OSError as err:
         raise CompileError(f"{model}: {err.strerror or err}") from None
-    options = json.dumps(
-        {"name": name, "executor": executor, "cmsis_nn": cmsis_nn, "cpu": cpu}, sort_keys=True
-    )
+    given = {"name": name, "executor": executor, "cmsis_nn": cmsis_nn, "cpu": cpu}
+    if cmsis_nn and source is not None:
+        given["cmsis_path"] = source.cmsis_path
+        given["dependencies"] = list(source.dependencies)
+    options = json.dumps(given, sort_keys=True, default=str)
     key = hashlib.sha256(data + options.encode() + compiler_digest().encode()).hexdigest()[:32]
     folder = Path(cache_root) / "compiled"
     archive = folder / f"{model.stem[:40]}-{key}.tar"

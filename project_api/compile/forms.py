@@ -12,9 +12,7 @@ rounding it computes, and the external dependency it needs. A new form is one mo
 ``compile`` chooses a form per operator in compile/choose.py (forced, tuned, a rule of the
 package's rules table, or the only candidate; the reason is recorded). ``--form KIND=FORM``
 forces one (a forced form that cannot take an operator of that kind is a one-line refusal),
-so the tests run every form. :func:`plan_forms` is the rule-free choice (``--cmsis-nn``:
-``cmsis-nn`` wherever :data:`CMSIS_PREFERRED` has it and it can), kept for callers that want
-no rules; the ``default`` class of the rules table says the same. The choice is recorded
+so the tests run every form. The choice is recorded
 per operator in the archive (``src/<mod>.kernels.json``, read back by
 ``project_api.read.kernel_forms``) and ``info`` shows it.
 """
@@ -221,12 +219,6 @@ FORMS: Dict[str, Form] = {
         forced_only=True,
     ),
 }
-# What --cmsis-nn prefers, kind by kind: CMSIS-NN wherever its output is LiteRT's, exactly.
-# FULLY_CONNECTED stays ref: CMSIS-NN requantizes it with TFLite's classic double rounding
-# where LiteRT 2.3 rounds once (halves away from zero), 1 apart on ties (docs/compile.md);
-# ``--form FULLY_CONNECTED=cmsis-nn`` takes that difference for CMSIS-NN's speed. SOFTMAX has
-# no exact CMSIS-NN kernel (its fixed-point exponential is not LiteRT's float table).
-CMSIS_PREFERRED = tuple(kind for kind in CMSIS_KINDS if kind != "FULLY_CONNECTED")
 
 
 @dataclass
@@ -290,24 +282,3 @@ def parse_forced(items: Sequence[str]) -> Dict[str, str]:
             )
         forced[kind] = form
     return forced
-
-
-def plan_forms(
-    model: TfliteModel, *, cmsis_nn: bool = False, forced: Optional[Mapping[str, str]] = None
-) -> FormPlan:
-    """Each operator's form: ``forced`` {kind: form} first (refused in one line where the
-    form cannot take it), then ``cmsis-nn`` where ``cmsis_nn`` prefers it and it can, else
-    ``ref``."""
-    forced = dict(forced or {})
-    wanted: Dict[int, str] = {}
-    is_forced: Dict[int, bool] = {}
-    for op in model.operators:
-        if op.name in forced:
-            name = forced[op.name]
-            why = FORMS[name].refusal(model, op)
-            if why:
-                raise CompileError(f"operator {op.index} ({op.name}): form {name} {why}")
-            wanted[op.index], is_forced[op.index] = name, True
-        elif cmsis_nn and op.name in CMSIS_PREFERRED and not _cmsis_refusal(model, op):
-            wanted[op.index] = CMSIS_NN
-    return FormPlan(wanted, is_forced)

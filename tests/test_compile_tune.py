@@ -33,6 +33,7 @@ from project_api.compile.choose import (
 )
 from project_api.compile.forms import CMSIS_NN_DEPENDENCY
 from project_api.compile.tune import Tuning, tune_forms
+from project_api.errors import CompileError
 from project_api.read.kernel_forms import describe_why
 
 BOARD = "qemu-mps2-an386"
@@ -236,3 +237,20 @@ def test_the_command_tunes_from_the_same_cache_and_info_says_why(
                            capture_output=True, text=True, timeout=60)  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     assert f"instructions on {BOARD}]" in shown.stdout and "[the only candidate" in shown.stdout
+
+
+def test_tune_refuses_a_forced_form_before_it_builds(tmp_path: Path) -> None:
+    """``--tune`` with ``--form`` that cannot take an operator is refused in compile's own
+    line before anything is resolved or built: no progress line, no cache entry; the same
+    model with a form it can take (the control) gets as far as its first progress line."""
+    path = tmp_path / "tiny.tflite"
+    path.write_bytes(tiny_model("int8"))
+    said: list = []
+    with pytest.raises(CompileError, match=r"operator \d+ \(SOFTMAX\): form loops takes"):
+        tune_forms(path, "qemu-mps2-an386", cmsis_nn=True, forced={"SOFTMAX": "loops"},
+                   source=CmsisNnSource(offline=True), progress=said.append,
+                   cache_dir=tmp_path / "cache")  # fmt: skip
+    assert said == [] and not (tmp_path / "cache").exists()
+    tune_forms(path, "qemu-mps2-an386", forced={"CONV_2D": "loops"}, progress=said.append,
+               cache_dir=tmp_path / "cache")  # fmt: skip
+    assert said, "the control reached no progress line"

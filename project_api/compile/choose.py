@@ -147,6 +147,16 @@ def rule_for(
     return None
 
 
+def check_forced(model: TfliteModel, forced: Mapping[str, str]) -> None:
+    """A one-line CompileError for the first operator a forced form {kind: form} cannot
+    take."""
+    for op in model.operators:
+        name = forced.get(op.name)
+        refused = FORMS[name].refusal(model, op) if name else None
+        if refused:
+            raise CompileError(f"operator {op.index} ({op.name}): form {name} {refused}")
+
+
 def choose_forms(
     model: TfliteModel,
     *,
@@ -162,17 +172,14 @@ def choose_forms(
     package's table) for CPU class ``cpu``. A forced form that cannot take an operator is a
     one-line CompileError."""
     forced = dict(forced or {})
+    check_forced(model, forced)
     table = load_rules() if rules is None else rules
     wanted: Dict[int, str] = {}
     is_forced: Dict[int, bool] = {}
     why: Dict[int, Dict[str, Any]] = {}
     for op in model.operators:
         if op.name in forced:
-            name = forced[op.name]
-            refused = FORMS[name].refusal(model, op)
-            if refused:
-                raise CompileError(f"operator {op.index} ({op.name}): form {name} {refused}")
-            wanted[op.index], is_forced[op.index] = name, True
+            wanted[op.index], is_forced[op.index] = forced[op.name], True
             why[op.index] = {"by": "forced"}
             continue
         allowed = candidates(model, op, cmsis_nn=cmsis_nn)

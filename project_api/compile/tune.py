@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import CompileError
 from .cache import compiler_digest
-from .choose import candidates, signature
+from .choose import candidates, check_forced, signature
 from .forms import CMSIS_NN_DEPENDENCY, FORMS, REF, FormPlan
 from .tflite import TfliteModel, read_tflite
 
@@ -141,6 +141,7 @@ def tune_forms(
         )
     model = read_tflite(path)
     forced = dict(forced or {})
+    check_forced(model, forced)  # before any firmware is built with them
     allowed = {
         op.index: candidates(model, op, cmsis_nn=cmsis_nn)
         for op in model.operators

@@ -122,7 +122,10 @@ def test_an_open_pipe_is_not_mistaken_for_a_closed_one(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(not have_tool("cmake"), reason="needs cmake")
 def test_ctrl_c_during_a_build(tmp_path: Path) -> None:
-    archive = catalog()["scalar"]().write(tmp_path / "scalar.tar")
+    # 400 operator functions: seconds of compiling, so the build is still going when the
+    # interrupt comes (with a model of three, a cached runtime left a build of about a
+    # second, which a loaded machine could finish between the scan and the signal)
+    archive = catalog()["chain_add_400"]().write(tmp_path / "chain.tar")
     proc, mark = start_cli("run", archive, "--project-dir", tmp_path / "p", "--board", "host")
     wait_for(mark, ("cmake", "ninja", "cc1", "gcc", "cc", "make"), timeout=60)
     interrupt_and_check(proc, mark, "run")

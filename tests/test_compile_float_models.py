@@ -1,0 +1,82 @@
+"""float32 twins of the shared int8 models (tests/float_models.py: weights dequantized, every
+tensor float32) through ``compile``, built for the host once each and run against LiteRT's
+reference kernels: every output bit-identical (the host's C has no fused multiply-add; the
+kernels keep LiteRT's order of every sum)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator, Tuple
+
+import numpy as np
+import pytest
+from float_models import float_twin
+from litert_oracle import litert_outputs, random_inputs
+from test_compile_models import shared_model
+
+from project_api.compile import compile_tflite
+from project_api.driver import Project
+
+SEEDS = (0, 1)
+STEMS = ["kws_ref_model", "ad01_int8", "pretrainedResnet_quant", "vww_96_int8"]
+
+
+@pytest.fixture(scope="module", params=STEMS)
+def built(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Tuple[bytes, Project]]:
+    """One model's float32 twin, compiled (graph executor, the default forms) and built."""
+    model = float_twin(shared_model(request.param))
+    work = tmp_path_factory.mktemp(f"float_{request.param}")
+    path = work / "model.tflite"
+    path.write_bytes(model)
+    archive = compile_tflite(path, work / "model.tar")
+    project = Project.generate(archive, work / "project")
+    project.build()
+    yield model, project
+
+
+def test_float_twin_is_float(built: Tuple[bytes, Project]) -> None:
+    """The twin really is float32 at both ends (else the next test compares int8)."""
+    model, _ = built
+    inputs = random_inputs(model, 0)
+    assert all(x.dtype == np.float32 for x in inputs.values())
+    assert all(y.dtype == np.float32 for y in litert_outputs(model, inputs))
+
+
+def test_float_twin_equals_litert(built: Tuple[bytes, Project]) -> None:
+    model, project = built
+    with project.session(timeout=120) as session:
+        for seed in SEEDS:
+            inputs = random_inputs(model, seed)
+            got = session.run(inputs)
+            want = litert_outputs(model, inputs)
+            for i, expected in enumerate(want):
+                value = got[f"output{i}"].reshape(expected.shape)
+                assert len(np.unique(expected)) > 1, "degenerate outputs"
+                np.testing.assert_array_equal(value, expected)
+
+
+def test_float_twin_drops_the_ends(tmp_path: Path) -> None:
+    """A QUANTIZE after the input and a DEQUANTIZE before the output go: the twin of such a
+    model is one float32 operator."""
+    from tflite_builders import TfliteWriter, fc_options
+
+    from project_api.compile import read_tflite
+
+    w = TfliteWriter()
+    x = w.tensor((1, 4), "float32", name="x")
+    q = w.tensor((1, 4), "int8", scale=0.1, zero_point=2)
+    f = w.tensor((3, 4), "int8", data=np.arange(12).reshape(3, 4) - 6, scale=0.5)
+    y = w.tensor((1, 3), "int8", scale=0.2, zero_point=-1)
+    z = w.tensor((1, 3), "float32", name="z")
+    w.op("QUANTIZE", [x], [q])
+    w.op("FULLY_CONNECTED", [q, f, -1], [y], options=fc_options(), version=4)
+    w.op("DEQUANTIZE", [y], [z])
+    (tmp_path / "q.tflite").write_bytes(w.finish([x], [z]))
+    (tmp_path / "f.tflite").write_bytes(float_twin(tmp_path / "q.tflite"))
+    twin = read_tflite(tmp_path / "f.tflite")
+    assert [op.name for op in twin.operators] == ["FULLY_CONNECTED"]
+    assert {t.dtype for t in twin.tensors} == {"float32"}
+    weights = twin.tensors[twin.operators[0].inputs[1]].array()
+    np.testing.assert_array_equal(weights, (np.arange(12).reshape(3, 4) - 6) * 0.5)

@@ -189,34 +189,35 @@ def _conv(op: Any, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) ->
         body.line(f"int32_t two_ = o + 1 < {oc};")
         body.line(f"const float* q0_ = w_ + o * {ks};")
         body.line(f"const float* q1_ = two_ ? q0_ + {ks} : q0_;")
-        with body.block(f"for (int32_t oy = {y0}; oy < {y1}; ++oy)"):
-            body.line(f"const float* row_ = x_ + ({b} * {h} + oy * {sh} - {pt}) * {wd * c};")
-            with body.block(f"for (int32_t ox = {x0}; ox < {x1}; ox += 2)"):
-                # pixels in pairs; an odd last pixel is computed twice, stored once
-                body.line(f"int32_t more_ = ox + 1 < {x1};")
-                body.line(f"int32_t step_ = more_ ? {sw * c} : 0;")
-                names = [["a00_", "a01_"], ["a10_", "a11_"]]
-                body.line("float a00_ = 0.0f, a01_ = 0.0f, a10_ = 0.0f, a11_ = 0.0f;")
-                with body.block(f"for (int32_t ky = 0; ky < {kh}; ++ky)"):
-                    body.line(
-                        f"const float* r0_ = row_ + (ky * {dh * wd} + ox * {sw} - {pl}) * {c};"
-                    )
-                    body.line("const float* r1_ = r0_ + step_;")
-                    body.line(f"const float* f0_ = q0_ + ky * {kw * c};")
-                    body.line(f"const float* f1_ = q1_ + ky * {kw * c};")
-                    if dw == 1:
-                        _fdot(body, ["r0_", "r1_"], ["f0_", "f1_"], names, kw * c)
-                    else:
-                        with body.block(f"for (int32_t kx = 0; kx < {kw}; ++kx)"):
-                            body.line(f"const float* s0_ = r0_ + kx * {dw * c};")
-                            body.line(f"const float* s1_ = r1_ + kx * {dw * c};")
-                            body.line(f"const float* g0_ = f0_ + kx * {c};")
-                            body.line(f"const float* g1_ = f1_ + kx * {c};")
-                            _fdot(body, ["s0_", "s1_"], ["g0_", "g1_"], names, c)
-                at = f"(({b} * {oh} + oy) * {ow} + ox) * {oc} + o"
-                _pair_store(body, op, at, names[0], bias)
-                with body.block("if (more_)"):
-                    _pair_store(body, op, f"{at} + {oc}", names[1], bias)
+        # the interior's pixels in pairs, row after row; an odd last one computed twice
+        bw, count = x1 - x0, (y1 - y0) * (x1 - x0)
+        with body.block(f"for (int32_t p = 0; p < {count}; p += 2)"):
+            body.line(f"int32_t more_ = p + 1 < {count};")
+            body.line("int32_t p1_ = more_ ? p + 1 : p;")
+            for i, pv in enumerate(("p", "p1_")):
+                body.line(f"int32_t oy{i}_ = {y0} + {pv} / {bw}, ox{i}_ = {x0} + {pv} % {bw};")
+                row = f"({b} * {h} + oy{i}_ * {sh} - {pt}) * {wd} + ox{i}_ * {sw} - {pl}"
+                body.line(f"const float* s{i}_ = x_ + ({row}) * {c};")
+            names = [["a00_", "a01_"], ["a10_", "a11_"]]
+            body.line("float a00_ = 0.0f, a01_ = 0.0f, a10_ = 0.0f, a11_ = 0.0f;")
+            with body.block(f"for (int32_t ky = 0; ky < {kh}; ++ky)"):
+                body.line(f"const float* r0_ = s0_ + ky * {dh * wd * c};")
+                body.line(f"const float* r1_ = s1_ + ky * {dh * wd * c};")
+                body.line(f"const float* f0_ = q0_ + ky * {kw * c};")
+                body.line(f"const float* f1_ = q1_ + ky * {kw * c};")
+                if dw == 1:
+                    _fdot(body, ["r0_", "r1_"], ["f0_", "f1_"], names, kw * c)
+                else:
+                    with body.block(f"for (int32_t kx = 0; kx < {kw}; ++kx)"):
+                        body.line(f"const float* t0_ = r0_ + kx * {dw * c};")
+                        body.line(f"const float* t1_ = r1_ + kx * {dw * c};")
+                        body.line(f"const float* g0_ = f0_ + kx * {c};")
+                        body.line(f"const float* g1_ = f1_ + kx * {c};")
+                        _fdot(body, ["t0_", "t1_"], ["g0_", "g1_"], names, c)
+            for i in range(2):
+                at = f"(({b} * {oh} + oy{i}_) * {ow} + ox{i}_) * {oc} + o"
+                with body.block("" if i == 0 else "if (more_)"):
+                    _pair_store(body, op, at, names[i], bias)
 
 
 def _pair_store(body: Body, op: Any, at: str, accs: Sequence[str], bias: Optional[Buffer]) -> None:

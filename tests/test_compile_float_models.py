@@ -10,6 +10,7 @@ from typing import Iterator, Tuple
 
 import numpy as np
 import pytest
+from conftest import requires_arm
 from float_models import float_twin
 from litert_oracle import litert_outputs, random_inputs
 from test_compile_models import shared_model
@@ -80,3 +81,46 @@ def test_float_twin_drops_the_ends(tmp_path: Path) -> None:
     assert {t.dtype for t in twin.tensors} == {"float32"}
     weights = twin.tensors[twin.operators[0].inputs[1]].array()
     np.testing.assert_array_equal(weights, (np.arange(12).reshape(3, 4) - 6) * 0.5)
+
+
+FPU_CASES = ("conv_same_relu_pc", "conv_1x1_odd", "dw_m2_same_s2_relu", "fc_relu6",
+             "conv_hybrid_in_float", "fc_hybrid_in_float")  # fmt: skip
+
+
+@pytest.mark.qemu
+@requires_arm
+def test_float_kernels_on_an_fpu_equal_litert(tmp_path: Path) -> None:
+    """On a Cortex-M4F (single-precision FPU with a fused multiply-add, which GCC uses
+    unless told not to) the float kernels' outputs are LiteRT's to the bit: their C turns
+    contraction off. The control, the same archive built with ``MLF_FP_CONTRACT`` (GCC
+    fuses again), differs."""
+    from compile_cases import CASES
+    from tflite_builders import TfliteWriter
+
+    rng = np.random.default_rng(0)
+    w = TfliteWriter()
+    inputs, outputs = [], []
+    for case in (c for c in CASES if c.name in FPU_CASES):
+        x, y = case.add(w, rng, "float32")
+        w.tensors[x].name = case.name
+        inputs.append(x)
+        outputs.append(y)
+    model = w.finish(inputs, outputs)
+    (tmp_path / "m.tflite").write_bytes(model)
+    archive = compile_tflite(tmp_path / "m.tflite", tmp_path / "m.tar")
+    differing = {}
+    for label, options in (("exact", {}), ("fused", {"compile_definitions": "MLF_FP_CONTRACT"})):
+        project = Project.generate(
+            archive, tmp_path / label, board="qemu-mps2-an386", options=options
+        )
+        project.build()
+        differing[label] = 0
+        with project.session(timeout=120) as session:
+            for seed in SEEDS:
+                inputs_ = random_inputs(model, seed)
+                got = session.run(inputs_)
+                for i, want in enumerate(litert_outputs(model, inputs_)):
+                    value = got[f"output{i}"].reshape(want.shape)
+                    differing[label] += int(np.sum(value != want))
+    assert differing["exact"] == 0
+    assert differing["fused"] > 0, "the control: GCC's fused multiply-adds should show"

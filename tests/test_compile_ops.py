@@ -161,17 +161,19 @@ def test_packed_aot_calls_inputs_in_order_whatever_their_names(tmp_path: Path) -
         assert not np.array_equal(litert_outputs(model, swapped)[0], want)  # order matters
 
 
-def test_loops_form_is_forced_through_the_seam(tmp_path: Path) -> None:
-    """``--form KIND=loops`` gives the int8 convolutions and FULLY_CONNECTED the reference
-    kernels' plain loops (what ``force_form`` gives the cases above): other C than the default
-    form's (the control), recorded as forced, and equal to LiteRT; never a rule's choice."""
+@pytest.mark.parametrize("dtype", ["int8", "float32"])
+def test_loops_form_is_forced_through_the_seam(dtype: str, tmp_path: Path) -> None:
+    """``--form KIND=loops`` gives the convolutions and FULLY_CONNECTED (int8 and float32)
+    the reference kernels' plain loops (what ``force_form`` gives the cases above): other C
+    than the default form's (the control), recorded as forced, and equal to LiteRT; never a
+    rule's choice."""
     from compile_cases import tiny_model
 
     from project_api.compile import parse_forced
     from project_api.compile.choose import candidates
     from project_api.read import open_archive
 
-    model = tiny_model("int8")
+    model = tiny_model(dtype)
     path = tmp_path / "tiny.tflite"
     path.write_bytes(model)
     forced = parse_forced(["CONV_2D=loops", "DEPTHWISE_CONV_2D=loops", "FULLY_CONNECTED=loops"])

@@ -84,7 +84,7 @@ def test_float_twin_drops_the_ends(tmp_path: Path) -> None:
 
 
 FPU_CASES = ("conv_same_relu_pc", "conv_1x1_odd", "dw_m2_same_s2_relu", "fc_relu6",
-             "conv_hybrid_in_float", "fc_hybrid_in_float")  # fmt: skip
+             "conv_hybrid_in_float", "fc_hybrid_in_float", "dw_hybrid_valid_dil")  # fmt: skip
 
 
 @pytest.mark.qemu

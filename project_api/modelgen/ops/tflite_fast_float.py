@@ -29,6 +29,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 from ..cgen import STACK_LIMIT_BYTES, Body, Buffer
 from .base import nest
 from .tflite_fast import interior, tap_range
+from .tflite_soft_float import FDOT, FMAC, SOFT, SOFT_FMAC_C
 
 # Preprocessor text before a float kernel: no fused multiply-add in this file's functions
 # (GCC's pragma; clang contracts only within one expression, which these kernels never ask).
@@ -67,6 +68,8 @@ def emit_fast_fully_connected(
     if hybrid and d >= STACK_LIMIT_BYTES:
         return False
     ctype = "int8_t" if hybrid else "float"
+    if not hybrid:
+        body.helper(FMAC, SOFT_FMAC_C)
     body.line(f"const {ctype}* w_ = (const {ctype}*){w.var};")
     body.line(f"float* y_ = (float*){out.var};")
     with nest(body, [("r", batches)]) as (r,):
@@ -113,12 +116,24 @@ def _channel_groups(
             body.line(f"const {ctype}* f_ = w_ + o * {stride};")
             accs = [f"a{j}_" for j in range(group)]
             body.line(f"{acc_type} " + ", ".join(f"{a} = {zero}" for a in accs) + ";")
+            if not hybrid:  # soft float: each sum in one call (tflite_soft_float.py)
+                body.lines.append(f"#if {SOFT}")
+                for xo, fo in rows:
+                    for j, a in enumerate(accs):
+                        wp = f"f_ + {j * stride} + {fo}"
+                        body.line(f"{a} = {FDOT}({a}, {xs} + {xo}, {wp}, {length});")
+                body.lines.append("#else")
             for xo, fo in rows:
                 with body.block(f"for (int32_t t = 0; t < {length}; ++t)"):
                     body.line(f"{x_type} xv_ = {xs}[{xo} + t];")
                     for j, a in enumerate(accs):
                         wv = f"f_[{j * stride} + {fo} + t]"
-                        body.line(f"{a} += xv_ * ({x_type}){wv};")
+                        if hybrid:
+                            body.line(f"{a} += xv_ * (int32_t){wv};")
+                        else:
+                            body.line(f"{a} = {FMAC}({a}, xv_, {wv});")
+            if not hybrid:
+                body.lines.append("#endif")
             for j, a in enumerate(accs):
                 _store(body, op, f"{at} + o + {j}", a, f"o + {j}", bias, hybrid)
 
@@ -148,24 +163,32 @@ def _fdot(body: Body, xs: Sequence[str], ws: Sequence[str], accs: List[List[str]
             body.line(f"float w{j}_ = {wp}[{offset}];")
         for i in range(len(xs)):
             for j in range(len(ws)):
-                body.line(f"{accs[i][j]} += x{i}_ * w{j}_;")
+                body.line(f"{accs[i][j]} = {FMAC}({accs[i][j]}, x{i}_, w{j}_);")
 
+    # soft float: each sum in one call of the integer dot product (tflite_soft_float.py)
+    body.lines.append(f"#if {SOFT}")
+    for i, xp in enumerate(xs):
+        for j, wp in enumerate(ws):
+            body.line(f"{accs[i][j]} = {FDOT}({accs[i][j]}, {xp}, {wp}, {n});")
+    body.lines.append("#else")
     if n <= FULL_UNROLL:
         for t in range(n):
             with body.block(""):
                 step(str(t))
-        return
-    body.line("int32_t t_ = 0;")
-    with body.block(f"for (; t_ + {UNROLL - 1} < {n}; t_ += {UNROLL})"):
-        for u in range(UNROLL):
-            with body.block(""):
-                step(f"t_ + {u}")
-    if n % UNROLL:
-        with body.block(f"for (; t_ < {n}; ++t_)"):
-            step("t_")
+    else:
+        body.line("int32_t t_ = 0;")
+        with body.block(f"for (; t_ + {UNROLL - 1} < {n}; t_ += {UNROLL})"):
+            for u in range(UNROLL):
+                with body.block(""):
+                    step(f"t_ + {u}")
+        if n % UNROLL:
+            with body.block(f"for (; t_ < {n}; ++t_)"):
+                step("t_")
+    body.lines.append("#endif")
 
 
 def _pointers(body: Body, x: Buffer, w: Buffer, out: Buffer) -> None:
+    body.helper(FMAC, SOFT_FMAC_C)
     body.line(f"const float* x_ = (const float*){x.var};")
     body.line(f"const float* w_ = (const float*){w.var};")
     body.line(f"float* y_ = (float*){out.var};")
@@ -266,7 +289,7 @@ def _conv_border(
                     body.line(f"const float* r_ = x_ + ({row} + ix_ + kx * {dw}) * {c};")
                     body.line(f"const float* f_ = w_ + ((o * {kh} + ky) * {kw} + kx) * {c};")
                     with body.loop("i", c):
-                        body.line("a_ += r_[i] * f_[i];")
+                        body.line(f"a_ = {FMAC}(a_, r_[i], f_[i]);")
                 at = f"(({b} * {oh} + {oy}) * {ow} + {ox}) * {oc} + o"
                 _store(body, op, at, "a_", "o", bias, False)
 
@@ -306,7 +329,7 @@ def _depthwise(op: Any, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer
                     ):
                         row = f"({b} * {h} + iy_ + ky * {dh}) * {wd} + ix_ + kx * {dw}"
                         tap = f"w_[(ky * {kw} + kx) * {oc} + o]"
-                        body.line(f"a_ += x_[({row}) * {c} + {ic}] * {tap};")
+                        body.line(f"a_ = {FMAC}(a_, x_[({row}) * {c} + {ic}], {tap});")
                     at = f"(({b} * {oh} + {oy}) * {ow} + {ox}) * {oc} + o"
                     _store(body, op, at, "a_", "o", bias, False)
         if y0 < y1 and x0 < x1:
@@ -320,7 +343,8 @@ def _depthwise(op: Any, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer
                         for kx in range(kw):
                             t = ky * kw + kx
                             tap = f"k{t}_" if local else f"w_[{t * oc} + o]"
-                            body.line(f"a_ += s_[{(ky * dh * wd + kx * dw) * c}] * {tap};")
+                            at = (ky * dh * wd + kx * dw) * c
+                            body.line(f"a_ = {FMAC}(a_, s_[{at}], {tap});")
                     at = f"(({b} * {oh} + oy) * {ow} + ox) * {oc} + o"
                     _store(body, op, at, "a_", "o", bias, False)
 

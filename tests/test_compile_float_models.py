@@ -5,6 +5,7 @@ kernels keep LiteRT's order of every sum)."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Iterator, Tuple
 
@@ -87,13 +88,8 @@ FPU_CASES = ("conv_same_relu_pc", "conv_1x1_odd", "dw_m2_same_s2_relu", "fc_relu
              "conv_hybrid_in_float", "fc_hybrid_in_float", "dw_hybrid_valid_dil")  # fmt: skip
 
 
-@pytest.mark.qemu
-@requires_arm
-def test_float_kernels_on_an_fpu_equal_litert(tmp_path: Path) -> None:
-    """On a Cortex-M4F (single-precision FPU with a fused multiply-add, which GCC uses
-    unless told not to) the float kernels' outputs are LiteRT's to the bit: their C turns
-    contraction off. The control, the same archive built with ``MLF_FP_CONTRACT`` (GCC
-    fuses again), differs."""
+def float_cases(path: Path) -> bytes:
+    """FPU_CASES of tests/compile_cases.py in float32, one model, written to ``path``."""
     from compile_cases import CASES
     from tflite_builders import TfliteWriter
 
@@ -106,21 +102,59 @@ def test_float_kernels_on_an_fpu_equal_litert(tmp_path: Path) -> None:
         inputs.append(x)
         outputs.append(y)
     model = w.finish(inputs, outputs)
-    (tmp_path / "m.tflite").write_bytes(model)
+    path.write_bytes(model)
+    return model
+
+
+def differing(project: Project, model: bytes) -> int:
+    """Elements of the built ``project``'s outputs not bit-identical to LiteRT's."""
+    count = 0
+    with project.session(timeout=120) as session:
+        for seed in SEEDS:
+            inputs = random_inputs(model, seed)
+            got = session.run(inputs)
+            for i, want in enumerate(litert_outputs(model, inputs)):
+                count += int(np.sum(got[f"output{i}"].reshape(want.shape) != want))
+    return count
+
+
+@pytest.mark.qemu
+@requires_arm
+def test_float_kernels_on_an_fpu_equal_litert(tmp_path: Path) -> None:
+    """On a Cortex-M4F (single-precision FPU with a fused multiply-add, which GCC uses
+    unless told not to) the float kernels' outputs are LiteRT's to the bit: their C turns
+    contraction off. The control, the same archive built with ``MLF_FP_CONTRACT`` (GCC
+    fuses again), differs."""
+    model = float_cases(tmp_path / "m.tflite")
     archive = compile_tflite(tmp_path / "m.tflite", tmp_path / "m.tar")
-    differing = {}
+    found = {}
     for label, options in (("exact", {}), ("fused", {"compile_definitions": "MLF_FP_CONTRACT"})):
         project = Project.generate(
             archive, tmp_path / label, board="qemu-mps2-an386", options=options
         )
         project.build()
-        differing[label] = 0
-        with project.session(timeout=120) as session:
-            for seed in SEEDS:
-                inputs_ = random_inputs(model, seed)
-                got = session.run(inputs_)
-                for i, want in enumerate(litert_outputs(model, inputs_)):
-                    value = got[f"output{i}"].reshape(want.shape)
-                    differing[label] += int(np.sum(value != want))
-    assert differing["exact"] == 0
-    assert differing["fused"] > 0, "the control: GCC's fused multiply-adds should show"
+        found[label] = differing(project, model)
+    assert found["exact"] == 0
+    assert found["fused"] > 0, "the control: GCC's fused multiply-adds should show"
+
+
+@pytest.mark.qemu
+@requires_arm
+def test_float_kernels_on_a_soft_float_core_equal_litert(tmp_path: Path) -> None:
+    """On a Cortex-M3 (no FPU) the float kernels' taps are the integer multiply-add
+    (modelgen/ops/tflite_soft_float.py): its code is in the firmware, and the outputs are
+    LiteRT's to the bit. The control, built with ``MLF_SOFT_FMAC=0``, has none of it."""
+    model = float_cases(tmp_path / "m.tflite")
+    archive = compile_tflite(tmp_path / "m.tflite", tmp_path / "m.tar")
+    symbols = {}
+    for label, options in (("soft", {}), ("libgcc", {"compile_definitions": "MLF_SOFT_FMAC=0"})):
+        project = Project.generate(
+            archive, tmp_path / label, board="qemu-mps2-an385", options=options
+        )
+        project.build()
+        listed = subprocess.run(["arm-none-eabi-nm", str(project.firmware)],
+                                capture_output=True, text=True, check=True)  # fmt: skip
+        symbols[label] = "mlf_fdot" in listed.stdout
+        if label == "soft":
+            assert differing(project, model) == 0
+    assert symbols == {"soft": True, "libgcc": False}

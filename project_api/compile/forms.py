@@ -208,7 +208,7 @@ FORMS: Dict[str, Form] = {
         _simd_wrap,
         rounding={"CONV_2D": "double"},
         dependency=CMSIS_NN_DEPENDENCY,
-        version="2",  # 2: in place (CMSIS-NN's call by groups of pixels)
+        version="3",  # 2: in place (CMSIS-NN's call by groups); 3: also when it widens
     ),
     LOOPS: Form(
         LOOPS,

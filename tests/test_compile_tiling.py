@@ -1,0 +1,88 @@
+"""Tiled stages (compile/tiling.py, modelgen/ops/tflite_tiled.py): consecutive convolutions
+run band by band of output rows, their outputs still equal to LiteRT's reference kernels."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+from compile_cases import band_chains_model
+from litert_oracle import assert_runs_as_litert
+
+from project_api.compile import compile_tflite, read_tflite
+from project_api.compile.lower import lower_model
+from project_api.compile.tiling import chains, choose_stages
+from project_api.driver import Project
+from project_api.errors import CompileError
+from project_api.modelgen.ops.tflite_tiled import bands
+
+
+def _kernels(archive: Path) -> List[Dict[str, Any]]:
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("./src/default.kernels.json")
+        assert member is not None
+        operators: List[Dict[str, Any]] = json.load(member)["operators"]
+        return operators
+
+
+@pytest.fixture(scope="module")
+def band_chains(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("tiling") / "chains.tflite"
+    path.write_bytes(band_chains_model())
+    return path
+
+
+def test_chains_and_forced_stages(band_chains: Path) -> None:
+    net = lower_model(read_tflite(band_chains))
+    assert chains(net) == [(0, 4), (6, 7)]  # the pool (5) is in no chain
+    stages = choose_stages(net, "on", 3)
+    assert [(s.first, s.last, s.band, s.by) for s in stages] == [
+        (0, 4, 3, "forced"), (6, 7, 3, "forced")
+    ]  # fmt: skip
+    assert choose_stages(net, "off") == []
+    with pytest.raises(CompileError, match="--tile-rows 0"):
+        choose_stages(net, "on", 0)
+
+
+def test_bands_cover_every_row_each_layer_needs() -> None:
+    """The first chain's geometry, bands of 3 rows over 4: the last band is one row; the
+    first layer's first band starts under a row of padding, the last band ends on one."""
+    net = lower_model(read_tflite_bytes(band_chains_model()))
+    nodes = net.ops[0:5]
+    layers = [n.op for n in nodes]
+    kernels = [n.inputs[1].type.shape[1] for n in nodes]
+    heights = [13, 7, 7, 7, 4, 4]
+    plan = bands(layers, kernels, heights, 3)  # type: ignore[arg-type]
+    assert [(r[-1].out0, r[-1].out1) for r in plan] == [(0, 3), (3, 4)]
+    assert plan[0][0].pad == 1 and plan[0][0].in0 == 0
+    assert plan[-1][0].in1 == 13
+    for rows in plan:  # each layer makes the rows the next one reads
+        for made, read in zip(rows, rows[1:]):
+            assert (made.out0, made.out1) == (read.in0, read.in1)
+
+
+def read_tflite_bytes(data: bytes) -> Any:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "m.tflite"
+        path.write_bytes(data)
+        return read_tflite(path)
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_tiled_stages_equal_litert(band_chains: Path, tmp_path: Path, rows: int) -> None:
+    """Both chains forced into stages, bands of 1 and of 3 rows (3 divides neither 4 nor 2):
+    the same outputs as LiteRT's reference kernels on the host; the archive records each
+    stage's operators."""
+    archive = compile_tflite(band_chains, tmp_path / "m.tar", tiling="on", tile_rows=rows)
+    tiled = [op for op in _kernels(archive) if "tiled" in op]
+    assert [op["tiled"]["stage"] for op in tiled] == [0] * 5 + [1] * 2, tiled
+    assert all(op["tiled"]["band_rows"] == rows for op in tiled)
+    assert len({op["function"] for op in tiled}) == 2
+    project = Project.generate(archive, tmp_path / "project")
+    project.build()
+    assert_runs_as_litert(project, band_chains.read_bytes(), range(2))

@@ -464,7 +464,23 @@ def plan_executor_model(
     tvm = compile_graph(graph)
     bound = tvm.param_bindings(params) if params else {}
     memory.tvm_bytes = tvm.arena_bytes(bound) + workspace.bytes
+    memory.peak_operator += _stage_of(model, tables, peak([b for b, _ in memory.blocks])[1])
     return tables, memory
+
+
+def _stage_of(model: Any, tables: GraphTables, call: int) -> str:
+    """``, a tiled stage of .tflite operators 0-3`` when the call that sets the peak runs a
+    tiled stage (the archive's kernels.json, compile/tiling.py); "" otherwise."""
+    from ..read.kernel_forms import model_kernel_forms
+
+    forms = model_kernel_forms(model) if 0 <= call < len(tables.ops) else None
+    func = tables.ops[call].func if forms is not None else -1
+    if forms is None or not 0 <= func < len(tables.funcs):
+        return ""
+    indices = [op.index for op in forms.operators if op.function == tables.funcs[func] and op.tiled]
+    if not indices:
+        return ""
+    return f", a tiled stage of .tflite operators {min(indices)}-{max(indices)}"
 
 
 def model_memory(model: Any) -> Optional[MemoryPlan]:

@@ -23,6 +23,7 @@ class OperatorForm:
     call: str = ""  # arm_<kernel> for cmsis-nn
     scratch: Tuple[int, int, int] = (0, 0, 0)  # bytes per level (LEVELS)
     why: str = ""  # why this form (compile/choose.py): forced, tuned, rule ..., only, default
+    tiled: str = ""  # the tiled stage it runs in (compile/tiling.py), described
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,26 @@ class KernelForms:
             if need > 0:
                 needs[op.function] = max(needs.get(op.function, 0), need)
         return needs
+
+
+def describe_tiled(tiled: Any) -> str:
+    """One line of a ``tiled`` entry (compile/tiling.py): ``tiled stage 0 (4 layers, bands
+    of 4 rows, rule: peak 73,728 → 47,296 B, 1,234,567 → 1,400,000 MACs)``; "" for none or
+    a bad one."""
+    if not isinstance(tiled, dict):
+        return ""
+    numbers = [tiled.get(k) for k in ("stage", "layers", "band_rows")]
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers):
+        return ""
+    text = f"tiled stage {numbers[0]} ({numbers[1]} layers, bands of {numbers[2]} rows"
+    by = tiled.get("by")
+    if isinstance(by, str):
+        text += f", {by[:16]}"
+    pairs = [("peak", tiled.get("peak_bytes"), " B"), ("", tiled.get("macs"), " MACs")]
+    for label, pair, unit in pairs:
+        if isinstance(pair, list) and len(pair) == 2 and all(isinstance(n, int) for n in pair):
+            text += f"; {label + ' ' if label else ''}{pair[0]:,} → {pair[1]:,}{unit}"
+    return text + ")"
 
 
 def describe_why(why: Any) -> str:
@@ -104,6 +125,7 @@ def read_kernel_forms(root: Path, module: str) -> Optional[KernelForms]:
                     call=str(entry.get("call", "")),
                     scratch=tuple(_int(scratch.get(level, 0)) for level in LEVELS),  # type: ignore[arg-type]
                     why=describe_why(entry.get("why")),
+                    tiled=describe_tiled(entry.get("tiled")),
                 )
             )
         return KernelForms(tuple(operators), str(document.get("cmsis_nn", "")))

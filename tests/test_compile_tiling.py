@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import tarfile
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 from compile_cases import band_chains_model
+from conftest import REPO_ROOT, requires_arm
 from litert_oracle import assert_runs_as_litert
 
 from project_api.compile import compile_tflite, read_tflite
@@ -17,7 +18,11 @@ from project_api.compile.lower import lower_model
 from project_api.compile.tiling import chains, choose_stages
 from project_api.driver import Project
 from project_api.errors import CompileError
+from project_api.generate.memory_plan import MemoryPlan, model_memory
 from project_api.modelgen.ops.tflite_tiled import bands
+from project_api.read import open_archive
+
+SHARED = REPO_ROOT.parent / "shared" / "models"
 
 
 def _kernels(archive: Path) -> List[Dict[str, Any]]:
@@ -73,16 +78,71 @@ def read_tflite_bytes(data: bytes) -> Any:
         return read_tflite(path)
 
 
-@pytest.mark.parametrize("rows", [1, 3])
-def test_tiled_stages_equal_litert(band_chains: Path, tmp_path: Path, rows: int) -> None:
+@pytest.mark.parametrize(
+    "rows, board",
+    [
+        (1, None),
+        (3, None),
+        pytest.param(3, "qemu-mps2-an385", marks=[pytest.mark.qemu, requires_arm]),
+    ],
+)
+def test_tiled_stages_equal_litert(
+    band_chains: Path, tmp_path: Path, rows: int, board: Optional[str]
+) -> None:
     """Both chains forced into stages, bands of 1 and of 3 rows (3 divides neither 4 nor 2):
-    the same outputs as LiteRT's reference kernels on the host; the archive records each
-    stage's operators."""
+    the same outputs as LiteRT's reference kernels on the host (and on a Cortex-M3); the
+    archive records each stage's operators."""
     archive = compile_tflite(band_chains, tmp_path / "m.tar", tiling="on", tile_rows=rows)
     tiled = [op for op in _kernels(archive) if "tiled" in op]
     assert [op["tiled"]["stage"] for op in tiled] == [0] * 5 + [1] * 2, tiled
     assert all(op["tiled"]["band_rows"] == rows for op in tiled)
     assert len({op["function"] for op in tiled}) == 2
-    project = Project.generate(archive, tmp_path / "project")
+    project = Project.generate(archive, tmp_path / "project", board=board or "host")
     project.build()
     assert_runs_as_litert(project, band_chains.read_bytes(), range(2))
+
+
+def _memory(archive: Path) -> MemoryPlan:
+    with open_archive(archive) as opened:
+        memory = model_memory(opened.models[0])
+    assert memory is not None
+    return memory
+
+
+@pytest.mark.parametrize(
+    "stem, layers, rows, arena",
+    [("vww_96_int8", (0, 3), 4, (73_728, 47_296)), ("pretrainedResnet_quant", (1, 2), 8,
+                                                   (52_224, 40_960))],
+)  # fmt: skip
+def test_the_rule_tiles_where_the_peak_drops(
+    tmp_path: Path, stem: str, layers: Tuple[int, int], rows: int, arena: Tuple[int, int]
+) -> None:
+    """VWW's first four layers (the model input beside them) and IC's first residual
+    branch (its input kept for the ADD) as one stage each: the arena's peak drops, and
+    ``footprint``'s peak names the stage; ``--tile off`` is the control."""
+    model = SHARED / f"{stem}.tflite"
+    if not model.exists():
+        pytest.skip(f"{model} is absent (the shared models live in ../shared/models)")
+    on = compile_tflite(model, tmp_path / "on.tar")
+    tiled = [op for op in _kernels(on) if "tiled" in op]
+    assert (tiled[0]["index"], tiled[-1]["index"]) == layers, tiled
+    assert {op["tiled"]["by"] for op in tiled} == {"rule"}
+    assert {op["tiled"]["band_rows"] for op in tiled} == {rows}
+    memory = _memory(on)
+    assert memory.arena_bytes == arena[1]
+    assert memory.peak_operator.endswith(
+        f"a tiled stage of .tflite operators {layers[0]}-{layers[1]}"
+    ), memory.peak_operator
+    off = compile_tflite(model, tmp_path / "off.tar", tiling="off")
+    assert not any("tiled" in op for op in _kernels(off))
+    assert _memory(off).arena_bytes == arena[0]
+    assert "tiled" not in _memory(off).peak_operator
+
+
+def test_no_stage_where_none_lowers_the_peak(tmp_path: Path) -> None:
+    """KWS's peak is its AVERAGE_POOL_2D (no stage takes it): nothing is tiled."""
+    model = SHARED / "kws_ref_model.tflite"
+    if not model.exists():
+        pytest.skip(f"{model} is absent (the shared models live in ../shared/models)")
+    net = lower_model(read_tflite(model))
+    assert chains(net) and choose_stages(net) == []

@@ -16,7 +16,9 @@ tables' operator list, both ends included):
   params copied into RAM are live across the whole run (the device protocol sets inputs
   before RUN and may run again on them), its outputs from the call that writes them to the
   end of the run (the protocol reads them after it); params bound in place in flash take no
-  arena;
+  arena. A pool whose tensors differ in size (an output that overwrites its input and
+  outgrows it, modelgen/plan.py) holds, at each call, the bytes of its tensors live then,
+  from its start (``Block.parts``), not its largest over its whole life;
 - every operator's *workspace window* (:mod:`.operator_workspace`), live during its own call
   only: the runtime points ``TVMBackendAllocWorkspace``'s LIFO allocator at it for that call.
 

@@ -21,6 +21,7 @@ from project_api.errors import CompileError
 from project_api.generate.memory_plan import MemoryPlan, model_memory
 from project_api.modelgen.ops.tflite_tiled import bands
 from project_api.read import open_archive
+from project_api.read.kernel_forms import model_kernel_forms
 
 SHARED = REPO_ROOT.parent / "shared" / "models"
 
@@ -128,6 +129,12 @@ def test_the_rule_tiles_where_the_peak_drops(
     assert (tiled[0]["index"], tiled[-1]["index"]) == layers, tiled
     assert {op["tiled"]["by"] for op in tiled} == {"rule"}
     assert {op["tiled"]["band_rows"] for op in tiled} == {rows}
+    with open_archive(on) as opened:
+        forms = model_kernel_forms(opened.models[0])
+    assert forms is not None  # info's line for each of the stage's operators
+    shown = [op.tiled for op in forms.operators if op.tiled]
+    assert shown[0].startswith(f"tiled stage 0 ({layers[1] - layers[0] + 1} layers, bands of "
+                               f"{rows} rows, rule; peak "), shown  # fmt: skip
     memory = _memory(on)
     assert memory.arena_bytes == arena[1]
     assert memory.peak_operator.endswith(
@@ -146,3 +153,18 @@ def test_no_stage_where_none_lowers_the_peak(tmp_path: Path) -> None:
         pytest.skip(f"{model} is absent (the shared models live in ../shared/models)")
     net = lower_model(read_tflite(model))
     assert chains(net) and choose_stages(net) == []
+
+
+def test_cli_tile_options(band_chains: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``compile --tile on --tile-rows 3`` records the stages; a bad band height is one line
+    and exit status 2."""
+    from project_api.cli import main
+
+    out = tmp_path / "m.tar"
+    argv = ["compile", str(band_chains), str(out), "--tile", "on", "--tile-rows", "3"]
+    assert main(argv) == 0
+    assert [op["tiled"]["band_rows"] for op in _kernels(out) if "tiled" in op] == [3] * 7
+    capsys.readouterr()
+    assert main([*argv[:-1], "0", "--force"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--tile-rows 0" in err and "\n" not in err, err

@@ -49,22 +49,27 @@ class KernelForms:
 
 
 def describe_tiled(tiled: Any) -> str:
-    """One line of a ``tiled`` entry (compile/tiling.py): ``tiled stage 0 (4 layers, bands
-    of 4 rows, rule: peak 73,728 → 47,296 B, 1,234,567 → 1,400,000 MACs)``; "" for none or
-    a bad one."""
+    """One line of a ``tiled`` entry (compile/tiling.py): ``tiled stage 0 (4 layers, bands of
+    4 rows, rule; peak 73,728 → 47,232 B; 1,041,408 → 1,244,928 MACs)``; "" for none. A bad
+    entry is a ValueError (the file is then ignored whole)."""
+    if tiled is None:
+        return ""
     if not isinstance(tiled, dict):
-        return ""
-    numbers = [tiled.get(k) for k in ("stage", "layers", "band_rows")]
-    if not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers):
-        return ""
-    text = f"tiled stage {numbers[0]} ({numbers[1]} layers, bands of {numbers[2]} rows"
+        raise ValueError(tiled)
+    stage, layers, rows = (_int(tiled.get(k)) for k in ("stage", "layers", "band_rows"))
+    text = f"tiled stage {stage} ({layers} layers, bands of {rows} rows"
     by = tiled.get("by")
-    if isinstance(by, str):
+    if by is not None:
+        if not isinstance(by, str):
+            raise ValueError(by)
         text += f", {by[:16]}"
-    pairs = [("peak", tiled.get("peak_bytes"), " B"), ("", tiled.get("macs"), " MACs")]
-    for label, pair, unit in pairs:
-        if isinstance(pair, list) and len(pair) == 2 and all(isinstance(n, int) for n in pair):
-            text += f"; {label + ' ' if label else ''}{pair[0]:,} → {pair[1]:,}{unit}"
+    for label, key, unit in (("peak ", "peak_bytes", " B"), ("", "macs", " MACs")):
+        pair = tiled.get(key)
+        if pair is None:
+            continue
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ValueError(pair)
+        text += f"; {label}{_int(pair[0]):,} → {_int(pair[1]):,}{unit}"
     return text + ")"
 
 

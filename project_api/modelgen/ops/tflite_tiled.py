@@ -101,8 +101,10 @@ class TiledStage(Op):
         require(types[0].dtype == "int8" and types[0].shape[0] == 1, "tiled stage: one int8 batch")
         for op in self.layers:
             require(op.form == "fast" and not op.hybrid_scale, "tiled stage: int8 fast layers")
+        require(len(self.kernels) == len(self.layers), "tiled stage: a filter height a layer")
         x = types[0]
-        for op, operands in zip(self.layers, self.operand_types(types)):
+        for op, kh, operands in zip(self.layers, self.kernels, self.operand_types(types)):
+            require(operands[1].shape[1] == kh, "tiled stage: filter heights")
             x = op.infer(operands)[0]
         return [x]
 

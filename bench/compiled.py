@@ -19,6 +19,10 @@ is its own column). The inputs are random (seed 3); where LiteRT is installed, t
 are checked against its reference kernels (``BUILTIN_REF``) on the same inputs (int8 equal,
 float32 within rtol 1e-5).
 
+Where ``compile`` tiles a model (its default ``--tile auto``: compile/tiling.py), the
+an385's plain C is measured again with ``--tile off`` (source ``compile --tile off``): both
+figures, peak RAM and instructions, side by side (the summary's ``tiling``).
+
 TVM 0.14's archive of the same model is measured beside it on the an385 where the corpus
 holds one (KWS: ``../shared/mlf/kws_int8.tar``; its ``exact`` is against the corpus's own
 reference outputs on its reference inputs, ours against LiteRT's).
@@ -155,6 +159,8 @@ def _measure_model(ctx: Context, result: PartResult, model: Path, cmsis: Optiona
             result.skipped.append(f"{model.name} on {board}: failed: {type(err).__name__}: {err}")
             continue
         result.rows.append({"source": "compile", **row})
+        if board == AN385 and not ctx.smoke and _tiled(archive):
+            _untiled(ctx, result, model, work, core, inputs, want)
     tvm = TVM_ARCHIVES.get(model.stem)
     if tvm is not None and tvm.exists() and not ctx.smoke:
         tvm_inputs = dict(np.load(tvm.with_suffix(".inputs.npz")))
@@ -162,6 +168,48 @@ def _measure_model(ctx: Context, result: PartResult, model: Path, cmsis: Optiona
         tvm_want = [np.load(outputs)["output0"]] if outputs.exists() else None
         row = _row(ctx, f"{model.stem} (TVM 0.14)", tvm, CORES[0], tvm_inputs, tvm_want)
         result.rows.append({"source": tvm.name, **row})
+
+
+def _tiled(archive: Path) -> bool:
+    """Whether ``compile`` ran some of the archive's operators as a tiled stage."""
+    from project_api.read import open_archive
+    from project_api.read.kernel_forms import model_kernel_forms
+
+    with open_archive(archive) as opened:
+        forms = model_kernel_forms(opened.models[0])
+    return forms is not None and any(op.tiled for op in forms.operators)
+
+
+def _untiled(ctx: Context, result: PartResult, model: Path, work: Path,
+             core: Tuple[str, str, bool], inputs: Dict[str, np.ndarray],
+             want: Optional[List[Any]]) -> None:  # fmt: skip
+    """The same model compiled with ``--tile off``, measured on the same core."""
+    off = work / f"{model.stem}_untiled.tar"
+    code, _, err = _cli("compile", str(model), str(off), "--tile", "off", "--force")
+    if code != 0:
+        result.skipped.append(f"{model.name} --tile off: {err.strip()}")
+        return
+    ctx.log(f"  {model.stem}: {core[0]} on {core[1]}, --tile off")
+    try:
+        row = _row(ctx, f"{model.stem} untiled", off, core, inputs, want)
+    except Exception as err:  # reported, the rest go on
+        result.skipped.append(f"{model.name} --tile off: failed: {type(err).__name__}: {err}")
+        return
+    result.rows.append({"source": "compile --tile off", **row, "model": model.stem})
+
+
+def _tiling(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """{model: both figures} for the models measured tiled and untiled on the an385."""
+    on = {r["model"]: r for r in rows if r["source"] == "compile" and r["board"] == AN385}
+    off = {r["model"]: r for r in rows if r["source"] == "compile --tile off"}
+    return {
+        name: {
+            key: [on[name][key], off[name][key]]
+            for key in ("instructions", "arena_bytes", "ram_bytes", "flash_text_data_bytes")
+        }
+        for name in off
+        if name in on
+    }
 
 
 def run(ctx: Context, result: PartResult) -> None:
@@ -182,7 +230,10 @@ def run(ctx: Context, result: PartResult) -> None:
     result.summary = {
         "models": len({r["model"] for r in ours}),
         "measured": len(ours),
-        "all_equal_to_litert": all(r["exact"] is not False for r in ours),
+        "all_equal_to_litert": all(
+            r["exact"] is not False for r in result.rows if r["source"].startswith("compile")
+        ),
+        "tiling": _tiling(result.rows),  # model: {figure: [tiled, --tile off]}
         "kws_instructions": plain["instructions"] if plain else None,
         "kws_ram_bytes": plain["ram_bytes"] if plain else None,
         "kws_flash_bytes": plain["flash_text_data_bytes"] if plain else None,

@@ -509,3 +509,34 @@ def tiny_model(dtype: str = "int8", seed: int = 0) -> bytes:
     _, out = softmax_case((1, 4), 1.0, 0.1)(w, rng, dtype)
     w.ops[-1].inputs[0] = summed
     return w.finish([x], [out])
+
+
+def band_chains_model(seed: int = 5) -> bytes:
+    """Two chains of int8 convolutions for the tiled stages' band edges, apart by a
+    MAX_POOL_2D (which no stage takes): 13x11x3 → CONV 3x3 stride 2 SAME (7x6x8, a row of
+    padding at top and bottom) → DEPTHWISE 3x3 → CONV 1x1 (8 → 12) → DEPTHWISE 3x3 stride 2
+    SAME (4x3x12) → CONV 3x3 (4x3x8); MAX_POOL 1x1; then DEPTHWISE 3x3 stride 2 SAME over 4
+    rows (2x2x8: padding at the bottom only) → CONV 3x3 dilation 2 SAME (2x2x6). Odd and even
+    heights; band heights that do not divide them are the tests' to choose."""
+    rng = np.random.default_rng(seed)
+    w = TfliteWriter()
+    layers = [
+        conv_case((1, 13, 11, 3), (8, 3, 3, 3), {"stride": (2, 2), "act": "RELU"}),
+        conv_case((1, 7, 6, 8), (1, 3, 3, 8), {"act": "RELU6"}, depthwise=True),
+        conv_case((1, 7, 6, 8), (12, 1, 1, 8), {"padding": "VALID"}),
+        conv_case((1, 7, 6, 12), (1, 3, 3, 12), {"stride": (2, 2)}, depthwise=True),
+        conv_case((1, 4, 3, 12), (8, 3, 3, 12), {"act": "RELU"}),
+        pool_case("MAX_POOL_2D", (1, 4, 3, 8), {"size": (1, 1), "stride": (1, 1)}),
+        conv_case((1, 4, 3, 8), (1, 3, 3, 8), {"stride": (2, 2)}, depthwise=True),
+        conv_case((1, 2, 2, 8), (6, 3, 3, 8), {"dilation": (2, 2)}),
+    ]
+    first, y = layers[0](w, rng, "int8")
+    w.tensors[first].name = "input"
+    for k, layer in enumerate(layers[1:], 1):
+        _, out = layer(w, rng, "int8")
+        w.ops[-1].inputs[0] = y
+        if k == 5:  # the pool keeps its input's quantization
+            w.tensors[out].scales = w.tensors[y].scales
+            w.tensors[out].zero_points = w.tensors[y].zero_points
+        y = out
+    return w.finish([first], [y])

@@ -121,20 +121,39 @@ def _archive_sharing(archive: Path) -> List[str]:
 
 
 def pointwise_chain() -> bytes:
-    """CONV_2D 3x3 → 1x1 (16 → 16 channels) → 1x1 (16 → 12) over 7x9 pixels: the 1x1s
-    overwrite their inputs in the simd form (63 pixels: CMSIS-NN's call on four groups, the
-    last one short; our DSP code blocks of 4 and Helium code blocks of 2, each with a tail)."""
+    """CONV_2D 3x3 → 1x1 (8 → 16 channels: it widens) → 1x1 (16 → 12) over 7x9 pixels: the
+    1x1s overwrite their inputs (63 pixels: CMSIS-NN's call on four groups, the last one
+    short; our DSP code blocks of 4 and Helium code blocks of 2, each with a tail; the fast
+    form's pairs, the last one a single pixel), the widening one from its last pixel."""
     rng = np.random.default_rng(3)
     w = TfliteWriter()
-    x, y = conv_case((1, 7, 9, 4), (16, 3, 3, 4), {"act": "RELU"})(w, rng, "int8")
+    x, y = conv_case((1, 7, 9, 4), (8, 3, 3, 4), {"act": "RELU"})(w, rng, "int8")
     w.tensors[x].name = "input"
-    _, z = conv_case((1, 7, 9, 16), (16, 1, 1, 16), {"padding": "VALID"})(w, rng, "int8")
+    _, z = conv_case((1, 7, 9, 8), (16, 1, 1, 8), {"padding": "VALID"})(w, rng, "int8")
     w.ops[-1].inputs[0] = y
     _, out = conv_case((1, 7, 9, 16), (12, 1, 1, 16), {"padding": "VALID", "act": "RELU6"})(
         w, rng, "int8"
     )
     w.ops[-1].inputs[0] = z
     return w.finish([x], [out])
+
+
+def test_widening_pointwise_in_place_equals_litert(tmp_path: Path) -> None:
+    """The ref form's 1x1s in place, the one that widens (8 → 16) from its last pixel into
+    its input's grown storage: the same outputs as LiteRT's reference kernels."""
+    path = tmp_path / "chain.tflite"
+    path.write_bytes(pointwise_chain())
+    model = lower_model(read_tflite(path)).build()
+    shared = _sharing(model.lowered)
+    assert len([n for n in shared if "conv_2d" in n]) == 2, shared
+    sizes = model.lowered.storage_bytes
+    assert 7 * 9 * 16 in sizes and 7 * 9 * 8 not in sizes, sizes  # the input's storage grew
+    control = lower_model(read_tflite(path))
+    force_form(control, "reference")
+    assert _sharing(control.build().lowered) == []
+    project = Project.generate(model.write(tmp_path / "chain.tar"), tmp_path / "project")
+    project.build()
+    assert_runs_as_litert(project, path.read_bytes(), range(2))
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from project_api.driver import Project
 from project_api.errors import DeviceError
 from project_api.generate.memory_plan import (
     Block,
+    arena_end,
     lower_bound,
     overlaps,
     peak,
@@ -390,3 +391,18 @@ def test_peak_names_the_call_that_sets_it() -> None:
     blocks = [Block("a", 100, 0, 1), Block("b", 50, 1, 2), Block("c", 120, 2, 3)]
     assert peak(blocks) == (170, 2)  # b and c live during call 2
     assert peak([]) == (0, -1)
+
+
+def test_a_pool_that_grows_holds_its_live_bytes_only() -> None:
+    """A pool whose tensors grow (an output that overwrites and outgrows its input) holds 64
+    bytes during calls 0 and 1, 192 after: a tensor live at call 0 only fits beside it."""
+    grows = Block("g", 192, 0, 3, ((0, 1, 64), (2, 3, 192)))
+    other = Block("a", 128, 0, 0)
+    assert peak([grows, other]) == (192, 0)
+    offsets = place([grows, other], lambda b: (-b.size,))
+    assert offsets == [0, 64]
+    assert arena_end([grows, other], offsets) == 192
+    # the control: held at its largest over its whole life, they take 320 bytes
+    flat = Block("g", 192, 0, 3)
+    assert peak([flat, other])[0] == 320
+    assert arena_end([flat, other], place([flat, other], lambda b: (-b.size,))) == 320

@@ -13,6 +13,7 @@ from ..compile import (
     EXECUTORS,
     FORMS,
     INTERFACES,
+    TILINGS,
     CmsisNnSource,
     build_model,
     compile_tflite,
@@ -107,6 +108,20 @@ class CompileCommand(Command):
             help="measure every candidate form of each operator on this QEMU board under "
             "-icount (one firmware per form; figures cached) and take the fewest instructions",
         )
+        parser.add_argument(
+            "--tile",
+            choices=TILINGS,
+            default="auto",
+            help="run consecutive int8 convolutions as tiled stages, band by band of output "
+            "rows: auto (default) where that lowers the arena's peak, on (every chain of "
+            "them), off (docs/compile.md)",
+        )
+        parser.add_argument(
+            "--tile-rows",
+            type=int,
+            metavar="N",
+            help="output rows of a tiled stage's band (default: chosen, or 2 with --tile on)",
+        )
         parser.add_argument("--force", action="store_true", help="replace an existing OUT")
         parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -148,6 +163,8 @@ class CompileCommand(Command):
             cpu=cpu,
             measured=tuning.measured if tuning else None,
             measured_on=args.tune or "",
+            tiling=args.tile,
+            tile_rows=args.tile_rows,
         )
         seconds = time.perf_counter() - start
         if args.json:

@@ -103,7 +103,7 @@ def archive_summary(archive: Archive) -> Dict[str, Any]:
                 {"index": op.index, "operator": op.operator, "form": op.form,
                  "function": op.function, "call": op.call or None,
                  "scratch_bytes": dict(zip(FORM_LEVELS, op.scratch)) if op.call else None,
-                 "why": op.why or None}
+                 "why": op.why or None, "tiled": op.tiled or None}
                 for op in forms.operators
             ]  # fmt: skip
         models.append(summary)
@@ -194,6 +194,8 @@ def _form_lines(model: Model) -> List[str]:
             text += f" ({op.call}; scratch B: {per_level})"
         if op.why:
             text += f"  [{op.why}]"
+        if op.tiled:
+            text += f"  {{{op.tiled}}}"
         lines.append(text)
     if forms.cmsis_nn:
         lines.append(

@@ -31,6 +31,7 @@ from .choose import DEFAULT_CLASS, Measured, choose_forms
 from .forms import CMSIS_NN_DEPENDENCY, FORMS, FormPlan, parse_forced
 from .lower import SUPPORTED, Rounding, lower_model, supported_text
 from .tflite import TfliteModel, read_tflite
+from .tiling import TILINGS, apply_stages, choose_stages
 
 EXECUTORS = ("graph", "aot")
 INTERFACES = ("c", "packed")  # AOT's interface-api
@@ -38,6 +39,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 __all__ = [
     "EXECUTORS",
+    "TILINGS",
     "INTERFACES",
     "FORMS",
     "CmsisNnSource",
@@ -116,13 +118,16 @@ def compile_model(
     measured: Optional[Measured] = None,
     plan: Optional[FormPlan] = None,
     measured_on: str = "",
+    tiling: str = "auto",
+    tile_rows: Optional[int] = None,
 ) -> Compiled:
     """Reads, checks and lowers a ``.tflite`` with each operator in its kernel form
     (compile/choose.py: ``forms`` {KIND: FORM} forces one, ``measured`` {index: {form:
     instructions}} from ``compile --tune`` (on board ``measured_on``) picks the fewest, else
     the rules for CPU class
     ``cpu``; ``cmsis_nn`` lets CMSIS-NN be a candidate; ``plan`` replaces the choice, as
-    tune.py measures); with CMSIS-NN operators, asks that library their scratch sizes
+    tune.py measures); ``tiling`` and ``tile_rows``: the tiled stages (compile/tiling.py);
+    with CMSIS-NN operators, asks that library their scratch sizes
     (compile/cmsis_scratch.py). Nothing is written."""
     if executor not in EXECUTORS:
         raise CompileError(f"executor {executor!r}: compile writes {', '.join(EXECUTORS)} only")
@@ -130,7 +135,7 @@ def compile_model(
     if plan is None:
         plan = choose_forms(model, cmsis_nn=cmsis_nn, forced=forms, cpu=cpu, measured=measured,
                             measured_on=measured_on)  # fmt: skip
-    generated = lower_to_model(model, name=name, forms=plan)
+    generated = lower_to_model(model, name=name, forms=plan, tiling=tiling, tile_rows=tile_rows)
     compiled = Compiled(generated, plan)
     queries = []
     numbers = []
@@ -159,9 +164,23 @@ def lower_to_model(
     name: str = "default",
     rounding: Rounding = None,
     forms: Optional[FormPlan] = None,
+    tiling: str = "auto",
+    tile_rows: Optional[int] = None,
 ) -> GeneratedModel:
-    """A read ``.tflite`` checked and lowered (its C rendered); nothing is written."""
+    """A read ``.tflite`` checked and lowered (its C rendered); nothing is written.
+    ``tiling`` (``auto``, ``on``, ``off``) and ``tile_rows``: the tiled stages
+    (compile/tiling.py), recorded in ``forms``."""
     network = lower_model(model, name, rounding, forms)
+    stages = choose_stages(network, tiling, tile_rows)
+    if stages:
+        records = {
+            k: stage.record(number)
+            for number, stage in enumerate(stages)
+            for k in range(stage.first, stage.last + 1)
+        }
+        numbers = apply_stages(network, stages)
+        if forms is not None:
+            forms.renumber(numbers, records)
     if forms is not None:
         network.external_dependencies = [dict(d) for d in forms.dependencies]
     try:
@@ -188,6 +207,8 @@ def kernel_forms_member(compiled: Compiled) -> Dict[str, bytes]:
             entry["scratch"] = compiled.scratch.get(number, {})
         if index in compiled.forms.why:
             entry["why"] = compiled.forms.why[index]
+        if index in compiled.forms.tiled:
+            entry["tiled"] = compiled.forms.tiled[index]
         operators.append(entry)
     document: Dict[str, Any] = {"format": 1, "operators": operators}
     if compiled.cmsis_nn:
@@ -235,12 +256,14 @@ def compile_tflite(
     measured: Optional[Measured] = None,
     plan: Optional[FormPlan] = None,
     measured_on: str = "",
+    tiling: str = "auto",
+    tile_rows: Optional[int] = None,
 ) -> Path:
     """Compiles ``path`` into the MLF archive ``out`` (a version-7 tar); returns ``out``.
     ``interface`` is AOT's: ``c`` (``tvmgen_<name>_run`` over structs) or ``packed`` (TVM's
     packed calling convention through the system library); ``cmsis_nn``, ``forms``,
-    ``source``, ``cpu``, ``measured`` (on board ``measured_on``), ``plan``: as
-    :func:`compile_model`."""
+    ``source``, ``cpu``, ``measured`` (on board ``measured_on``), ``plan``, ``tiling``,
+    ``tile_rows``: as :func:`compile_model`."""
     out = Path(out)
     if (out.exists() or out.is_symlink()) and not force:
         raise CompileError(f"{out} exists (--force replaces it)")
@@ -257,6 +280,8 @@ def compile_tflite(
         measured=measured,
         plan=plan,
         measured_on=measured_on,
+        tiling=tiling,
+        tile_rows=tile_rows,
     )
     data = archive_members(compiled, executor, Path(path), interface)
     from ..modelgen.emit import tar_bytes

@@ -210,7 +210,7 @@ FORMS: Dict[str, Form] = {
         _simd_wrap,
         rounding={"CONV_2D": "double"},
         dependency=CMSIS_NN_DEPENDENCY,
-        version="2",  # 2: in place (CMSIS-NN's call by groups of pixels)
+        version="3",  # 2: in place (CMSIS-NN's call by groups); 3: also when it widens
     ),
     LOOPS: Form(
         LOOPS,
@@ -233,6 +233,7 @@ class FormPlan:
     chosen: List[Tuple[int, str, str, int]] = field(default_factory=list)
     # (tflite index, kind, form, network op number)
     why: Dict[int, Dict[str, Any]] = field(default_factory=dict)  # index -> reason (choose.py)
+    tiled: Dict[int, Dict[str, Any]] = field(default_factory=dict)  # index -> stage (tiling.py)
 
     def rounding(self, op: Operator) -> Optional[str]:
         """The rounding the wanted form computes for ``op`` (None: LiteRT's)."""
@@ -260,6 +261,14 @@ class FormPlan:
                 self.why[op.index] = {**self.why.get(op.index, {}), "fell_back": True}
             node.op = wrapped
             self.chosen.append((op.index, op.name, name, first + offset))
+
+    def renumber(self, numbers: Mapping[int, int], stages: Mapping[int, Dict[str, Any]]) -> None:
+        """The network's operators renumbered ({old: new}, compile/tiling.py), those of a
+        tiled stage recorded ({old number: the stage's record})."""
+        for k, (index, kind, form, number) in enumerate(self.chosen):
+            self.chosen[k] = (index, kind, form, numbers[number])
+            if number in stages:
+                self.tiled[index] = stages[number]
 
     @property
     def dependencies(self) -> List[Mapping[str, str]]:

@@ -240,8 +240,9 @@ def _measure(
         else:
             wanted[op.index] = form if form in allowed.get(op.index, [REF]) else REF
     cmsis_nn = any(FORMS[f].dependency for f in wanted.values())
+    # each operator measured on its own: no tiled stage merges them (compile/tiling.py)
     compiled = compile_model(path, cmsis_nn=cmsis_nn, source=source,
-                             plan=FormPlan(wanted, is_forced))  # fmt: skip
+                             plan=FormPlan(wanted, is_forced), tiling="off")  # fmt: skip
     functions: Dict[str, int] = {}
     for index, _, _, number in compiled.forms.chosen:
         functions[compiled.generated.lowered.op_functions[number]] = index

@@ -16,7 +16,9 @@ tables' operator list, both ends included):
   params copied into RAM are live across the whole run (the device protocol sets inputs
   before RUN and may run again on them), its outputs from the call that writes them to the
   end of the run (the protocol reads them after it); params bound in place in flash take no
-  arena;
+  arena. A pool whose tensors differ in size (an output that overwrites its input and
+  outgrows it, modelgen/plan.py) holds, at each call, the bytes of its tensors live then,
+  from its start (``Block.parts``), not its largest over its whole life;
 - every operator's *workspace window* (:mod:`.operator_workspace`), live during its own call
   only: the runtime points ``TVMBackendAllocWorkspace``'s LIFO allocator at it for that call.
 
@@ -72,9 +74,27 @@ class Block:
     size: int
     first: int
     last: int
+    # (first, last, bytes): a pool whose tensors differ in size (an output that overwrites
+    # and outgrows its input, modelgen/plan.py) holds only the bytes of the tensors live at
+    # each call, from its start; empty: ``size`` bytes over its whole life
+    parts: Tuple[Tuple[int, int, int], ...] = ()
 
     def overlaps_in_time(self, other: Block) -> bool:
         return self.first <= other.last and other.first <= self.last
+
+    def segments(self) -> Tuple[Tuple[int, int, int], ...]:
+        """(first, last, bytes) spans that together are the block's bytes over time."""
+        return self.parts or ((self.first, self.last, self.size),)
+
+    def beside(self, other: Block) -> List[Tuple[int, int]]:
+        """(bytes of this block, bytes of ``other``) for every pair of their spans live at
+        the same time: the pairs of extents that may not overlap."""
+        return [
+            (mine, theirs)
+            for f1, l1, mine in self.segments()
+            for f2, l2, theirs in other.segments()
+            if f1 <= l2 and f2 <= l1 and mine and theirs
+        ]
 
 
 @dataclass
@@ -242,6 +262,7 @@ def pool_blocks(tables: GraphTables, in_place: Iterable[int]) -> Dict[int, Block
             span[sid] = (min(lo, index), max(hi, index))
     inputs = {tables.views[a.view].storage for a in tables.args}
     outputs = {tables.views[v].storage for v in tables.outputs}
+    growth = _growth(tables)
     blocks: Dict[int, Block] = {}
     for sid, nbytes in enumerate(tables.storage_bytes):
         if sid in skip:
@@ -251,8 +272,43 @@ def pool_blocks(tables: GraphTables, in_place: Iterable[int]) -> Dict[int, Block
             lo, hi = 0, steps - 1
         elif sid in outputs:
             hi = steps - 1
-        blocks[sid] = Block(f"pool {sid}", nbytes, lo, hi)
+        parts = growth.get(sid, ()) if sid not in inputs | outputs else ()
+        blocks[sid] = Block(f"pool {sid}", nbytes, lo, hi, parts if len(parts) > 1 else ())
     return blocks
+
+
+def _growth(tables: GraphTables) -> Dict[int, Tuple[Tuple[int, int, int], ...]]:
+    """{storage id: (first, last, bytes) per view} for the pools whose views differ in size
+    (an output that overwrites and outgrows its input): each view's bytes from its first
+    call to its last."""
+    spans: Dict[int, Tuple[int, int]] = {}
+    for index, op in enumerate(tables.ops):
+        for view in op.args:
+            lo, hi = spans.get(view, (index, index))
+            spans[view] = (min(lo, index), max(hi, index))
+    by_pool: Dict[int, List[Tuple[int, int, int]]] = {}
+    for view, (lo, hi) in sorted(spans.items()):
+        v = tables.views[view]
+        by_pool.setdefault(v.storage, []).append((lo, hi, v.nbytes))
+    return {
+        sid: _profile(parts)
+        for sid, parts in by_pool.items()
+        if len({nbytes for _, _, nbytes in parts}) > 1
+    }
+
+
+def _profile(parts: Sequence[Tuple[int, int, int]]) -> Tuple[Tuple[int, int, int], ...]:
+    """Spans (first, last, bytes) that may overlap in time as disjoint runs of the largest
+    bytes live at each call (the views of one pool start at its first byte)."""
+    lo, hi = min(p[0] for p in parts), max(p[1] for p in parts)
+    runs: List[Tuple[int, int, int]] = []
+    for t in range(lo, hi + 1):
+        nbytes = max((n for f, last, n in parts if f <= t <= last), default=0)
+        if runs and runs[-1][2] == nbytes and runs[-1][1] == t - 1:
+            runs[-1] = (runs[-1][0], t, nbytes)
+        else:
+            runs.append((t, t, nbytes))
+    return tuple(runs)
 
 
 def window_blocks(tables: GraphTables, sizes: Sequence[int]) -> List[Block]:
@@ -276,8 +332,9 @@ def peak(blocks: Sequence[Block]) -> Tuple[int, int]:
     steps = max(b.last for b in blocks) + 1
     delta = [0] * (steps + 1)
     for b in blocks:
-        delta[b.first] += b.size
-        delta[b.last + 1] -= b.size
+        for first, last, nbytes in b.segments():
+            delta[first] += nbytes
+            delta[last + 1] -= nbytes
     live, best, at = 0, 0, -1
     for step, change in enumerate(delta[:steps]):
         live += change
@@ -323,16 +380,19 @@ def place(blocks: Sequence[Block], key: Callable[[Block], Tuple[int, ...]]) -> L
         block = blocks[i]
         if block.size == 0:
             continue
+        # (start, end) another block holds while this one needs ``need`` bytes
         taken = sorted(
-            (offsets[j], offsets[j] + blocks[j].size)
+            (offsets[j], offsets[j] + theirs, mine)
             for j in placed
             if blocks[j].overlaps_in_time(block)
+            for mine, theirs in block.beside(blocks[j])
         )
-        at = 0
-        for start, end in taken:
-            if at + block.size <= start:
-                break
-            at = max(at, align_up(end, STORAGE_ALIGN))
+        at, moved = 0, True
+        while moved:  # up past every span it meets, until it meets none
+            moved = False
+            for start, end, need in taken:
+                if at < end and start < at + need:
+                    at, moved = align_up(end, STORAGE_ALIGN), True
         offsets[i] = at
         placed.append(i)
     return offsets
@@ -383,7 +443,7 @@ def overlaps(plan: MemoryPlan) -> List[str]:
     items = [(b, at) for b, at in plan.blocks if b.size]
     for i, (a, at_a) in enumerate(items):
         for b, at_b in items[i + 1 :]:
-            if a.overlaps_in_time(b) and at_a < at_b + b.size and at_b < at_a + a.size:
+            if any(at_a < at_b + theirs and at_b < at_a + mine for mine, theirs in a.beside(b)):
                 found.append(f"{a.what} at {at_a} and {b.what} at {at_b}")
     return found
 
@@ -406,7 +466,23 @@ def plan_executor_model(
     tvm = compile_graph(graph)
     bound = tvm.param_bindings(params) if params else {}
     memory.tvm_bytes = tvm.arena_bytes(bound) + workspace.bytes
+    memory.peak_operator += _stage_of(model, tables, peak([b for b, _ in memory.blocks])[1])
     return tables, memory
+
+
+def _stage_of(model: Any, tables: GraphTables, call: int) -> str:
+    """``, a tiled stage of .tflite operators 0-3`` when the call that sets the peak runs a
+    tiled stage (the archive's kernels.json, compile/tiling.py); "" otherwise."""
+    from ..read.kernel_forms import model_kernel_forms
+
+    forms = model_kernel_forms(model) if 0 <= call < len(tables.ops) else None
+    func = tables.ops[call].func if forms is not None else -1
+    if forms is None or not 0 <= func < len(tables.funcs):
+        return ""
+    indices = [op.index for op in forms.operators if op.function == tables.funcs[func] and op.tiled]
+    if not indices:
+        return ""
+    return f", a tiled stage of .tflite operators {min(indices)}-{max(indices)}"
 
 
 def model_memory(model: Any) -> Optional[MemoryPlan]:

@@ -6,7 +6,9 @@ largest smaller one within that factor (which then grows); only then a new id. O
 placed before the node's inputs are released, so an operator never writes into storage it
 is still reading, unless the operator says its C may overwrite one input (an in-place
 depthwise convolution, ADD into an input that dies there: ``Op.inplace_input``) and that
-input dies there: then the output takes the input's storage. Inputs and params keep their
+input dies there: then the output takes the input's storage, which grows when the output is
+the larger (a 1×1 convolution that widens its input, run from its last pixel to its first:
+the output starts at the input's first byte). Inputs and params keep their
 own ids for ever, a ``__nop`` output is its input's storage, and the graph's heads are
 never handed out again.
 """
@@ -104,14 +106,15 @@ def _in_place(
     node: PlanNode, k: int, token_of: Dict[int, _Token], size: int, uses: Counter
 ) -> Optional[_Token]:
     """The storage of the input ``node`` may overwrite with output ``k``, if that input dies
-    here (this node its last reader, read once), is neither an input nor a param nor a head
-    (pinned), and is large enough."""
+    here (this node its last reader, read once) and is neither an input nor a param nor a
+    head (pinned); it grows to the output's size if that is larger."""
     if k != 0 or node.inplace is None:
         return None
     eid = node.inputs[node.inplace]
     token = token_of[eid]
-    if token.refs != 1 or token.pinned or token.size < size or list(node.inputs).count(eid) != 1:
+    if token.refs != 1 or token.pinned or list(node.inputs).count(eid) != 1:
         return None
+    token.size = max(token.size, size)
     return token
 
 

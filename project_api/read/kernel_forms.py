@@ -23,6 +23,7 @@ class OperatorForm:
     call: str = ""  # arm_<kernel> for cmsis-nn
     scratch: Tuple[int, int, int] = (0, 0, 0)  # bytes per level (LEVELS)
     why: str = ""  # why this form (compile/choose.py): forced, tuned, rule ..., only, default
+    tiled: str = ""  # the tiled stage it runs in (compile/tiling.py), described
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,31 @@ class KernelForms:
             if need > 0:
                 needs[op.function] = max(needs.get(op.function, 0), need)
         return needs
+
+
+def describe_tiled(tiled: Any) -> str:
+    """One line of a ``tiled`` entry (compile/tiling.py): ``tiled stage 0 (4 layers, bands of
+    4 rows, rule; peak 73,728 → 47,232 B; 1,041,408 → 1,244,928 MACs)``; "" for none. A bad
+    entry is a ValueError (the file is then ignored whole)."""
+    if tiled is None:
+        return ""
+    if not isinstance(tiled, dict):
+        raise ValueError(tiled)
+    stage, layers, rows = (_int(tiled.get(k)) for k in ("stage", "layers", "band_rows"))
+    text = f"tiled stage {stage} ({layers} layers, bands of {rows} rows"
+    by = tiled.get("by")
+    if by is not None:
+        if not isinstance(by, str):
+            raise ValueError(by)
+        text += f", {by[:16]}"
+    for label, key, unit in (("peak ", "peak_bytes", " B"), ("", "macs", " MACs")):
+        pair = tiled.get(key)
+        if pair is None:
+            continue
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ValueError(pair)
+        text += f"; {label}{_int(pair[0]):,} → {_int(pair[1]):,}{unit}"
+    return text + ")"
 
 
 def describe_why(why: Any) -> str:
@@ -104,6 +130,7 @@ def read_kernel_forms(root: Path, module: str) -> Optional[KernelForms]:
                     call=str(entry.get("call", "")),
                     scratch=tuple(_int(scratch.get(level, 0)) for level in LEVELS),  # type: ignore[arg-type]
                     why=describe_why(entry.get("why")),
+                    tiled=describe_tiled(entry.get("tiled")),
                 )
             )
         return KernelForms(tuple(operators), str(document.get("cmsis_nn", "")))

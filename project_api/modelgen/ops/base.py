@@ -76,7 +76,9 @@ class Op:
     def inplace_input(self, types: Sequence[TensorType]) -> Optional[int]:
         """The input (by position) whose storage the output may take when that input dies
         here: the operator's C is written so that it is right both when the output
-        overwrites that input and when it does not. None: the output needs its own."""
+        overwrites that input and when it does not, the output starting at the input's first
+        byte (a larger output grows the storage, modelgen/plan.py). None: the output needs
+        its own."""
         return None
 
     def emit(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:

@@ -58,6 +58,9 @@ class DirectConv(Op):
     """A single-input-channel int8 CONV_2D (``base``) computed directly (module docstring)."""
 
     base: TflConv
+    # output positions from the last to the first (a 1x1 convolution that widens its input
+    # and may overwrite it: .tflite_simd.py)
+    backward: bool = False
 
     def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
         x = types[0]
@@ -150,7 +153,7 @@ class DirectConv(Op):
             body.line(f"bq_[o] = {bias} + {q.input_offset} * s_;")
         span = 16 * vectors
         body.line(f"int8_t win_[{block}][{span}] __attribute__((aligned(16)));")
-        with body.block(f"for (int32_t p = 0; p < {positions}; p += {block})"):
+        with body.block(block_loop(positions, block, self.backward)):
             for k in range(block):
                 with body.block(""):
                     body.line(f"const int32_t pos_ = p + {k} < {positions} ? p + {k} : p;")
@@ -210,7 +213,7 @@ class DirectConv(Op):
         body.line("#endif")
         body.line(f"int16_t win_[{taps}];")
         body.line(f"int32_t pk_[{block}][{words}];")
-        with body.block(f"for (int32_t p = 0; p < {positions}; p += {block})"):
+        with body.block(block_loop(positions, block, self.backward)):
             with body.loop("k", block):
                 body.line(f"const int32_t pos_ = p + k < {positions} ? p + k : p;")
                 g.gather(body, "pos_", "win_", taps, taps, raw=False, offset=q.input_offset)
@@ -262,6 +265,15 @@ class DirectConv(Op):
         body.line("#undef SXTB16_")
         body.line("#undef SMLAD_")
         body.line("#undef SAT8_")
+
+
+def block_loop(positions: int, block: int, backward: bool) -> str:
+    """The loop over blocks of ``block`` output positions ``p``: from the first, or from the
+    last block (the same blocks, a short one last) back to the first."""
+    if not backward:
+        return f"for (int32_t p = 0; p < {positions}; p += {block})"
+    last = (positions - 1) // block * block
+    return f"for (int32_t p = {last}; p >= 0; p -= {block})"
 
 
 def _mve_requant(body: Body, acc: str, out_offset: int) -> None:

@@ -316,16 +316,19 @@ def _pointwise(op, body: Body, out: Buffer, c: int, pixels: int) -> None:
 
 def pointwise_in_place(c: int, oc: int) -> bool:
     """Whether a 1×1 stride-1 CONV_2D runs pixel by pixel, its output able to overwrite its
-    input: an output pixel is no wider than an input pixel, and the per-channel sums
-    (int32) and two pixels of output fit the stack."""
-    return oc <= c and oc * 4 + 2 * oc < STACK_LIMIT_BYTES
+    input: the per-channel sums (int32) and two pixels of output fit the stack. An output
+    pixel no wider than an input pixel (oc <= c) lies at or before that input pixel's bytes:
+    the pixels run from the first. A wider one (the storage grows to hold the output) lies
+    at or after them: the pixels run from the last to the first, every input pixel after
+    the pair being read already."""
+    return oc * 4 + 2 * oc < STACK_LIMIT_BYTES
 
 
 def _pointwise_in_place(
     op, body: Body, out: Buffer, bias: Optional[Buffer], c: int, pixels: int
 ) -> None:
     """Two pixels at a time into ``tmp_``, copied out once both are done: the output may
-    overwrite the input (pixel p's output lies at or before pixel p's input, oc <= c)."""
+    overwrite the input (:func:`pointwise_in_place`: from the last pair when oc > c)."""
     oc = out.shape[-1]
     io = op.quant.input_offset
     body.line(f"int32_t basev_[{oc}];")
@@ -334,7 +337,11 @@ def _pointwise_in_place(
         channel_base(body, "bo_", bias, "o", f"(w_ + o * {c})", c, 1, io)
         body.line("basev_[o] = bo_;")
     tmp = Buffer("tmp_", "int8", (2 * oc,))
-    with body.block(f"for (int32_t p = 0; p < {pixels}; p += 2)"):
+    if oc > c:  # the same pairs, the last (maybe one pixel) first
+        pairs = f"for (int32_t p = {(pixels - 1) // 2 * 2}; p >= 0; p -= 2)"
+    else:
+        pairs = f"for (int32_t p = 0; p < {pixels}; p += 2)"
+    with body.block(pairs):
         body.line(f"int32_t more_ = p + 1 < {pixels};")
         body.line(f"const int8_t* r0_ = x_ + p * {c};")
         body.line(f"const int8_t* r1_ = more_ ? r0_ + {c} : r0_;")

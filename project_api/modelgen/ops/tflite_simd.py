@@ -8,15 +8,17 @@ scratch is asked of the library as there, and recorded as 0 for the DSP and Heli
 where our code runs and takes none. Both paths requantize with CMSIS-NN's double rounding, so
 the output is the same on every core, and LiteRT's.
 
-**In place.** A stride-1 1x1 convolution whose output pixel is no wider than its input pixel
-(``oc <= c``) may overwrite its input (``inplace_input``, modelgen/plan.py): every path reads
-a group of pixels before it writes any output of that group, and output pixel ``p`` lies at
-or before input pixel ``p``'s bytes, so no pixel is overwritten before it is read. Ours
-gathers a block of pixels (4 on DSP, 2 on Helium) before it writes them; CMSIS-NN's call,
-whose loops write a pixel's first channels before reading its last ones, is made
-:data:`GROUP_CALLS` times, each on :func:`group` pixels, into a buffer that is then copied out
-(in the operator's workspace window, before CMSIS-NN's own scratch: asked on those cores only).
-The arithmetic is the same either way.
+**In place.** A stride-1 1x1 convolution may overwrite its input (``inplace_input``,
+modelgen/plan.py): every path reads a group of pixels before it writes any output of that
+group. Where the output pixel is no wider than the input pixel (``oc <= c``), output pixel
+``p`` lies at or before input pixel ``p``'s bytes and the groups run from the first; where it
+is wider (the storage grows), output pixel ``p`` lies at or after input pixel ``p``'s bytes
+and the groups run from the last (:func:`widens`): either way no pixel is overwritten before
+it is read. Ours gathers a block of pixels (4 on DSP, 2 on Helium) before it writes them;
+CMSIS-NN's call, whose loops write a pixel's first channels before reading its last ones, is
+made :data:`GROUP_CALLS` times, each on :func:`group` pixels, into a buffer that is then
+copied out (in the operator's workspace window, before CMSIS-NN's own scratch: asked on
+those cores only). The arithmetic is the same either way.
 """
 
 from __future__ import annotations
@@ -34,6 +36,12 @@ from .tflite_direct import DirectConv
 GROUP_CALLS = 4
 # The workspace's alignment of the group buffer (CMSIS-NN's own scratch follows it).
 GROUP_ALIGN = 8
+
+
+def widens(x: TensorType, w: TensorType) -> bool:
+    """Whether a 1x1 convolution's output pixel is wider than its input pixel: its pixels
+    then run from the last to the first (module docstring)."""
+    return w.shape[0] > x.shape[3]
 
 
 def group(pixels: int) -> int:
@@ -61,7 +69,7 @@ class SimdPointwise(CmsisConv):
             and op.pads == (0, 0)
             and tuple(op.out_hw) == tuple(x.shape[1:3])
         )
-        return 0 if pointwise and w.shape[0] <= x.shape[3] else None
+        return 0 if pointwise else None
 
     def _group(self, x: TensorType, w: TensorType) -> Optional[int]:
         """Pixels a CMSIS-NN call takes when the output may overwrite the input, else None."""
@@ -86,7 +94,9 @@ class SimdPointwise(CmsisConv):
         return f"{super().size_call(suffix)} + grp_bytes_"
 
     def emit(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
-        DirectConv(self.base).emit(body, ins, outs, portable=lambda: self._cmsis(body, ins, outs))
+        x, w = (TensorType(b.shape, b.dtype) for b in ins[:2])
+        direct = DirectConv(self.base, backward=widens(x, w))
+        direct.emit(body, ins, outs, portable=lambda: self._cmsis(body, ins, outs))
 
     def _cmsis(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
         CmsisConv.emit(self, body, ins, outs)
@@ -107,7 +117,11 @@ class SimdPointwise(CmsisConv):
         body.line("ctx_.size = need_ - grp_bytes_;")
         body.line("cmsis_nn_dims gin_ = in_dims_;")
         body.line("cmsis_nn_dims gout_ = out_dims_;")
-        step = f"for (int32_t p = 0; p < {total} && st_ == ARM_CMSIS_NN_SUCCESS; p += {pixels})"
+        if widens(x, w):  # the last group first (a short one last)
+            last = (total - 1) // pixels * pixels
+            step = f"for (int32_t p = {last}; p >= 0 && st_ == ARM_CMSIS_NN_SUCCESS; p -= {pixels})"
+        else:
+            step = f"for (int32_t p = 0; p < {total} && st_ == ARM_CMSIS_NN_SUCCESS; p += {pixels})"
         with body.block(step):
             body.line(f"const int32_t n_ = {total} - p < {pixels} ? {total} - p : {pixels};")
             body.line("gin_.w = n_;")

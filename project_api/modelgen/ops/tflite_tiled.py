@@ -1,0 +1,220 @@
+"""A tiled stage: consecutive int8 convolutions run band by band of output rows
+(patch-based inference, as MCUNetV2 describes it), so their large intermediate tensors exist
+only as small band buffers.
+
+A stage is one operator (one C function) over the stage's input, every layer's filter and
+bias, and the last layer's output. The last layer's output rows are cut into bands of
+``band`` rows (the last band maybe shorter). For each band, the rows every earlier layer must
+produce follow backward from the window (:func:`bands`): output rows [a, b) of a layer need
+its input rows [a·s − pt, (b − 1)·s − pt + (kh − 1)·d + 1), clipped to the tensor; the rows
+an earlier band has made already are made again (the halo: the cost of the saving). Each
+layer of the band is the layer's own ``fast`` C (tflite_fast.py, tflite_fast_depthwise.py)
+emitted for the band's sub-problem: its input rows, its output rows, and the rows of
+padding above it (the top band's; a band cut by the bottom edge simply has fewer input
+rows, as the layer's own bottom padding). The arithmetic of every output is the layer's, so
+the stage's output equals the layers' run one after the other, bit for bit.
+
+The band buffers are the stage's workspace (``TVMBackendAllocWorkspace``: the arena plan
+counts them during the stage's call only): two buffers, the layers' outputs alternating
+between them, each as large as the largest band it holds. The first layer reads the stage's
+input tensor, the last writes the stage's output tensor. Bands of one geometry (every middle
+band) are one loop over a single copy of the layers' C.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..cgen import Body, Buffer
+from .base import Op, TensorType, require
+from .tflite import TflConv
+
+
+class Rows(NamedTuple):
+    """One layer's part of a band: output rows [out0, out1) from input rows [in0, in1), with
+    ``pad`` rows of padding above input row ``in0``."""
+
+    in0: int
+    in1: int
+    out0: int
+    out1: int
+    pad: int
+
+
+def layer_rows(op: TflConv, kh: int, height: int, out0: int, out1: int) -> Rows:
+    """The input rows ``op`` (filter rows ``kh``, input ``height`` rows) reads for its output
+    rows [out0, out1)."""
+    first = out0 * op.strides[0] - op.pads[0]
+    last = (out1 - 1) * op.strides[0] - op.pads[0] + (kh - 1) * op.dilations[0] + 1
+    in0, in1 = max(0, first), min(height, last)
+    return Rows(in0, in1, out0, out1, in0 - first)
+
+
+def bands(
+    layers: Sequence[TflConv], kernels: Sequence[int], heights: Sequence[int], band: int
+) -> List[Tuple[Rows, ...]]:
+    """Every band's rows, layer by layer (first to last); ``kernels``: each layer's filter
+    rows; ``heights``: each layer's input rows, then the last layer's output rows."""
+    out_rows = heights[-1]
+    found: List[Tuple[Rows, ...]] = []
+    for start in range(0, out_rows, band):
+        a, b = start, min(out_rows, start + band)
+        rows: List[Rows] = []
+        for k in reversed(range(len(layers))):
+            r = layer_rows(layers[k], kernels[k], heights[k], a, b)
+            rows.append(r)
+            a, b = r.in0, r.in1
+        found.append(tuple(reversed(rows)))
+    return found
+
+
+@dataclass(frozen=True)
+class TiledStage(Op):
+    """Consecutive int8 CONV_2D / DEPTHWISE_CONV_2D layers (``fast`` C) run band by band of
+    ``band`` output rows of the last (module docstring). Inputs: the stage's input, then
+    each layer's filter and (if it has one) bias."""
+
+    layers: Tuple[TflConv, ...]
+    kernels: Tuple[int, ...]  # each layer's filter rows
+    band: int
+
+    def operand_types(self, types: Sequence[TensorType]) -> List[List[TensorType]]:
+        """Each layer's operand types (its input from the layer before)."""
+        at = 1
+        parts: List[List[TensorType]] = []
+        x = types[0]
+        for op in self.layers:
+            count = 3 if op.bias else 2
+            operands = [x, *types[at : at + count - 1]]
+            at += count - 1
+            parts.append(operands)
+            x = op.infer(operands)[0]
+        require(at == len(types), "tiled stage: operand count")
+        return parts
+
+    def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
+        require(len(self.layers) >= 1 and self.band >= 1, "tiled stage: layers and band")
+        require(types[0].dtype == "int8" and types[0].shape[0] == 1, "tiled stage: one int8 batch")
+        for op in self.layers:
+            require(op.form == "fast" and not op.hybrid_scale, "tiled stage: int8 fast layers")
+        require(len(self.kernels) == len(self.layers), "tiled stage: a filter height a layer")
+        x = types[0]
+        for op, kh, operands in zip(self.layers, self.kernels, self.operand_types(types)):
+            require(operands[1].shape[1] == kh, "tiled stage: filter heights")
+            x = op.infer(operands)[0]
+        return [x]
+
+    def name_parts(self) -> List[str]:
+        return ["tfl_tiled", *("dw" if op.depthwise else "conv" for op in self.layers)]
+
+    def output_names(self) -> List[str]:
+        return ["T_tiled"]
+
+    def heights(self, x: TensorType) -> List[int]:
+        """Each layer's input rows, then the last layer's output rows."""
+        return [x.shape[1], *(op.out_hw[0] for op in self.layers)]
+
+    def plan(self, x: TensorType) -> List[Tuple[Rows, ...]]:
+        return bands(self.layers, self.kernels, self.heights(x), self.band)
+
+    def buffer_bytes(self, types: Sequence[TensorType]) -> Tuple[int, int]:
+        """Bytes of the two band buffers (layers 0, 2, ... write the first; 1, 3, ... the
+        second; the last layer writes the output)."""
+        sizes = [0, 0]
+        outs = [op.infer(p)[0] for op, p in zip(self.layers, self.operand_types(types))]
+        for rows in self.plan(types[0]):
+            for k, (r, out) in enumerate(zip(rows[:-1], outs[:-1])):
+                row_bytes = out.shape[2] * out.shape[3]
+                sizes[k % 2] = max(sizes[k % 2], (r.out1 - r.out0) * row_bytes)
+        return sizes[0], sizes[1]
+
+    def emit(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
+        types = [TensorType(b.shape, b.dtype) for b in ins]
+        parts = self.operand_types(types)
+        shapes = [op.infer(p)[0].shape for op, p in zip(self.layers, parts)]
+        sizes = self.buffer_bytes(types)
+        bufs = [body.scratch(f"band{k}_", "int8", n) if n else None for k, n in enumerate(sizes)]
+        at = 1
+        weights: List[Tuple[Buffer, Optional[Buffer]]] = []
+        for op in self.layers:
+            weights.append((ins[at], ins[at + 1] if op.bias else None))
+            at += 2 if op.bias else 1
+        x, y = ins[0], outs[0]
+        in_row = x.shape[2] * x.shape[3]
+        out_row = y.shape[2] * y.shape[3]
+        for group in _groups(self.plan(types[0])):
+            rows, count = group.rows, group.times
+            loop = count > 1
+            header = f"for (int32_t t_ = 0; t_ < {count}; ++t_)" if loop else ""
+            with body.block(header):
+                step_in = f" + t_ * {group.step_in * in_row}" if loop else ""
+                step_out = f" + t_ * {group.step_out * out_row}" if loop else ""
+                first_in, first_out = rows[0].in0 * in_row, rows[-1].out0 * out_row
+                body.line(f"const int8_t* tin_ = (const int8_t*){x.var} + {first_in}{step_in};")
+                body.line(f"int8_t* tout_ = (int8_t*){y.var} + {first_out}{step_out};")
+                source, source_shape = "tin_", (1, rows[0].in1 - rows[0].in0, *x.shape[2:])
+                for k, (op, r) in enumerate(zip(self.layers, rows)):
+                    last = k == len(self.layers) - 1
+                    held = bufs[k % 2]
+                    dest = "tout_" if last or held is None else held.var
+                    dest_shape = (1, r.out1 - r.out0, *shapes[k][2:])
+                    sub = dataclasses.replace(op, out_hw=(r.out1 - r.out0, op.out_hw[1]),
+                                              pads=(r.pad, op.pads[1]))  # fmt: skip
+                    w, b = weights[k]
+                    operands = [Buffer(source, "int8", source_shape), w] + ([b] if b else [])
+                    with body.block(""):
+                        sub.emit(body, operands, [Buffer(dest, "int8", dest_shape)])
+                    source, source_shape = dest, dest_shape
+
+    def reference(self, arrays: Sequence[np.ndarray]) -> List[np.ndarray]:
+        raise NotImplementedError("LiteRT's reference kernels are this operator's reference")
+
+
+class _Group(NamedTuple):
+    rows: Tuple[Rows, ...]  # the first band's
+    times: int
+    step_in: int  # rows of the stage's input between bands
+    step_out: int  # rows of the stage's output between bands
+
+
+def _shape_of(rows: Tuple[Rows, ...]) -> Tuple[Tuple[int, int, int], ...]:
+    return tuple((r.in1 - r.in0, r.out1 - r.out0, r.pad) for r in rows)
+
+
+def _groups(plan: Sequence[Tuple[Rows, ...]]) -> List[_Group]:
+    """Consecutive bands of one geometry whose offsets step evenly, as loops."""
+    groups: List[_Group] = []
+    for rows in plan:
+        if groups:
+            g = groups[-1]
+            step_in = rows[0].in0 - g.rows[0].in0
+            step_out = rows[-1].out0 - g.rows[-1].out0
+            same = _shape_of(rows) == _shape_of(g.rows)
+            if same and g.times == 1 and step_in > 0:
+                groups[-1] = _Group(g.rows, 2, step_in, step_out)
+                continue
+            if same and step_in == g.step_in * g.times and step_out == g.step_out * g.times:
+                groups[-1] = _Group(g.rows, g.times + 1, g.step_in, g.step_out)
+                continue
+        groups.append(_Group(rows, 1, 0, 0))
+    return groups
+
+
+def stage_macs(stage: TiledStage, types: Sequence[TensorType], tiled: bool = True) -> int:
+    """Multiply-accumulates of the stage's layers, band by band or (``tiled`` False) whole."""
+    made = [op.out_hw[0] for op in stage.layers]
+    if tiled:
+        made = [0] * len(stage.layers)
+        for rows in stage.plan(types[0]):
+            for k, r in enumerate(rows):
+                made[k] += r.out1 - r.out0
+    total = 0
+    for op, operands, count in zip(stage.layers, stage.operand_types(types), made):
+        w = operands[1].shape
+        per_pixel = w[1] * w[2] * (w[3] if op.depthwise else w[0] * w[3])
+        total += count * op.out_hw[1] * per_pixel
+    return total

@@ -1,0 +1,170 @@
+"""Tiled stages (compile/tiling.py, modelgen/ops/tflite_tiled.py): consecutive convolutions
+run band by band of output rows, their outputs still equal to LiteRT's reference kernels."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import pytest
+from compile_cases import band_chains_model
+from conftest import REPO_ROOT, requires_arm
+from litert_oracle import assert_runs_as_litert
+
+from project_api.compile import compile_tflite, read_tflite
+from project_api.compile.lower import lower_model
+from project_api.compile.tiling import chains, choose_stages
+from project_api.driver import Project
+from project_api.errors import CompileError
+from project_api.generate.memory_plan import MemoryPlan, model_memory
+from project_api.modelgen.ops.tflite_tiled import bands
+from project_api.read import open_archive
+from project_api.read.kernel_forms import model_kernel_forms
+
+SHARED = REPO_ROOT.parent / "shared" / "models"
+
+
+def _kernels(archive: Path) -> List[Dict[str, Any]]:
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("./src/default.kernels.json")
+        assert member is not None
+        operators: List[Dict[str, Any]] = json.load(member)["operators"]
+        return operators
+
+
+@pytest.fixture(scope="module")
+def band_chains(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("tiling") / "chains.tflite"
+    path.write_bytes(band_chains_model())
+    return path
+
+
+def test_chains_and_forced_stages(band_chains: Path) -> None:
+    net = lower_model(read_tflite(band_chains))
+    assert chains(net) == [(0, 4), (6, 7)]  # the pool (5) is in no chain
+    stages = choose_stages(net, "on", 3)
+    assert [(s.first, s.last, s.band, s.by) for s in stages] == [
+        (0, 4, 3, "forced"), (6, 7, 3, "forced")
+    ]  # fmt: skip
+    assert choose_stages(net, "off") == []
+    with pytest.raises(CompileError, match="--tile-rows 0"):
+        choose_stages(net, "on", 0)
+
+
+def test_bands_cover_every_row_each_layer_needs() -> None:
+    """The first chain's geometry, bands of 3 rows over 4: the last band is one row; the
+    first layer's first band starts under a row of padding, the last band ends on one."""
+    net = lower_model(read_tflite_bytes(band_chains_model()))
+    nodes = net.ops[0:5]
+    layers = [n.op for n in nodes]
+    kernels = [n.inputs[1].type.shape[1] for n in nodes]
+    heights = [13, 7, 7, 7, 4, 4]
+    plan = bands(layers, kernels, heights, 3)  # type: ignore[arg-type]
+    assert [(r[-1].out0, r[-1].out1) for r in plan] == [(0, 3), (3, 4)]
+    assert plan[0][0].pad == 1 and plan[0][0].in0 == 0
+    assert plan[-1][0].in1 == 13
+    for rows in plan:  # each layer makes the rows the next one reads
+        for made, read in zip(rows, rows[1:]):
+            assert (made.out0, made.out1) == (read.in0, read.in1)
+
+
+def read_tflite_bytes(data: bytes) -> Any:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "m.tflite"
+        path.write_bytes(data)
+        return read_tflite(path)
+
+
+@pytest.mark.parametrize(
+    "rows, board",
+    [
+        (1, None),
+        (3, None),
+        pytest.param(3, "qemu-mps2-an385", marks=[pytest.mark.qemu, requires_arm]),
+    ],
+)
+def test_tiled_stages_equal_litert(
+    band_chains: Path, tmp_path: Path, rows: int, board: Optional[str]
+) -> None:
+    """Both chains forced into stages, bands of 1 and of 3 rows (3 divides neither 4 nor 2):
+    the same outputs as LiteRT's reference kernels on the host (and on a Cortex-M3); the
+    archive records each stage's operators."""
+    archive = compile_tflite(band_chains, tmp_path / "m.tar", tiling="on", tile_rows=rows)
+    tiled = [op for op in _kernels(archive) if "tiled" in op]
+    assert [op["tiled"]["stage"] for op in tiled] == [0] * 5 + [1] * 2, tiled
+    assert all(op["tiled"]["band_rows"] == rows for op in tiled)
+    assert len({op["function"] for op in tiled}) == 2
+    project = Project.generate(archive, tmp_path / "project", board=board or "host")
+    project.build()
+    assert_runs_as_litert(project, band_chains.read_bytes(), range(2))
+
+
+def _memory(archive: Path) -> MemoryPlan:
+    with open_archive(archive) as opened:
+        memory = model_memory(opened.models[0])
+    assert memory is not None
+    return memory
+
+
+@pytest.mark.parametrize(
+    "stem, layers, rows, arena",
+    [("vww_96_int8", (0, 3), 4, (73_728, 47_296)), ("pretrainedResnet_quant", (1, 2), 8,
+                                                   (52_224, 40_960))],
+)  # fmt: skip
+def test_the_rule_tiles_where_the_peak_drops(
+    tmp_path: Path, stem: str, layers: Tuple[int, int], rows: int, arena: Tuple[int, int]
+) -> None:
+    """VWW's first four layers (the model input beside them) and IC's first residual
+    branch (its input kept for the ADD) as one stage each: the arena's peak drops, and
+    ``footprint``'s peak names the stage; ``--tile off`` is the control."""
+    model = SHARED / f"{stem}.tflite"
+    if not model.exists():
+        pytest.skip(f"{model} is absent (the shared models live in ../shared/models)")
+    on = compile_tflite(model, tmp_path / "on.tar")
+    tiled = [op for op in _kernels(on) if "tiled" in op]
+    assert (tiled[0]["index"], tiled[-1]["index"]) == layers, tiled
+    assert {op["tiled"]["by"] for op in tiled} == {"rule"}
+    assert {op["tiled"]["band_rows"] for op in tiled} == {rows}
+    with open_archive(on) as opened:
+        forms = model_kernel_forms(opened.models[0])
+    assert forms is not None  # info's line for each of the stage's operators
+    shown = [op.tiled for op in forms.operators if op.tiled]
+    assert shown[0].startswith(f"tiled stage 0 ({layers[1] - layers[0] + 1} layers, bands of "
+                               f"{rows} rows, rule; peak "), shown  # fmt: skip
+    memory = _memory(on)
+    assert memory.arena_bytes == arena[1]
+    assert memory.peak_operator.endswith(
+        f"a tiled stage of .tflite operators {layers[0]}-{layers[1]}"
+    ), memory.peak_operator
+    off = compile_tflite(model, tmp_path / "off.tar", tiling="off")
+    assert not any("tiled" in op for op in _kernels(off))
+    assert _memory(off).arena_bytes == arena[0]
+    assert "tiled" not in _memory(off).peak_operator
+
+
+def test_no_stage_where_none_lowers_the_peak(tmp_path: Path) -> None:
+    """KWS's peak is its AVERAGE_POOL_2D (no stage takes it): nothing is tiled."""
+    model = SHARED / "kws_ref_model.tflite"
+    if not model.exists():
+        pytest.skip(f"{model} is absent (the shared models live in ../shared/models)")
+    net = lower_model(read_tflite(model))
+    assert chains(net) and choose_stages(net) == []
+
+
+def test_cli_tile_options(band_chains: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``compile --tile on --tile-rows 3`` records the stages; a bad band height is one line
+    and exit status 2."""
+    from project_api.cli import main
+
+    out = tmp_path / "m.tar"
+    argv = ["compile", str(band_chains), str(out), "--tile", "on", "--tile-rows", "3"]
+    assert main(argv) == 0
+    assert [op["tiled"]["band_rows"] for op in _kernels(out) if "tiled" in op] == [3] * 7
+    capsys.readouterr()
+    assert main([*argv[:-1], "0", "--force"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--tile-rows 0" in err and "\n" not in err, err

@@ -66,8 +66,7 @@ int main(int argc, char** argv) {
   }
   long single = slow; /* mlf_fmac's calls the float operations answered */
   for (long i = 0; i < n / 16; ++i) { /* sums of up to 24 taps: zeros (ReLU), specials */
-    float xs[24], ws[24], vs[24], start = rnd() % 2u ? fb(operand(127)) : 0.0f, acc = start;
-    float other = start, a0 = start, a1 = start;
+    float xs[24], ws[24], start = rnd() % 2u ? fb(operand(127)) : 0.0f, acc = start;
     int len = (int)(rnd() % 25u), wide = rnd() % 4u == 0u;
     for (int t = 0; t < len; ++t) {
       uint32_t m = rnd() & 0x7fffffu;
@@ -77,12 +76,8 @@ int main(int argc, char** argv) {
       if (rnd() % 16u == 0u && t) xs[t] = -(acc / ws[t]); /* cancellation */
       volatile float p = xs[t] * ws[t];
       acc = acc + p;
-      vs[t] = rnd() % 8u ? fb(near(118 + (int32_t)(rnd() % 14u), rnd() & 0x7fffffu)) : ws[t];
-      volatile float q = xs[t] * vs[t];
-      other = other + q;
     }
-    mlf_fdot2(&a0, &a1, xs, ws, vs, len);
-    if (!same(mlf_fdot(start, xs, ws, len), acc) || !same(a0, acc) || !same(a1, other)) {
+    if (!same(mlf_fdot(start, xs, ws, len), acc)) {
       if (badDot++ < 5) printf("dot %ld differs\n", i);
     }
   }

@@ -29,7 +29,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 from ..cgen import STACK_LIMIT_BYTES, Body, Buffer
 from .base import nest
 from .tflite_fast import interior, tap_range
-from .tflite_soft_float import FDOT, FDOT2, FMAC, SOFT, SOFT_FMAC_C
+from .tflite_soft_float import FDOT, FMAC, SOFT, SOFT_FMAC_C
 
 # Preprocessor text before a float kernel: no fused multiply-add in this file's functions
 # (GCC's pragma; clang contracts only within one expression, which these kernels never ask).
@@ -165,12 +165,11 @@ def _fdot(body: Body, xs: Sequence[str], ws: Sequence[str], accs: List[List[str]
             for j in range(len(ws)):
                 body.line(f"{accs[i][j]} = {FMAC}({accs[i][j]}, x{i}_, w{j}_);")
 
-    # soft float: each pixel's two sums in one call of the integer dot products
-    # (tflite_soft_float.py; the input's values loaded once for both filters)
+    # soft float: each sum in one call of the integer dot product (tflite_soft_float.py)
     body.lines.append(f"#if {SOFT}")
     for i, xp in enumerate(xs):
-        a, b = accs[i]
-        body.line(f"{FDOT2}(&{a}, &{b}, {xp}, {ws[0]}, {ws[1]}, {n});")
+        for j, wp in enumerate(ws):
+            body.line(f"{accs[i][j]} = {FDOT}({accs[i][j]}, {xp}, {wp}, {n});")
     body.lines.append("#else")
     if n <= FULL_UNROLL:
         for t in range(n):

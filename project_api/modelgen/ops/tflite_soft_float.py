@@ -30,7 +30,6 @@ from __future__ import annotations
 # The helpers' names in the kernels' C, and the macro that says the integer path is on.
 FMAC = "mlf_fmac"
 FDOT = "mlf_fdot"  # acc + x[0]·w[0] + ... + x[n-1]·w[n-1], soft-float cores only
-FDOT2 = "mlf_fdot2"  # two such sums over one input run (two filters), soft-float cores only
 SOFT = "MLF_SOFT_FMAC"
 
 SOFT_FMAC_C = r"""
@@ -125,19 +124,6 @@ static MLF_FMAC_ATTRS(noinline, unused) float mlf_fdot(float acc, const float* x
                                                        int32_t n) {
   for (int32_t t = 0; t < n; ++t) acc = mlf_fmac_(acc, x[t], w[t]);
   return acc;
-}
-/* two sums over one input run: *a0 with w0, *a1 with w1 */
-static MLF_FMAC_ATTRS(noinline, unused) void mlf_fdot2(float* a0, float* a1, const float* x,
-                                                       const float* w0, const float* w1,
-                                                       int32_t n) {
-  float s0 = *a0, s1 = *a1;
-  for (int32_t t = 0; t < n; ++t) {
-    float xt = x[t];
-    s0 = mlf_fmac_(s0, xt, w0[t]);
-    s1 = mlf_fmac_(s1, xt, w1[t]);
-  }
-  *a0 = s0;
-  *a1 = s1;
 }
 #else
 static inline float mlf_fmac(float acc, float x, float w) {

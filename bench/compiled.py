@@ -7,7 +7,9 @@ and measured on three cores (:data:`CORES`):
 - qemu-mps2-an385 (Cortex-M3), plain C (no CMSIS-NN), every model;
 - qemu-mps2-an386 (Cortex-M4F) and qemu-mps3-an547 (Cortex-M55 + MVE), int8 models only,
   ``compile --cmsis-nn --board B`` (the forms the rules choose for that board's CPU class),
-  CMSIS-NN v7.0.0 from the shared repository, as part 22 builds it.
+  CMSIS-NN v7.0.0 from the shared repository, as part 22 builds it;
+- qemu-mps2-an386 for float32 models too, in plain C (the same archive as the an385's, its
+  float arithmetic on the M4F's FPU).
 
 Each archive is built (``host_driven``) and run once (:mod:`bench.onboard`: instructions of
 one inference under ``-icount shift=0``, to within one tick of 40; ``arm-none-eabi-size`` of
@@ -136,7 +138,9 @@ def _measure_model(ctx: Context, result: PartResult, model: Path, cmsis: Optiona
     for core in CORES[:1] if ctx.smoke else CORES:
         kernels, board, cmsis_nn = core
         if cmsis_nn and not int8:
-            continue
+            if board != AN386:
+                continue
+            core = kernels, board, cmsis_nn = ("plain C, FPU", board, False)
         if cmsis_nn and cmsis is None:
             result.skipped.append(f"{model.name} on {board}: no CMSIS-NN checkout")
             continue

@@ -26,12 +26,12 @@ from project_api.modelgen.ops.tflite_fast import force_form
 RUNS = 5
 
 
-@pytest.fixture(scope="module", params=["int8", "float32", "int8-reference"])
+@pytest.fixture(scope="module", params=["int8", "float32", "int8-reference", "float32-reference"])
 def compiled(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Tuple[str, bytes, List[str], Project]]:
-    """int8 in its default (``fast``) C form, float32, and int8 in the ``reference`` form
-    (the plain loops: modelgen/ops/tflite_fast.py)."""
+    """int8 and float32 in their default (``fast``) C form, and each in the ``reference``
+    form (the plain loops: modelgen/ops/tflite_fast.py, tflite_fast_float.py)."""
     dtype, _, form = request.param.partition("-")
     work = tmp_path_factory.mktemp(f"compile_{request.param}")
     model, names = cases_model(dtype)
@@ -70,10 +70,11 @@ def test_every_case_matches_litert(compiled: Tuple[str, bytes, List[str], Projec
                     continue
                 problems.extend(f"{name} (seed {seed}): {problem}" for problem in found)
                 seen.setdefault(name, set()).update(np.unique(want[i]).tolist())
-                if "hybrid" in name and not np.array_equal(expected[f"output{i}"],
-                                                           got[f"output{i}"]):  # fmt: skip
-                    # the hybrid kernels' quantization steps are LiteRT's to the bit: on the
-                    # host (no fused multiply-add) a step in another precision shows here
+                if dtype == "float32" and not np.array_equal(expected[f"output{i}"],
+                                                             got[f"output{i}"]):  # fmt: skip
+                    # every float sum in LiteRT's order, the hybrid kernels' quantization
+                    # steps LiteRT's to the bit: on the host (no fused multiply-add) another
+                    # order or precision shows here
                     problems.append(f"{name} (seed {seed}): not bit-identical")
     assert problems == []
     # every case must exercise its output's range, not saturate into a constant or two
@@ -160,17 +161,19 @@ def test_packed_aot_calls_inputs_in_order_whatever_their_names(tmp_path: Path) -
         assert not np.array_equal(litert_outputs(model, swapped)[0], want)  # order matters
 
 
-def test_loops_form_is_forced_through_the_seam(tmp_path: Path) -> None:
-    """``--form KIND=loops`` gives the int8 convolutions and FULLY_CONNECTED the reference
-    kernels' plain loops (what ``force_form`` gives the cases above): other C than the default
-    form's (the control), recorded as forced, and equal to LiteRT; never a rule's choice."""
+@pytest.mark.parametrize("dtype", ["int8", "float32"])
+def test_loops_form_is_forced_through_the_seam(dtype: str, tmp_path: Path) -> None:
+    """``--form KIND=loops`` gives the convolutions and FULLY_CONNECTED (int8 and float32)
+    the reference kernels' plain loops (what ``force_form`` gives the cases above): other C
+    than the default form's (the control), recorded as forced, and equal to LiteRT; never a
+    rule's choice."""
     from compile_cases import tiny_model
 
     from project_api.compile import parse_forced
     from project_api.compile.choose import candidates
     from project_api.read import open_archive
 
-    model = tiny_model("int8")
+    model = tiny_model(dtype)
     path = tmp_path / "tiny.tflite"
     path.write_bytes(model)
     forced = parse_forced(["CONV_2D=loops", "DEPTHWISE_CONV_2D=loops", "FULLY_CONNECTED=loops"])

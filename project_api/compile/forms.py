@@ -86,15 +86,17 @@ LOOP_KINDS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
 
 
 def _loops_refusal(model: TfliteModel, op: Operator) -> Optional[str]:
-    """Why the ``loops`` form cannot compute ``op``: it is the int8 convolutions' and
-    FULLY_CONNECTED's other C (None: it can)."""
+    """Why the ``loops`` form cannot compute ``op``: it is the int8, float32 and hybrid
+    convolutions' and FULLY_CONNECTED's other C (None: it can)."""
     if op.name not in LOOP_KINDS:
         return f"takes {', '.join(LOOP_KINDS)} only"
+    if model.tensors[op.inputs[0]].dtype == "float32":
+        return None
     return _int8(model, op)
 
 
 def _loops_wrap(op: Op) -> Optional[Op]:
-    if isinstance(op, (TflConv, TflFullyConnected)) and not op.hybrid_scale:
+    if isinstance(op, (TflConv, TflFullyConnected)):
         return dataclasses.replace(op, form="reference")
     return None
 
@@ -212,8 +214,9 @@ FORMS: Dict[str, Form] = {
     ),
     LOOPS: Form(
         LOOPS,
-        "our plain C as the reference kernels' loops, nothing specialized (int8 CONV_2D, "
-        "DEPTHWISE_CONV_2D, FULLY_CONNECTED): the baseline the ref form's C is measured by",
+        "our plain C as the reference kernels' loops, nothing specialized (CONV_2D, "
+        "DEPTHWISE_CONV_2D, FULLY_CONNECTED: int8, float32, hybrid): the baseline the ref "
+        "form's C is measured by",
         _loops_refusal,
         _loops_wrap,
         forced_only=True,

@@ -32,6 +32,7 @@ from .tflite_fast import (
     pointwise_key,
 )
 from .tflite_fast_depthwise import depthwise_in_place, depthwise_key, emit_depthwise
+from .tflite_fast_float import FP_CONTRACT_OFF, emit_fast_conv, emit_fast_fully_connected
 
 ROUNDINGS = ("single", "away", "double")
 
@@ -164,7 +165,7 @@ class TflConv(Op):
     activation: Activation
     quant: Quant = Quant()
     hybrid_scale: float = 0.0  # an int8 filter's scale on float32 data (0: not hybrid)
-    form: str = "fast"  # int8's C: "fast" (tflite_fast.py) or "reference" (the plain loops)
+    form: str = "fast"  # "fast" (tflite_fast*.py) or "reference" (the plain loops)
 
     def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
         x, w = types[0], types[1]
@@ -218,6 +219,10 @@ class TflConv(Op):
         if mode == "int8" and self.form == "fast":
             (emit_depthwise if self.depthwise else emit_conv)(self, body, ins, outs)
             return
+        if mode != "int8":
+            body.include(FP_CONTRACT_OFF)
+            if self.form == "fast" and emit_fast_conv(self, body, ins, outs):
+                return
         if mode == "int8":
             self.quant.requant.declare(body)
         with nest(body, [("b", n)]) as (b,):
@@ -315,7 +320,7 @@ class TflFullyConnected(Op):
     activation: Activation
     quant: Quant = Quant()
     hybrid_scale: float = 0.0  # an int8 filter's scale on float32 data (0: not hybrid)
-    form: str = "fast"  # int8's C: "fast" (tflite_fast.py) or "reference" (the plain loops)
+    form: str = "fast"  # "fast" (tflite_fast*.py) or "reference" (the plain loops)
 
     def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
         x, w = types[0], types[1]
@@ -346,6 +351,10 @@ class TflFullyConnected(Op):
         if quantized and self.form == "fast":
             emit_fully_connected(self, body, ins, outs)
             return
+        if not quantized:
+            body.include(FP_CONTRACT_OFF)
+            if self.form == "fast" and emit_fast_fully_connected(self, body, ins, outs):
+                return
         if quantized:
             self.quant.requant.declare(body)
         if self.hybrid_scale:

@@ -26,6 +26,7 @@ import numpy as np
 from ..cgen import Body, Buffer, float_literal
 from .base import Op, TensorType, nest, require
 from .tflite import Activation
+from .tflite_fast_float import FP_CONTRACT_OFF
 
 
 def emit_asymmetric_batch(body: Body, x: Buffer, start: str, size: int) -> None:
@@ -86,6 +87,7 @@ class TflHybridDepthwise(Op):
 
     def emit(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
         x, w, out = ins[0], ins[1], outs[0]
+        body.include(FP_CONTRACT_OFF)  # no fused multiply-add: LiteRT rounds each step
         n, h, wd, c = x.shape
         _, kh, kw, oc = w.shape
         oh, ow = self.out_hw

@@ -16,16 +16,8 @@ import numpy as np
 from ..errors import CompileError
 from ..modelgen import Network, Value
 from ..modelgen.ops import Reshape
-from ..modelgen.ops.tflite import (
-    ROUNDINGS,
-    Activation,
-    Quant,
-    Requant,
-    TflConv,
-    TflFullyConnected,
-    TflPool,
-    TflSoftmax,
-)
+from ..modelgen.ops.tflite import TflConv, TflFullyConnected, TflPool, TflSoftmax
+from ..modelgen.ops.tflite_arith import ROUNDINGS, Activation, Quant, Requant
 from ..modelgen.ops.tflite_data import (
     TflConcat,
     TflDequantize,

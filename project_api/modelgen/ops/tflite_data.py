@@ -13,7 +13,7 @@ import numpy as np
 
 from ..cgen import Body, Buffer, c_type, float_literal, index
 from .base import Op, TensorType, nest, require, row_major_strides
-from .tflite import Requant
+from .tflite_arith import Requant
 
 
 def _reference_is_litert(arrays: Sequence[np.ndarray]) -> List[np.ndarray]:

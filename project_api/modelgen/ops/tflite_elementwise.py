@@ -17,7 +17,7 @@ import numpy as np
 
 from ..cgen import Body, Buffer, index
 from .base import Op, TensorType, nest, require, row_major_strides
-from .tflite import Activation, Requant
+from .tflite_arith import Activation, Requant
 
 LEFT_SHIFT = 20  # TFLite's headroom for int8 ADD
 

@@ -28,6 +28,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 from ..cgen import STACK_LIMIT_BYTES, Body, Buffer
 from .base import nest
+from .tflite_arith import emit_quantize_batch
 from .tflite_fast import interior, tap_range
 from .tflite_soft_float import FDOT, FMAC, SOFT, SOFT_FMAC_C
 
@@ -74,8 +75,6 @@ def emit_fast_fully_connected(
     body.line(f"float* y_ = (float*){out.var};")
     with nest(body, [("r", batches)]) as (r,):
         if hybrid:
-            from .tflite import emit_quantize_batch
-
             emit_quantize_batch(body, x, f"{r} * {d}", d, op.hybrid_scale)
             body.line(f"int8_t q_[{d}];")
             body.line(f"const float* s_x_ = (const float*){x.var} + {r} * {d};")
@@ -374,8 +373,6 @@ def _hybrid_conv(op: Any, body: Body, ins: Sequence[Buffer], outs: Sequence[Buff
     whole = ph * pw * c < STACK_LIMIT_BYTES
     if not whole and kh * kw * c >= STACK_LIMIT_BYTES:
         return False
-    from .tflite import emit_quantize_batch
-
     body.line(f"const int8_t* w_ = (const int8_t*){w.var};")
     body.line(f"float* y_ = (float*){out.var};")
     size = h * wd * c

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..cgen import Body, Buffer, float_literal
 from .base import Op, TensorType, nest, require
-from .tflite import Activation
+from .tflite_arith import Activation
 from .tflite_fast_float import FP_CONTRACT_OFF
 
 

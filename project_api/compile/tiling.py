@@ -2,7 +2,8 @@
 the rewrite of the lowered network that makes them one operator.
 
 A *chain* is a run of int8 CONV_2D / DEPTHWISE_CONV_2D operators in the ``ref`` form's fast C
-(one batch), each reading the one before, every tensor between them read by the next layer
+or a CMSIS-NN form (``cmsis-nn``, ``simd``: the call made on a band's rows, :data:`STAGE_LAYERS`;
+one batch), each reading the one before, every tensor between them read by the next layer
 only and not a model output. A stage is two or more consecutive layers of a chain; its
 intermediate tensors exist only as band buffers (the stage's workspace), at the cost of the
 halo rows made again for every band.
@@ -35,13 +36,17 @@ from ..errors import CompileError
 from ..modelgen.network import ConstNode, InputNode, Network, OpNode, Value
 from ..modelgen.ops import TensorType
 from ..modelgen.ops.tflite import TflConv, TflFullyConnected
-from ..modelgen.ops.tflite_tiled import TiledStage, stage_macs
+from ..modelgen.ops.tflite_cmsis import CmsisConv
+from ..modelgen.ops.tflite_simd import SimdPointwise
+from ..modelgen.ops.tflite_tiled import TiledStage, conv_of, stage_macs
 
 TILINGS = ("auto", "on", "off")
 FORCED_ROWS = 2
 BAND_ROWS = (1, 2, 4, 8)
 MAX_LAYERS = 6
 MAX_RECOMPUTE = 0.05  # extra multiply-accumulates the halos may cost, of the model's
+# The operator classes a stage takes as layers (each emits its C for a band's sub-problem).
+STAGE_LAYERS = (TflConv, CmsisConv, SimdPointwise)
 
 
 @dataclass(frozen=True)
@@ -65,8 +70,13 @@ class Stage:
 
 
 def tileable(node: OpNode) -> bool:
+    """Whether ``node`` can be a stage's layer: an int8 convolution in the ``ref`` form's fast
+    C, or in a CMSIS-NN form (``cmsis-nn``, ``simd``: the call made on a band of rows)."""
     op = node.op
-    if type(op) is not TflConv or op.form != "fast" or op.hybrid_scale:
+    if type(op) not in STAGE_LAYERS:
+        return False
+    conv = conv_of(op)
+    if conv.form != "fast" or conv.hybrid_scale:
         return False
     x = node.inputs[0].type
     consts = all(isinstance(v.producer, ConstNode) for v in node.inputs[1:])

@@ -25,13 +25,30 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ..cgen import Body, Buffer
 from .base import Op, TensorType, require
 from .tflite import TflConv
+from .tflite_cmsis import CmsisCall, CmsisConv
+
+Layer = Union[TflConv, CmsisConv]  # a stage's layer: our fast C, or a CMSIS-NN call
+
+
+def conv_of(layer: Op) -> TflConv:
+    """The convolution a stage's layer computes (a CMSIS-NN call's ``base``)."""
+    conv = getattr(layer, "base", layer)
+    assert isinstance(conv, TflConv)
+    return conv
+
+
+def band_layer(layer: Layer, out_rows: int, pad: int) -> Layer:
+    """``layer`` for a band: ``out_rows`` output rows under ``pad`` rows of top padding."""
+    conv = conv_of(layer)
+    sub = dataclasses.replace(conv, out_hw=(out_rows, conv.out_hw[1]), pads=(pad, conv.pads[1]))
+    return sub if isinstance(layer, TflConv) else dataclasses.replace(layer, base=sub)
 
 
 class Rows(NamedTuple):
@@ -45,9 +62,10 @@ class Rows(NamedTuple):
     pad: int
 
 
-def layer_rows(op: TflConv, kh: int, height: int, out0: int, out1: int) -> Rows:
+def layer_rows(op: Op, kh: int, height: int, out0: int, out1: int) -> Rows:
     """The input rows ``op`` (filter rows ``kh``, input ``height`` rows) reads for its output
     rows [out0, out1)."""
+    op = conv_of(op)
     first = out0 * op.strides[0] - op.pads[0]
     last = (out1 - 1) * op.strides[0] - op.pads[0] + (kh - 1) * op.dilations[0] + 1
     in0, in1 = max(0, first), min(height, last)
@@ -55,7 +73,7 @@ def layer_rows(op: TflConv, kh: int, height: int, out0: int, out1: int) -> Rows:
 
 
 def bands(
-    layers: Sequence[TflConv], kernels: Sequence[int], heights: Sequence[int], band: int
+    layers: Sequence[Op], kernels: Sequence[int], heights: Sequence[int], band: int
 ) -> List[Tuple[Rows, ...]]:
     """Every band's rows, layer by layer (first to last); ``kernels``: each layer's filter
     rows; ``heights``: each layer's input rows, then the last layer's output rows."""
@@ -78,7 +96,7 @@ class TiledStage(Op):
     ``band`` output rows of the last (module docstring). Inputs: the stage's input, then
     each layer's filter and (if it has one) bias."""
 
-    layers: Tuple[TflConv, ...]
+    layers: Tuple[Layer, ...]
     kernels: Tuple[int, ...]  # each layer's filter rows
     band: int
 
@@ -88,7 +106,7 @@ class TiledStage(Op):
         parts: List[List[TensorType]] = []
         x = types[0]
         for op in self.layers:
-            count = 3 if op.bias else 2
+            count = 3 if conv_of(op).bias else 2
             operands = [x, *types[at : at + count - 1]]
             at += count - 1
             parts.append(operands)
@@ -100,7 +118,8 @@ class TiledStage(Op):
         require(len(self.layers) >= 1 and self.band >= 1, "tiled stage: layers and band")
         require(types[0].dtype == "int8" and types[0].shape[0] == 1, "tiled stage: one int8 batch")
         for op in self.layers:
-            require(op.form == "fast" and not op.hybrid_scale, "tiled stage: int8 fast layers")
+            conv = conv_of(op)
+            require(conv.form == "fast" and not conv.hybrid_scale, "tiled stage: int8 layers")
         require(len(self.kernels) == len(self.layers), "tiled stage: a filter height a layer")
         x = types[0]
         for op, kh, operands in zip(self.layers, self.kernels, self.operand_types(types)):
@@ -109,14 +128,14 @@ class TiledStage(Op):
         return [x]
 
     def name_parts(self) -> List[str]:
-        return ["tfl_tiled", *("dw" if op.depthwise else "conv" for op in self.layers)]
+        return ["tfl_tiled", *("dw" if conv_of(op).depthwise else "conv" for op in self.layers)]
 
     def output_names(self) -> List[str]:
         return ["T_tiled"]
 
     def heights(self, x: TensorType) -> List[int]:
         """Each layer's input rows, then the last layer's output rows."""
-        return [x.shape[1], *(op.out_hw[0] for op in self.layers)]
+        return [x.shape[1], *(conv_of(op).out_hw[0] for op in self.layers)]
 
     def plan(self, x: TensorType) -> List[Tuple[Rows, ...]]:
         return bands(self.layers, self.kernels, self.heights(x), self.band)
@@ -132,6 +151,29 @@ class TiledStage(Op):
                 sizes[k % 2] = max(sizes[k % 2], (r.out1 - r.out0) * row_bytes)
         return sizes[0], sizes[1]
 
+    def cmsis_calls(
+        self, types: Sequence[TensorType]
+    ) -> List[Tuple[int, CmsisCall, List[TensorType], TensorType]]:
+        """(layer, call, its input types, its output type) of every CMSIS-NN call the stage
+        makes, one per band geometry: what compile asks the library's scratch for (the calls
+        run one after another, so the stage's window holds the largest answer)."""
+        parts = self.operand_types(types)
+        found: List[Tuple[int, CmsisCall, List[TensorType], TensorType]] = []
+        seen = set()
+        for rows in self.plan(types[0]):
+            for k, (op, r, operands) in enumerate(zip(self.layers, rows, parts)):
+                key = (k, r.in1 - r.in0, r.out1 - r.out0, r.pad)
+                if not isinstance(op, CmsisCall) or key in seen:
+                    continue
+                seen.add(key)
+                sub = band_layer(op, r.out1 - r.out0, r.pad)
+                x = operands[0]
+                x_band = TensorType((1, r.in1 - r.in0, *x.shape[2:]), x.dtype)
+                out = sub.infer([x_band, *operands[1:]])[0]
+                assert isinstance(sub, CmsisCall)
+                found.append((k, sub, [x_band, *operands[1:]], out))
+        return found
+
     def emit(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
         types = [TensorType(b.shape, b.dtype) for b in ins]
         parts = self.operand_types(types)
@@ -141,8 +183,9 @@ class TiledStage(Op):
         at = 1
         weights: List[Tuple[Buffer, Optional[Buffer]]] = []
         for op in self.layers:
-            weights.append((ins[at], ins[at + 1] if op.bias else None))
-            at += 2 if op.bias else 1
+            bias = conv_of(op).bias
+            weights.append((ins[at], ins[at + 1] if bias else None))
+            at += 2 if bias else 1
         x, y = ins[0], outs[0]
         in_row = x.shape[2] * x.shape[3]
         out_row = y.shape[2] * y.shape[3]
@@ -162,8 +205,7 @@ class TiledStage(Op):
                     held = bufs[k % 2]
                     dest = "tout_" if last or held is None else held.var
                     dest_shape = (1, r.out1 - r.out0, *shapes[k][2:])
-                    sub = dataclasses.replace(op, out_hw=(r.out1 - r.out0, op.out_hw[1]),
-                                              pads=(r.pad, op.pads[1]))  # fmt: skip
+                    sub = band_layer(op, r.out1 - r.out0, r.pad)
                     w, b = weights[k]
                     operands = [Buffer(source, "int8", source_shape), w] + ([b] if b else [])
                     with body.block(""):
@@ -206,7 +248,7 @@ def _groups(plan: Sequence[Tuple[Rows, ...]]) -> List[_Group]:
 
 def stage_macs(stage: TiledStage, types: Sequence[TensorType], tiled: bool = True) -> int:
     """Multiply-accumulates of the stage's layers, band by band or (``tiled`` False) whole."""
-    made = [op.out_hw[0] for op in stage.layers]
+    made = [conv_of(op).out_hw[0] for op in stage.layers]
     if tiled:
         made = [0] * len(stage.layers)
         for rows in stage.plan(types[0]):
@@ -215,6 +257,7 @@ def stage_macs(stage: TiledStage, types: Sequence[TensorType], tiled: bool = Tru
     total = 0
     for op, operands, count in zip(stage.layers, stage.operand_types(types), made):
         w = operands[1].shape
-        per_pixel = w[1] * w[2] * (w[3] if op.depthwise else w[0] * w[3])
-        total += count * op.out_hw[1] * per_pixel
+        conv = conv_of(op)
+        per_pixel = w[1] * w[2] * (w[3] if conv.depthwise else w[0] * w[3])
+        total += count * conv.out_hw[1] * per_pixel
     return total

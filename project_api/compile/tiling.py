@@ -37,6 +37,7 @@ from ..modelgen.network import ConstNode, InputNode, Network, OpNode, Value
 from ..modelgen.ops import TensorType
 from ..modelgen.ops.tflite import TflConv, TflFullyConnected
 from ..modelgen.ops.tflite_cmsis import CmsisConv
+from ..modelgen.ops.tflite_cmsis_rows import CmsisDepthwiseRows
 from ..modelgen.ops.tflite_simd import SimdPointwise
 from ..modelgen.ops.tflite_tiled import TiledStage, conv_of, stage_macs
 
@@ -46,7 +47,7 @@ BAND_ROWS = (1, 2, 4, 8)
 MAX_LAYERS = 6
 MAX_RECOMPUTE = 0.05  # extra multiply-accumulates the halos may cost, of the model's
 # The operator classes a stage takes as layers (each emits its C for a band's sub-problem).
-STAGE_LAYERS = (TflConv, CmsisConv, SimdPointwise)
+STAGE_LAYERS = (TflConv, CmsisConv, CmsisDepthwiseRows, SimdPointwise)
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,10 @@ def chains(net: Network) -> List[Tuple[int, int]]:
 
 def make_stage(nodes: Sequence[OpNode], band: int) -> Tuple[TiledStage, List[Value]]:
     """The stage op of ``nodes`` and its operands (input, then each layer's constants)."""
-    layers = tuple(n.op for n in nodes)
+    # in a band the input and output are apart: CMSIS-NN's depthwise as one call a band
+    layers = tuple(
+        CmsisConv(n.op.base) if isinstance(n.op, CmsisDepthwiseRows) else n.op for n in nodes
+    )
     kernels = tuple(n.inputs[1].type.shape[1] for n in nodes)
     operands = [nodes[0].inputs[0]] + [v for n in nodes for v in n.inputs[1:]]
     return TiledStage(layers, kernels, band), operands

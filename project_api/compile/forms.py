@@ -195,7 +195,7 @@ FORMS: Dict[str, Form] = {
         # CMSIS-NN's default build requantizes with TFLite's classic double rounding
         rounding={kind: "double" for kind in CMSIS_KINDS},
         dependency=CMSIS_NN_DEPENDENCY,
-        version="2",  # 2: the depthwise in place, band by band (tflite_cmsis_rows.py)
+        version="2",  # 2: depthwise in place band by band (tflite_cmsis_rows.py), ADD in place
     ),
     DIRECT: Form(
         DIRECT,

@@ -249,7 +249,7 @@ def _rule(net: Network, found: List[Tuple[int, int]], heights: Sequence[int]) ->
                 for j in range(max(op_at, i + 1), min(last, i + MAX_LAYERS - 1) + 1):
                     nodes = net.ops[i : j + 1]
                     for band in heights:
-                        if band > nodes[-1].op.out_hw[0]:
+                        if band > conv_of(nodes[-1].op).out_hw[0]:
                             continue
                         workspace, whole, tiled = _buffers(nodes, band)
                         if spent + tiled - whole > budget:

@@ -32,7 +32,7 @@ from .choose import DEFAULT_CLASS, Measured, choose_forms
 from .forms import CMSIS_NN_DEPENDENCY, FORMS, FormPlan, parse_forced
 from .lower import SUPPORTED, Rounding, lower_model, supported_text
 from .tflite import TfliteModel, read_tflite
-from .tiling import TILINGS, apply_stages, choose_stages
+from .tiling import TILINGS, apply_stages, choose_stages, settle_in_place
 
 EXECUTORS = ("graph", "aot")
 INTERFACES = ("c", "packed")  # AOT's interface-api
@@ -189,6 +189,8 @@ def lower_to_model(
         numbers = apply_stages(network, stages)
         if forms is not None:
             forms.renumber(numbers, records)
+    if tiling == "auto":  # CMSIS-NN's depthwise in place only where that lowers the peak
+        settle_in_place(network)
     if forms is not None:
         network.external_dependencies = [dict(d) for d in forms.dependencies]
     try:

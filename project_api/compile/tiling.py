@@ -300,3 +300,24 @@ def apply_stages(net: Network, stages: Sequence[Stage]) -> Dict[int, int]:
         i = stage.last + 1
     net.ops = new_ops
     return renumber
+
+
+def settle_in_place(net: Network) -> List[int]:
+    """CMSIS-NN's depthwise runs in place band by band (modelgen/ops/tflite_cmsis_rows.py) at
+    a cost in instructions (bench/README.md §24b): where running it in place does not lower
+    the estimated arena peak (:func:`peak`), it is made one call again (CmsisConv). Returns
+    the operator numbers made one call."""
+    undone: List[int] = []
+    steps, nbytes, pinned = _steps(net)
+    for number, node in enumerate(net.ops):
+        if not isinstance(node.op, CmsisDepthwiseRows) or steps[number].inplace is None:
+            continue
+        before, _ = peak(steps, nbytes, pinned)
+        steps[number].inplace = None
+        after, _ = peak(steps, nbytes, pinned)
+        if after > before:  # in place lowers the peak: kept
+            steps[number].inplace = 0
+            continue
+        node.op = CmsisConv(node.op.base)
+        undone.append(number)
+    return undone

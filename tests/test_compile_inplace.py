@@ -242,8 +242,8 @@ def test_kws_on_the_an386_forms_runs_in_one_tensor_buffer(
 def cmsis_in_place(
     tmp_path_factory: pytest.TempPathFactory, cmsis_v7_checkout: Path
 ) -> Tuple[bytes, Path]:
-    """The synthetic model in ``--cmsis-nn``'s forms, untiled: both depthwise layers (bands
-    of 1 and 2 rows) and the ADD overwrite their inputs."""
+    """The synthetic model in ``--cmsis-nn``'s forms, untiled: the three depthwise layers
+    (bands of 1 and 2 rows; stride 2) and the ADD overwrite their inputs."""
     work = tmp_path_factory.mktemp("cmsis_in_place")
     model = cmsis_in_place_model()
     (work / "m.tflite").write_bytes(model)
@@ -251,7 +251,7 @@ def cmsis_in_place(
     archive = compile_tflite(work / "m.tflite", work / "m.tar", cmsis_nn=True, source=source,
                              tiling="off")  # fmt: skip
     shared = _archive_sharing(archive)
-    assert len([n for n in shared if "depthwise_conv_2d_cmsis_nn" in n]) == 2, shared
+    assert len([n for n in shared if "depthwise_conv_2d_cmsis_nn" in n]) == 3, shared
     assert len([n for n in shared if "add_cmsis_nn" in n]) == 1, shared
     return model, archive
 

@@ -196,6 +196,30 @@ def test_the_rule_tiles_where_the_peak_drops(
     assert "tiled" not in _memory(off).peak_operator
 
 
+@pytest.mark.parametrize(
+    "stem, layers, forms, peak",
+    [("vww_96_int8", (0, 3), ["cmsis-nn", "cmsis-nn", "simd", "cmsis-nn"], (64_512, 47_232)),
+     ("pretrainedResnet_quant", (1, 2), ["cmsis-nn"] * 2, (52_224, 40_960))],
+)  # fmt: skip
+def test_the_rule_tiles_cmsis_nn_forms(
+    tmp_path: Path, cmsis_v7_checkout: Path, stem: str, layers: Tuple[int, int],
+    forms: List[str], peak: Tuple[int, int],
+) -> None:  # fmt: skip
+    """With ``--cmsis-nn`` (the Cortex-M55's rules) the rule takes the same layers as on the
+    plain path, in their CMSIS-NN forms (IC: its ADD now in place, so the stage lowers the
+    peak); the estimated peaks are recorded."""
+    model = SHARED / f"{stem}.tflite"
+    if not model.exists():
+        pytest.skip(f"{model} is absent (the shared models live in ../shared/models)")
+    source = CmsisNnSource(cmsis_path=str(cmsis_v7_checkout))
+    archive = compile_tflite(model, tmp_path / "m.tar", cmsis_nn=True, source=source,
+                             cpu="cortex-m-mve")  # fmt: skip
+    tiled = [op for op in _kernels(archive) if "tiled" in op]
+    assert (tiled[0]["index"], tiled[-1]["index"]) == layers, tiled
+    assert [op["form"] for op in tiled] == forms
+    assert tuple(tiled[0]["tiled"]["peak_bytes"]) == peak
+
+
 def test_no_stage_where_none_lowers_the_peak(tmp_path: Path) -> None:
     """KWS's peak is its AVERAGE_POOL_2D (no stage takes it): nothing is tiled."""
     model = SHARED / "kws_ref_model.tflite"

@@ -51,6 +51,19 @@ def band_layer(layer: Layer, out_rows: int, pad: int) -> Layer:
     return sub if isinstance(layer, TflConv) else dataclasses.replace(layer, base=sub)
 
 
+class Span(NamedTuple):
+    """One layer's rows of a band whose last layer starts at output row ``a``: output rows
+    from ``a·out_mul − out_off``, ``out_rows`` of them; input rows from ``a·in_mul −
+    in_off``, ``in_rows`` of them; rows outside the tensor are virtual."""
+
+    out_mul: int
+    out_off: int
+    out_rows: int
+    in_mul: int
+    in_off: int
+    in_rows: int
+
+
 class Rows(NamedTuple):
     """One layer's part of a band: output rows [out0, out1) from input rows [in0, in1), with
     ``pad`` rows of padding above input row ``in0``."""
@@ -140,11 +153,38 @@ class TiledStage(Op):
     def plan(self, x: TensorType) -> List[Tuple[Rows, ...]]:
         return bands(self.layers, self.kernels, self.heights(x), self.band)
 
+    def starts(self, x: TensorType) -> List[int]:
+        """The last layer's first output row of each band (the last band ends on the last
+        row, overlapping the one before where the rows do not divide into bands)."""
+        rows = self.heights(x)[-1]
+        band = min(self.band, rows)
+        return [min(t * band, rows - band) for t in range(-(-rows // band))]
+
+    def spans(self, x: TensorType) -> Optional[List[Span]]:
+        """Each layer's rows of a band, unclipped (:class:`Span`), when the layers after the
+        first run one copy of their C for every band; None for a stage of one band."""
+        if len(self.starts(x)) < 2:
+            return None
+        found: List[Span] = []
+        mul, off, rows = 1, 0, min(self.band, self.heights(x)[-1])
+        for op, kh in zip(reversed(self.layers), reversed(self.kernels)):
+            conv = conv_of(op)
+            s, pt, d = conv.strides[0], conv.pads[0], conv.dilations[0]
+            span = Span(mul, off, rows, mul * s, off * s + pt, (rows - 1) * s + (kh - 1) * d + 1)
+            found.append(span)
+            mul, off, rows = span.in_mul, span.in_off, span.in_rows
+        return found[::-1]
+
     def buffer_bytes(self, types: Sequence[TensorType]) -> Tuple[int, int]:
         """Bytes of the two band buffers (layers 0, 2, ... write the first; 1, 3, ... the
         second; the last layer writes the output)."""
         sizes = [0, 0]
         outs = [op.infer(p)[0] for op, p in zip(self.layers, self.operand_types(types))]
+        spans = self.spans(types[0])
+        if spans is not None:  # every band of the full rows (virtual ones zero points)
+            for k, (span, out) in enumerate(zip(spans[:-1], outs[:-1])):
+                sizes[k % 2] = max(sizes[k % 2], span.out_rows * out.shape[2] * out.shape[3])
+            return sizes[0], sizes[1]
         for rows in self.plan(types[0]):
             for k, (r, out) in enumerate(zip(rows[:-1], outs[:-1])):
                 row_bytes = out.shape[2] * out.shape[3]
@@ -186,6 +226,9 @@ class TiledStage(Op):
             bias = conv_of(op).bias
             weights.append((ins[at], ins[at + 1] if bias else None))
             at += 2 if bias else 1
+        if self.spans(types[0]) is not None:
+            emit_shared(self, body, ins, outs, bufs, weights)
+            return
         x, y = ins[0], outs[0]
         in_row = x.shape[2] * x.shape[3]
         out_row = y.shape[2] * y.shape[3]
@@ -214,6 +257,107 @@ class TiledStage(Op):
 
     def reference(self, arrays: Sequence[np.ndarray]) -> List[np.ndarray]:
         raise NotImplementedError("LiteRT's reference kernels are this operator's reference")
+
+
+def first_rows(stage: TiledStage, x: TensorType, span: Span, a: int) -> Tuple[int, Rows]:
+    """(virtual rows above, the real rows) the first layer makes for the band from ``a``."""
+    heights = stage.heights(x)
+    o0 = a * span.out_mul - span.out_off
+    r0, r1 = max(0, o0), min(heights[1], o0 + span.out_rows)
+    return r0 - o0, layer_rows(stage.layers[0], stage.kernels[0], heights[0], r0, r1)
+
+
+def _zero_rows(body: Body, buf: str, start: str, rows: int, height: int, row: int, zp: int) -> None:
+    """Fills the rows of band buffer ``buf`` outside the tensor (rows ``start`` on, ``rows``
+    of them, the tensor's ``height``) with the zero point: the next layer's padding."""
+    with body.block(f"if ({start} < 0)"):
+        body.line(
+            f"__builtin_memset({buf}, {zp}, (-{start} < {rows} ? -{start} : {rows}) * {row});"
+        )
+    with body.block(f"if ({start} + {rows} > {height})"):
+        body.line(f"const int32_t z_ = {height} - {start} > 0 ? {height} - {start} : 0;")
+        body.line(f"__builtin_memset({buf} + z_ * {row}, {zp}, ({rows} - z_) * {row});")
+
+
+def emit_shared(
+    stage: TiledStage,
+    body: Body,
+    ins: Sequence[Buffer],
+    outs: Sequence[Buffer],
+    bufs: Sequence[Optional[Buffer]],
+    weights: Sequence[Tuple[Buffer, Optional[Buffer]]],
+) -> None:
+    """The stage as one loop over its bands in which each layer after the first is one copy
+    of its C, for the band's full rows: the rows of its input outside the tensor hold the
+    tensor's zero point, which adds (zp + io)·w = 0 to a sum as padding does, and its own
+    rows outside its tensor are set to the zero point after it. The first layer reads the
+    stage's input: one copy of its C per clipping of its rows (top, middle, bottom)."""
+    x, y = ins[0], outs[0]
+    types = [TensorType(b.shape, b.dtype) for b in ins]
+    spans = stage.spans(types[0])
+    assert spans is not None
+    starts = stage.starts(types[0])
+    parts = stage.operand_types(types)
+    shapes = [op.infer(p)[0].shape for op, p in zip(stage.layers, parts)]
+    heights = stage.heights(types[0])
+    rows_of = [shape[2] * shape[3] for shape in shapes]
+    in_row = x.shape[2] * x.shape[3]
+    zps = [-conv_of(op).quant.input_offset for op in stage.layers[1:]]
+    # the first layer's copies: bands of one clipping in a run
+    keys = []
+    for a in starts:
+        top, r = first_rows(stage, types[0], spans[0], a)
+        keys.append((top, r.in1 - r.in0, r.out1 - r.out0, r.pad))
+    runs: List[Tuple[int, Tuple[int, int, int, int]]] = []  # (last band + 1, key)
+    for t, key in enumerate(keys):
+        if runs and runs[-1][1] == key:
+            runs[-1] = (t + 1, key)
+        else:
+            runs.append((t + 1, key))
+    rows = min(stage.band, heights[-1])
+    with body.block(f"for (int32_t t_ = 0; t_ < {len(starts)}; ++t_)"):
+        body.line(f"const int32_t a_ = t_ * {rows} < {heights[-1] - rows} ? t_ * {rows} : "
+                  f"{heights[-1] - rows};")  # fmt: skip
+        first = bufs[0]
+        assert first is not None
+        span = spans[0]
+        for number, (end, (top, in_rows, out_rows, pad)) in enumerate(runs):
+            opener = "if" if number == 0 else "else if"
+            header = f"{opener} (t_ < {end})" if number < len(runs) - 1 else (
+                "else" if number else "")  # fmt: skip
+            with body.block(header):
+                o0 = f"(a_ * {span.out_mul} - {span.out_off} + {top})"
+                conv = conv_of(stage.layers[0])
+                at = f"({o0} * {conv.strides[0]} - {conv.pads[0]} + {pad})"
+                body.line(f"const int8_t* tin_ = (const int8_t*){x.var} + {at} * {in_row};")
+                body.line(f"int8_t* d0_ = {first.var} + {top * rows_of[0]};")
+                sub = band_layer(stage.layers[0], out_rows, pad)
+                w, b = weights[0]
+                source = Buffer("tin_", "int8", (1, in_rows, *x.shape[2:]))
+                dest = Buffer("d0_", "int8", (1, out_rows, *shapes[0][2:]))
+                with body.block(""):
+                    sub.emit(body, [source, w] + ([b] if b else []), [dest])
+        _zero_rows(body, first.var, f"(a_ * {span.out_mul} - {span.out_off})", span.out_rows,
+                   heights[1], rows_of[0], zps[0])  # fmt: skip
+        for k in range(1, len(stage.layers)):
+            span, last = spans[k], k == len(stage.layers) - 1
+            held = bufs[(k - 1) % 2]
+            assert held is not None
+            source = Buffer(held.var, "int8", (1, span.in_rows, *shapes[k - 1][2:]))
+            if last:
+                body.line(f"int8_t* tout_ = (int8_t*){y.var} + a_ * {rows_of[k]};")
+                dest = Buffer("tout_", "int8", (1, span.out_rows, *shapes[k][2:]))
+            else:
+                out_buf = bufs[k % 2]
+                assert out_buf is not None
+                dest = Buffer(out_buf.var, "int8", (1, span.out_rows, *shapes[k][2:]))
+            sub = band_layer(stage.layers[k], span.out_rows, 0)
+            w, b = weights[k]
+            with body.block(""):
+                sub.emit(body, [source, w] + ([b] if b else []), [dest])
+            if not last:
+                _zero_rows(body, dest.var, f"(a_ * {span.out_mul} - {span.out_off})",
+                           span.out_rows, heights[k + 1], rows_of[k], zps[k])  # fmt: skip
 
 
 class _Group(NamedTuple):
@@ -249,7 +393,16 @@ def _groups(plan: Sequence[Tuple[Rows, ...]]) -> List[_Group]:
 def stage_macs(stage: TiledStage, types: Sequence[TensorType], tiled: bool = True) -> int:
     """Multiply-accumulates of the stage's layers, band by band or (``tiled`` False) whole."""
     made = [conv_of(op).out_hw[0] for op in stage.layers]
-    if tiled:
+    spans = stage.spans(types[0]) if tiled else None
+    if spans is not None:  # the first layer its real rows, the others every band's span
+        starts = stage.starts(types[0])
+        made = [len(starts) * span.out_rows for span in spans]
+        made[0] = sum(
+            first_rows(stage, types[0], spans[0], a)[1].out1
+            - first_rows(stage, types[0], spans[0], a)[1].out0
+            for a in starts
+        )
+    elif tiled:
         made = [0] * len(stage.layers)
         for rows in stage.plan(types[0]):
             for k, r in enumerate(rows):

@@ -17,8 +17,12 @@ the stage's output equals the layers' run one after the other, bit for bit.
 The band buffers are the stage's workspace (``TVMBackendAllocWorkspace``: the arena plan
 counts them during the stage's call only): two buffers, the layers' outputs alternating
 between them, each as large as the largest band it holds. The first layer reads the stage's
-input tensor, the last writes the stage's output tensor. Bands of one geometry (every middle
-band) are one loop over a single copy of the layers' C.
+input tensor, the last writes the stage's output tensor. A stage of two or more bands is
+one loop (:func:`emit_shared`) in which every layer after the first is a single copy of its
+C, run on the band's full rows (:meth:`TiledStage.spans`): rows outside a tensor hold its
+zero point, which adds (zp + io)·w = 0 to a sum as padding does; the first layer, reading
+the stage's input, keeps a copy per clipping of its rows. A stage of one band is the layers'
+C for its rows.
 """
 
 from __future__ import annotations

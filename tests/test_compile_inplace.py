@@ -166,8 +166,8 @@ def simd_chain(
     model = pointwise_chain()
     (work / "chain.tflite").write_bytes(model)
     source = CmsisNnSource(cmsis_path=str(cmsis_v7_checkout))
-    archive = compile_tflite(
-        work / "chain.tflite", work / "chain.tar", cmsis_nn=True, source=source
+    archive = compile_tflite(  # untiled: a stage would take the chain (test_compile_tiling)
+        work / "chain.tflite", work / "chain.tar", cmsis_nn=True, source=source, tiling="off"
     )
     shared = _archive_sharing(archive)
     assert len([n for n in shared if "conv_2d_simd" in n]) == 2, shared
@@ -180,7 +180,7 @@ def simd_chain(
     # the control: CMSIS-NN's own call of the 1x1s writes beside its input
     control = compile_tflite(
         work / "chain.tflite", work / "control.tar", cmsis_nn=True, source=source,
-        forms={"CONV_2D": "cmsis-nn"},
+        forms={"CONV_2D": "cmsis-nn"}, tiling="off",
     )  # fmt: skip
     assert _archive_sharing(control) == []
     return model, archive

@@ -66,7 +66,6 @@ INT8_REGISTRATIONS = os.environ.get("MLF_BENCH_TFLM_INT8", "1") == "1"
 # TFLM's TARGET_ARCH per board, and whether CMSIS-NN's kernels are in (part 24's cores)
 ARCH = {compiled.AN385: "cortex-m3", compiled.AN386: "cortex-m4+fp", compiled.AN547: "cortex-m55"}
 FIRST_ARENA = 1 << 20  # the first run's arena: enough for every MLPerf Tiny model
-ARENA_TRIES, ARENA_STEP = 8, 16  # growing the arena to what AllocateTensors() needs
 TFLM_STACK = 16 * 1024  # TFLM's stack (excluded from RAM, as ours); its use is reported
 # Kernel sources every operator needs besides its own
 KERNEL_HELPERS = ("kernel_util", "micro_tensor_utils")
@@ -201,28 +200,29 @@ def build_library(
     return Library(board, args, library, cxx, link, seconds)
 
 
-def _c_array(name: str, data: bytes, section: Optional[str] = None) -> str:
-    where = f' __attribute__((section("{section}")))' if section else ""
-    lines = [", ".join(str(b) for b in data[i : i + 24]) + "," for i in range(0, len(data), 24)]
-    body = "\n".join(lines) or "0,"
-    # extern: a global of its own name in the ELF (nm reads the sample's size)
+def _incbin(name: str, path: Path, section: str) -> str:
+    """An assembler definition of ``name``: the bytes of ``path``, 16-aligned, sized for nm."""
     return (
-        f"alignas(16) extern const unsigned char {name}[{max(1, len(data))}]{where} = "
-        f"{{\n{body}\n}};\n"
+        f'  .section {section},"a"\n  .balign 16\n  .global {name}\n  .type {name}, %object\n'
+        f'{name}:\n  .incbin "{path}"\n  .size {name}, . - {name}\n'
     )
 
 
-def write_model(out: Path, model: Path, ops: Sequence[str], sample: bytes, arena: int,
+def write_model(work: Path, model: Path, ops: Sequence[str], sample: bytes,
                 registrations: Mapping[str, str]) -> None:  # fmt: skip
-    """``tflm_model.h`` for :file:`firmware/tflm_main.cc` (``registrations``: an operator's
+    """``tflm_model.h`` for :file:`firmware/tflm_main.cc` and ``tflm_data.S`` (the
+    ``.tflite`` and the inputs, ``.incbin``: ``registrations`` maps an operator to its
     registration where it is not the method's default)."""
     methods = " ".join(f"X({resolver_method(op)}, {registrations.get(op, '')})" for op in ops)
-    out.write_text(
-        "/* Written by bench/tflm.py for " + model.name + ". */\n#pragma once\n"
+    (work / "tflm_model.h").write_text(
+        f"/* Written by bench/tflm.py for {model.name}. */\n#pragma once\n"
         f"#define TFLM_OPS(X) {methods}\n#define TFLM_NUM_OPS {len(ops)}\n"
-        f"#define TFLM_ARENA_BYTES {arena}u\n"
-        + _c_array("tflm_model", model.read_bytes())
-        + _c_array("tflm_sample", sample, ".rodata.tflm_sample")
+        f"#define TFLM_SAMPLE_BYTES {len(sample)}u\n"
+    )
+    (work / "tflm_sample.bin").write_bytes(sample)
+    (work / "tflm_data.S").write_text(
+        _incbin("tflm_model", model.resolve(), ".rodata.tflm_model")
+        + _incbin("tflm_sample", work / "tflm_sample.bin", ".rodata.tflm_sample")
     )
 
 
@@ -233,9 +233,9 @@ def _run(argv: Sequence[str], cwd: Path) -> None:
         raise RuntimeError(f"{Path(argv[0]).name} failed: {' | '.join(tail)}")
 
 
-def build_firmware(lib: Library, root: Path, work: Path, model: Path, ops: Sequence[str],
-                   sample: bytes, arena: int) -> Path:  # fmt: skip
-    """The harness for ``model`` linked against ``lib`` on our board seam: ``work/tflm.elf``."""
+def compile_firmware(lib: Library, root: Path, work: Path, model: Path, ops: Sequence[str],
+                     sample: bytes) -> List[str]:  # fmt: skip
+    """The harness's objects for ``model`` (all but the arena) on our board seam."""
     from project_api.board import load_board
 
     board = load_board(lib.board)
@@ -243,13 +243,13 @@ def build_firmware(lib: Library, root: Path, work: Path, model: Path, ops: Seque
     registrations = {}
     if INT8_REGISTRATIONS and "OPTIMIZED_KERNEL_DIR=cmsis_nn" in lib.make_args:
         registrations = {op: f"tflite::Register_{op}_INT8()" for op in ops if op in INT8_KERNELS}
-    write_model(work / "tflm_model.h", model, ops, sample, arena, registrations)
+    write_model(work, model, ops, sample, registrations)
     (work / "linker.ld").write_text(board.render_linker_script(stack_bytes=TFLM_STACK))
     includes = [f"-I{d}" for d in [REPO_ROOT / "crt" / "include", *board.seam_include_dirs()]]
     defines = [f"-D{k}={v}" for k, v in board.compile_definitions().items()]
     cpu = board.cpu_flags()
     objects = []
-    for source in board.seam_sources():
+    for source in [*board.seam_sources(), work / "tflm_data.S"]:
         obj = work / f"{source.stem}.o"
         _run(["arm-none-eabi-gcc", *cpu, "-Os", "-ffunction-sections", "-fdata-sections",
               *defines, *includes, "-c", str(source), "-o", str(obj)], work)  # fmt: skip
@@ -257,19 +257,30 @@ def build_firmware(lib: Library, root: Path, work: Path, model: Path, ops: Seque
     main = work / "tflm_main.o"
     _run([*lib.cxx, f"-I{work}", includes[0], "-c", str(FIRMWARE_DIR / "tflm_main.cc"),
           "-o", str(main)], root)  # fmt: skip
+    return [str(main), *objects]
+
+
+def link_firmware(lib: Library, root: Path, work: Path, objects: Sequence[str], arena: int) -> Path:
+    """``work/tflm.elf``: ``objects`` and an arena of ``arena`` bytes, linked against TFLM."""
+    from project_api.board import load_board
+
+    cpu = load_board(lib.board).cpu_flags()
+    source = work / "tflm_arena.c"
+    source.write_text(
+        f"__attribute__((aligned(16))) unsigned char tflm_arena[{arena}u];\n"
+        f"const unsigned int tflm_arena_bytes = {arena}u;\n"
+    )
+    _run(["arm-none-eabi-gcc", *cpu, "-fdata-sections", "-c", str(source), "-o",
+          str(work / "tflm_arena.o")], work)  # fmt: skip
     elf = work / "tflm.elf"
     _run([lib.cxx[0], *cpu, "-nostartfiles", "--specs=nano.specs", "--specs=nosys.specs",
           f"-T{work / 'linker.ld'}", f"-Wl,-Map={work / 'tflm.map'}", "-o", str(elf),
-          str(main), *objects, *lib.link], root)  # fmt: skip
+          *objects, str(work / "tflm_arena.o"), *lib.link], root)  # fmt: skip
     return elf
 
 
 class ArenaShort(Exception):
-    """AllocateTensors() failed: the arena is short by ``missing`` bytes (TFLM's message)."""
-
-    def __init__(self, missing: int) -> None:
-        super().__init__(f"arena short by {missing} B")
-        self.missing = max(missing, 1)
+    """AllocateTensors() failed: the arena is too small."""
 
 
 def run_firmware(board_name: str, elf: Path) -> Dict[str, Any]:
@@ -281,8 +292,7 @@ def run_firmware(board_name: str, elf: Path) -> Dict[str, Any]:
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
     text = done.stdout + done.stderr
     if done.returncode == 3 and "error AllocateTensors" in text:
-        missing = re.findall(r"missing: (\d+)", text)
-        raise ArenaShort(int(missing[-1]) if missing else ARENA_STEP)
+        raise ArenaShort()
     if done.returncode != 0:
         tail = " | ".join(text.strip().splitlines()[-3:])
         raise RuntimeError(f"TFLM on {board_name} exited {done.returncode}: {tail}")
@@ -334,22 +344,36 @@ def measure(ctx: Context, lib: Library, root: Path, model: Path, inputs: Mapping
     sample = b"".join(np.ascontiguousarray(inputs[n]).tobytes() for n in names)
     ops = operators(model)
     work = ctx.scratch(f"tflm_{model.stem}_{lib.board}")
-    first = run_firmware(
-        lib.board, build_firmware(lib, root, work, model, ops, sample, FIRST_ARENA)
-    )
+    objects = compile_firmware(lib, root, work, model, ops, sample)
+    try:
+        first = run_firmware(lib.board, link_firmware(lib, root, work, objects, FIRST_ARENA))
+    except ArenaShort:
+        raise RuntimeError(
+            f"TFLM cannot prepare {model.name} (AllocateTensors() fails with a "
+            f"{FIRST_ARENA >> 10} KiB arena; BUILD_TYPE=default prints why)"
+        ) from None
     # arena_used_bytes() is what the tensors, TFLM's structs and the kernels' buffers hold
-    # once allocated; AllocateTensors() needs a few bytes more on the way (its temporaries at
-    # the tail): grow by what it says is missing until it fits.
-    arena = first["arena_used"]
-    for _ in range(ARENA_TRIES):
-        elf = build_firmware(lib, root, work, model, ops, sample, arena)
+    # once allocated; AllocateTensors() needs a little more on the way (its temporaries at
+    # the tail): the smallest arena (a multiple of 4) with which it succeeds, found by steps
+    # growing from arena_used_bytes() (16, 80, 336, ... B above it) and then by bisection.
+    used = first["arena_used"]
+    short, fits, probe = used - 4, FIRST_ARENA, used
+    results = {fits: first}
+    while probe < fits:
         try:
-            got = run_firmware(lib.board, elf)
-            break
-        except ArenaShort as short:
-            arena += short.missing
-    else:
-        raise RuntimeError(f"TFLM on {model.name}: no arena from {first['arena_used']} B fits")
+            results[probe] = run_firmware(lib.board, link_firmware(lib, root, work, objects, probe))
+            fits = probe
+        except ArenaShort:
+            short, probe = probe, used + (probe - used) * 4 + 16
+    while fits - short > 4:
+        arena = (short + fits) // 2 // 4 * 4
+        try:
+            results[arena] = run_firmware(lib.board, link_firmware(lib, root, work, objects, arena))
+            fits = arena
+        except ArenaShort:
+            short = arena
+    arena, got = fits, results[fits]
+    elf = link_firmware(lib, root, work, objects, arena)
     if got["outputs"] != first["outputs"]:
         raise RuntimeError(f"TFLM on {model.name}: the arena of {arena} B changed the outputs")
     berkeley, sections = size_berkeley(elf), onboard.section_sizes(elf)

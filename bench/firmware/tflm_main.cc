@@ -6,10 +6,13 @@
  *   TFLM_OPS(X)        X(AddConv2D, registration) ... : the model's operators, for a
  *                      MicroMutableOpResolver (an empty registration: the method's default)
  *   TFLM_NUM_OPS       how many
- *   TFLM_ARENA_BYTES   the tensor arena
- *   tflm_model[]       the .tflite (alignas 16)
- *   tflm_sample[]      the inputs, one after the other in input order (its own section, so
- *                      that its bytes can be subtracted from flash)
+ *   TFLM_SAMPLE_BYTES  the inputs' bytes
+ * and defines in tflm_data.S (.incbin) and tflm_arena.c, linked beside it:
+ *   tflm_model[]       the .tflite (16-aligned)
+ *   tflm_sample[]      the inputs, one after the other in input order (a symbol of its own,
+ *                      so that its bytes can be subtracted from flash)
+ *   tflm_arena[], tflm_arena_bytes: the tensor arena (16-aligned; only this file changes
+ *                      while the bench looks for the smallest arena that works)
  *
  * It prints, one per line through mlf_platform_log: "arena_used <n>", "ticks <hi> <lo>" (the
  * SysTick ticks of Invoke() alone, as our firmware counts mlf_executor_run()), "stack <n>",
@@ -30,13 +33,17 @@
 
 extern "C" {
 #include "mlf_platform.h"
+
+extern const unsigned char tflm_model[];
+extern const unsigned char tflm_sample[];
+extern unsigned char tflm_arena[];
+extern const unsigned int tflm_arena_bytes;
 }
 
 namespace {
 
 using Resolver = tflite::MicroMutableOpResolver<TFLM_NUM_OPS>;
 
-alignas(16) uint8_t tensor_arena[TFLM_ARENA_BYTES];
 // Constructed in place: static objects with destructors would pull in atexit.
 alignas(Resolver) uint8_t resolver_storage[sizeof(Resolver)];
 alignas(tflite::MicroInterpreter) uint8_t interpreter_storage[sizeof(tflite::MicroInterpreter)];
@@ -105,18 +112,18 @@ int main(void) {
   TFLM_OPS(TFLM_ADD)
 #undef TFLM_ADD
   tflite::MicroInterpreter* interpreter = new (interpreter_storage)
-      tflite::MicroInterpreter(model, *resolver, tensor_arena, sizeof(tensor_arena));
+      tflite::MicroInterpreter(model, *resolver, tflm_arena, tflm_arena_bytes);
   if (interpreter->AllocateTensors() != kTfLiteOk) fail("AllocateTensors");
   log_number("arena_used", static_cast<uint32_t>(interpreter->arena_used_bytes()));
 
   size_t offset = 0;
   for (size_t i = 0; i < interpreter->inputs_size(); ++i) {
     TfLiteTensor* input = interpreter->input(i);
-    if (offset + input->bytes > sizeof(tflm_sample)) fail("sample too short");
+    if (offset + input->bytes > TFLM_SAMPLE_BYTES) fail("sample too short");
     memcpy(input->data.raw, tflm_sample + offset, input->bytes);
     offset += input->bytes;
   }
-  if (offset != sizeof(tflm_sample)) fail("sample too long");
+  if (offset != TFLM_SAMPLE_BYTES) fail("sample too long");
 
   uint64_t start = mlf_platform_ticks();
   TfLiteStatus status = interpreter->Invoke();

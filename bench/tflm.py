@@ -7,17 +7,17 @@ part 24 measures ours on (:data:`bench.compiled.CORES`): qemu-mps2-an385 (Cortex
 TFLM's reference kernels, qemu-mps2-an386 (Cortex-M4F) and qemu-mps3-an547 (Cortex-M55 +
 MVE) with ``OPTIMIZED_KERNEL_DIR=cmsis_nn`` (int8 models only, as ours).
 
-TFLM's library is built by its own Makefile (``TARGET=cortex_m_generic``, the default build
-type, the toolchain on ``PATH``), with the kernel sources cut to the operators of the
-measured models (the linker takes nothing else from the library either; the signal
-library is left out) and every object compiled with the Makefile's own flags. Our harness
+TFLM's library is built by its own Makefile (``TARGET=cortex_m_generic``, :data:`BUILD_TYPE`,
+the toolchain on ``PATH``), with the kernel sources cut to the operators of the measured
+models (the linker takes nothing else from the library either; the signal library is left
+out), every object compiled with the Makefile's own flags. Our harness
 (``firmware/tflm_main.cc``) runs one inference with a ``MicroMutableOpResolver`` of the
-model's operators and the ``.tflite`` as a C array, on our board seam (start-up, linker
-script, SysTick, semihosting log) with the same random inputs as part 24: instructions of
+model's operators and the ``.tflite`` by ``.incbin``, on our board seam (start-up, linker
+script, SysTick, semihosting log), with the same random inputs as part 24: instructions of
 ``Invoke()`` under ``-icount shift=0`` (SysTick ticks, to within one tick, as our firmware
 counts a RUN), flash = text + data of ``arm-none-eabi-size`` less the embedded inputs, RAM =
-``.data`` + ``.bss`` less the stack, with the tensor arena cut to ``arena_used_bytes()``
-after a first run (the firmware is built twice). TFLM's outputs are checked against
+``.data`` + ``.bss`` less the stack, with the tensor arena the smallest with which
+``AllocateTensors()`` succeeds (found by relinking). TFLM's outputs are checked against
 LiteRT's reference kernels on the same inputs (int8 equal, float32 within rtol 1e-5), as
 ours are.
 
@@ -57,10 +57,10 @@ from bench.common import (
 
 TREE_ENV = "MLF_BENCH_TFLM"
 MAKEFILE = "tensorflow/lite/micro/tools/make/Makefile"
-# TFLM at its smallest and fastest: BUILD_TYPE=release (no error texts, no checks) and, on
-# the CMSIS-NN cores, the int8-only registrations (Register_CONV_2D_INT8(), ...), which leave
-# the int16 and int4 kernels out; both reproduce issue 43's flash for KWS (bench/README.md
-# §25). MLF_BENCH_TFLM_BUILD_TYPE=default and MLF_BENCH_TFLM_INT8=0 measure the others.
+# TFLM at its smallest and fastest, as issue 43 measured it (bench/README.md §25):
+# BUILD_TYPE=release (no error texts, no index checks) and, on the CMSIS-NN cores, the
+# int8-only registrations (Register_CONV_2D_INT8(), ...), which leave the int16 and int4
+# kernels out. MLF_BENCH_TFLM_BUILD_TYPE=default and MLF_BENCH_TFLM_INT8=0 measure the others.
 BUILD_TYPE = os.environ.get("MLF_BENCH_TFLM_BUILD_TYPE", "release")
 INT8_REGISTRATIONS = os.environ.get("MLF_BENCH_TFLM_INT8", "1") == "1"
 # TFLM's TARGET_ARCH per board, and whether CMSIS-NN's kernels are in (part 24's cores)
@@ -461,6 +461,9 @@ def run(ctx: Context, result: PartResult) -> None:
         "library_build_seconds": {b: round(lib.seconds, 1) for b, lib in libraries.items()},
         "compared": len(ratios),
         "tflm_equal_to_litert": all(r["exact"] is not False for r in tflm_rows),
+        "tflm_not_equal": [
+            f"{r['model']} on {r['board']}" for r in tflm_rows if r["exact"] is False
+        ],
         "ours_equal_to_litert": all(r["exact"] is not False for r in ours),
         "not_faster_or_smaller": worse,
         "faster_and_smaller_everywhere": bool(ratios) and not worse,

@@ -29,7 +29,7 @@ shows it; docs/compile.md explains it and bench/README.md has both figures.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
 from ..errors import CompileError
 from ..modelgen.network import ConstNode, InputNode, Network, OpNode, Value
@@ -101,7 +101,7 @@ def chains(net: Network) -> List[Tuple[int, int]]:
 
 def make_stage(nodes: Sequence[OpNode], band: int) -> Tuple[TiledStage, List[Value]]:
     """The stage op of ``nodes`` and its operands (input, then each layer's constants)."""
-    layers = tuple(n.op for n in nodes)
+    layers = tuple(cast(TflConv, n.op) for n in nodes)
     kernels = tuple(n.inputs[1].type.shape[1] for n in nodes)
     operands = [nodes[0].inputs[0]] + [v for n in nodes for v in n.inputs[1:]]
     return TiledStage(layers, kernels, band), operands
@@ -205,8 +205,9 @@ def model_macs(net: Network) -> int:
     total = 0
     for node in net.ops:
         op = node.op
-        if isinstance(op, TflConv) or isinstance(getattr(op, "base", None), TflConv):
-            conv = op if isinstance(op, TflConv) else op.base
+        base = getattr(op, "base", None)
+        if isinstance(op, TflConv) or isinstance(base, TflConv):
+            conv = op if isinstance(op, TflConv) else cast(TflConv, base)
             w = node.inputs[1].type.shape
             out = node.outputs[0].type.shape
             per_pixel = w[1] * w[2] * (w[3] if conv.depthwise else w[0] * w[3])
@@ -235,7 +236,7 @@ def _rule(net: Network, found: List[Tuple[int, int]], heights: Sequence[int]) ->
                 for j in range(max(op_at, i + 1), min(last, i + MAX_LAYERS - 1) + 1):
                     nodes = net.ops[i : j + 1]
                     for band in heights:
-                        if band > nodes[-1].op.out_hw[0]:
+                        if band > cast(TflConv, nodes[-1].op).out_hw[0]:
                             continue
                         workspace, whole, tiled = _buffers(nodes, band)
                         if spent + tiled - whole > budget:

@@ -79,7 +79,7 @@ def _cli(*args: str) -> Tuple[int, str, str]:
     return done.returncode, done.stdout, done.stderr
 
 
-def _inputs(model: Path, archive: Path) -> Tuple[Dict[str, np.ndarray], Optional[List[Any]]]:
+def inputs_for(model: Path, archive: Path) -> Tuple[Dict[str, np.ndarray], Optional[List[Any]]]:
     """Random inputs (seed 3) by the archive's input specs, and LiteRT's reference outputs for
     them (None without LiteRT)."""
     from project_api.read import open_archive
@@ -126,14 +126,19 @@ def _row(ctx: Context, label: str, archive: Path, core: Tuple[str, str, bool],
     }
 
 
-def _measure_model(ctx: Context, result: PartResult, model: Path, cmsis: Optional[Path]) -> None:
+def measure_model(
+    ctx: Context, result: PartResult, model: Path, cmsis: Optional[Path]
+) -> Tuple[Dict[str, np.ndarray], Optional[List[Any]]]:
+    """``model`` compiled and measured on every core of :data:`CORES` (rows appended to
+    ``result``); returns the inputs it ran on and LiteRT's outputs for them (part 25 runs
+    TFLM on the same)."""
     work = ctx.scratch(f"compiled_{model.stem}")
     archive = work / f"{model.stem}.tar"
     code, _, err = _cli("compile", str(model), str(archive), "--force")
     if code != 0:
         result.skipped.append(f"{model.name}: {err.strip()}")
-        return
-    inputs, want = _inputs(model, archive)
+        return {}, None
+    inputs, want = inputs_for(model, archive)
     int8 = all(value.dtype == np.int8 for value in inputs.values())
     for core in CORES[:1] if ctx.smoke else CORES:
         kernels, board, cmsis_nn = core
@@ -169,6 +174,19 @@ def _measure_model(ctx: Context, result: PartResult, model: Path, cmsis: Optiona
         tvm_want = [np.load(outputs)["output0"]] if outputs.exists() else None
         row = _row(ctx, f"{model.stem} (TVM 0.14)", tvm, CORES[0], tvm_inputs, tvm_want)
         result.rows.append({"source": tvm.name, **row})
+    return inputs, want
+
+
+def cmsis_checkout(ctx: Context, result: PartResult) -> Optional[Path]:
+    """The CMSIS-NN release ``compile --cmsis-nn`` takes (None, with the reason in
+    ``result.skipped``, where there is none)."""
+    from project_api.compile.forms import CMSIS_NN_DEPENDENCY
+
+    try:
+        return onboard.checkout_cmsis_nn(ctx, CMSIS_NN_DEPENDENCY["version_spec"])
+    except Skip as why:
+        result.skipped.append(f"the CMSIS-NN columns: {why}")
+        return None
 
 
 def _tiled(archive: Path) -> bool:
@@ -216,16 +234,9 @@ def _tiling(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
 
 def run(ctx: Context, result: PartResult) -> None:
     require_qemu()
-    cmsis: Optional[Path] = None
-    if not ctx.smoke:
-        from project_api.compile.forms import CMSIS_NN_DEPENDENCY
-
-        try:
-            cmsis = onboard.checkout_cmsis_nn(ctx, CMSIS_NN_DEPENDENCY["version_spec"])
-        except Skip as why:
-            result.skipped.append(f"the CMSIS-NN columns: {why}")
+    cmsis = None if ctx.smoke else cmsis_checkout(ctx, result)
     for model in models(ctx.smoke):
-        _measure_model(ctx, result, model, cmsis)
+        measure_model(ctx, result, model, cmsis)
     ours = [r for r in result.rows if r["source"] == "compile"]
     kws = {r["board"]: r for r in ours if r["model"] == KWS}
     plain = kws.get(AN385)

@@ -51,6 +51,7 @@ from bench import (  # noqa: E402
     sandbox,
     soak,
     streaming,
+    tflm,
     trial,
     tune,
     utvm,
@@ -64,7 +65,7 @@ REGISTERED: List[Part] = [
     for module in (codesize, ram, dispatch, buildtime, streaming, params, aot, hostile, fuzz,
                    soak, matrix, bare, project_types, idle, machines, utvm, trial, sandbox,
                    export, cmsis_nn, plan, compile_fuzz, compile_cmsis, compile_kws, tune,
-                   compiled)
+                   compiled, tflm)
 ]  # fmt: skip
 PARTS: List[Tuple[str, str, Callable[[Context, PartResult], None]]] = [
     (part.name, part.title, part.run) for part in REGISTERED

@@ -50,7 +50,7 @@ def test_table_and_targets_without_results() -> None:
     text = table([{"a": 1234, "b": 0.5, "c": None, "d": True}], ["a", "b", "c", "d"])
     assert text.splitlines()[1].split() == ["1,234", "0.500", "-", "yes"]
     rows = targets({})
-    assert len(rows) == 46 and {r["status"] for r in rows} == {"not run"}
+    assert len(rows) == 47 and {r["status"] for r in rows} == {"not run"}
     skipped = PartResult("dispatch", "t", status="skipped", reason="needs qemu-system-arm")
     assert targets({"dispatch": skipped})[2]["status"] == "skipped"
 
@@ -320,6 +320,40 @@ def test_compiled_part(smoke: Dict[str, Any]) -> None:
     assert row["instructions"] > 0 and row["flash_text_data_bytes"] > row["ram_bytes"] > 0
     assert row["ram_bytes"] >= row["arena_bytes"] > 0 and row["stack_bytes"] == 4096
     assert list(part["summary"]["kws_per_core"]) == ["qemu-mps2-an385"]
+
+
+def test_tflm_names() -> None:
+    """Part 25 names TFLM's resolver methods and kernel sources from the schema's names."""
+    from bench.tflm import kernel_file, resolver_method
+
+    assert [resolver_method(op) for op in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")] == [
+        "AddConv2D",
+        "AddDepthwiseConv2D",
+        "AddFullyConnected",
+    ]
+    assert resolver_method("AVERAGE_POOL_2D") == "AddAveragePool2D"
+    assert [kernel_file(op) for op in ("CONV_2D", "AVERAGE_POOL_2D", "SOFTMAX")] == [
+        "conv",
+        "pooling",
+        "softmax",
+    ]
+
+
+def test_tflm_part(smoke: Dict[str, Any]) -> None:
+    """The smoke of part 25: skipped with its one-line reason without a TFLM tree (CI has
+    none); with one, KWS on the an385 under TFLM beside ours, both equal to LiteRT."""
+    part = smoke["parts"]["tflm"]
+    if part["status"] == "skipped":
+        assert "TFLM" in part["reason"] or "needs" in part["reason"], part["reason"]
+        assert "\n" not in part["reason"]
+        return
+    assert part["status"] == "ok", part["reason"]
+    rows = {row["source"]: row for row in part["rows"]}
+    assert set(rows) == {"ours", "tflm", "ours / TFLM"}
+    tflm = rows["tflm"]
+    assert (tflm["model"], tflm["board"]) == ("kws_ref_model", "qemu-mps2-an385")
+    assert tflm["exact"] in (True, None) and tflm["ram_bytes"] >= tflm["arena_bytes"] > 0
+    assert rows["ours / TFLM"]["instructions"] > 0
 
 
 def test_tune_part(smoke: Dict[str, Any]) -> None:

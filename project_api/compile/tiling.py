@@ -30,7 +30,7 @@ shows it; docs/compile.md explains it and bench/README.md has both figures.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
 from ..errors import CompileError
 from ..modelgen.network import ConstNode, InputNode, Network, OpNode, Value
@@ -219,8 +219,9 @@ def model_macs(net: Network) -> int:
     total = 0
     for node in net.ops:
         op = node.op
-        if isinstance(op, TflConv) or isinstance(getattr(op, "base", None), TflConv):
-            conv = op if isinstance(op, TflConv) else op.base
+        base = getattr(op, "base", None)
+        if isinstance(op, TflConv) or isinstance(base, TflConv):
+            conv = op if isinstance(op, TflConv) else cast(TflConv, base)
             w = node.inputs[1].type.shape
             out = node.outputs[0].type.shape
             per_pixel = w[1] * w[2] * (w[3] if conv.depthwise else w[0] * w[3])

@@ -118,7 +118,9 @@ def write_dependencies(
                 target = Path("src") / CMSIS_DIR / name
                 opening = prologue + configuration if name.endswith(".c") else []
                 sources += _copy_file(crt_dir() / CMSIS_DIR / name, root, target, opening)
-            carried.renames.update(rename.split("=", 1) for rename in setup.adapter.renames)
+            carried.renames.update(
+                (old, new) for old, _, new in (r.partition("=") for r in setup.adapter.renames)
+            )
         entry.update(compiled=True, **setup.describe())
     return carried
 

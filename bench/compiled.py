@@ -19,8 +19,8 @@ is its own column). The inputs are random (seed 3); where LiteRT is installed, t
 are checked against its reference kernels (``BUILTIN_REF``) on the same inputs (int8 equal,
 float32 within rtol 1e-5).
 
-Where ``compile`` tiles a model (its default ``--tile auto``: compile/tiling.py), the
-an385's plain C is measured again with ``--tile off`` (source ``compile --tile off``): both
+Where ``compile`` tiles a model (its default ``--tile auto``: compile/tiling.py), it is
+measured again with ``--tile off`` on the same core (source ``compile --tile off``): both
 figures, peak RAM and instructions, side by side (the summary's ``tiling``).
 
 TVM 0.14's archive of the same model is measured beside it on the an385 where the corpus
@@ -164,8 +164,9 @@ def measure_model(
             result.skipped.append(f"{model.name} on {board}: failed: {type(err).__name__}: {err}")
             continue
         result.rows.append({"source": "compile", **row})
-        if board == AN385 and not ctx.smoke and _tiled(archive):
-            _untiled(ctx, result, model, work, core, inputs, want)
+        if not ctx.smoke and _tiled(built):
+            extra = ["--cmsis-nn", "--board", board, "--cmsis-path", str(cmsis)] if cmsis_nn else []
+            _untiled(ctx, result, model, work, core, inputs, want, extra, options)
     tvm = TVM_ARCHIVES.get(model.stem)
     if tvm is not None and tvm.exists() and not ctx.smoke:
         tvm_inputs = dict(np.load(tvm.with_suffix(".inputs.npz")))
@@ -200,16 +201,17 @@ def _tiled(archive: Path) -> bool:
 
 def _untiled(ctx: Context, result: PartResult, model: Path, work: Path,
              core: Tuple[str, str, bool], inputs: Dict[str, np.ndarray],
-             want: Optional[List[Any]]) -> None:  # fmt: skip
-    """The same model compiled with ``--tile off``, measured on the same core."""
-    off = work / f"{model.stem}_untiled.tar"
-    code, _, err = _cli("compile", str(model), str(off), "--tile", "off", "--force")
+             want: Optional[List[Any]], extra: List[str],
+             options: Optional[Dict[str, Any]]) -> None:  # fmt: skip
+    """The same model compiled with ``--tile off`` (and ``extra``), measured on the same core."""
+    off = work / f"{model.stem}_untiled_{core[1]}.tar"
+    code, _, err = _cli("compile", str(model), str(off), "--tile", "off", "--force", *extra)
     if code != 0:
         result.skipped.append(f"{model.name} --tile off: {err.strip()}")
         return
     ctx.log(f"  {model.stem}: {core[0]} on {core[1]}, --tile off")
     try:
-        row = _row(ctx, f"{model.stem} untiled", off, core, inputs, want)
+        row = _row(ctx, f"{model.stem} untiled", off, core, inputs, want, options)
     except Exception as err:  # reported, the rest go on
         result.skipped.append(f"{model.name} --tile off: failed: {type(err).__name__}: {err}")
         return
@@ -217,16 +219,16 @@ def _untiled(ctx: Context, result: PartResult, model: Path, work: Path,
 
 
 def _tiling(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
-    """{model: both figures} for the models measured tiled and untiled on the an385."""
-    on = {r["model"]: r for r in rows if r["source"] == "compile" and r["board"] == AN385}
-    off = {r["model"]: r for r in rows if r["source"] == "compile --tile off"}
+    """{"model on board": both figures} for the models measured tiled and untiled."""
+    on = {(r["model"], r["board"]): r for r in rows if r["source"] == "compile"}
+    off = {(r["model"], r["board"]): r for r in rows if r["source"] == "compile --tile off"}
     return {
-        name: {
-            key: [on[name][key], off[name][key]]
+        f"{name} on {board}": {
+            key: [on[name, board][key], off[name, board][key]]
             for key in ("instructions", "arena_bytes", "ram_bytes", "flash_text_data_bytes")
         }
-        for name in off
-        if name in on
+        for name, board in off
+        if (name, board) in on
     }
 
 

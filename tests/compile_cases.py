@@ -540,3 +540,26 @@ def band_chains_model(seed: int = 5) -> bytes:
             w.tensors[out].zero_points = w.tensors[y].zero_points
         y = out
     return w.finish([first], [y])
+
+
+def cmsis_in_place_model(seed: int = 7) -> bytes:
+    """What ``--cmsis-nn``'s forms run in place over 7x6x8: CONV 3x3 → DEPTHWISE 3x3 SAME
+    (bands of 1 row) → DEPTHWISE 5x5 SAME (bands of 2 rows, the last one row) → CONV 1x1 →
+    ADD of the two last (into the one that dies there) → DEPTHWISE 3x3 stride 2, depth
+    multiplier 2 (4x3x16: bands of 1 row)."""
+    rng = np.random.default_rng(seed)
+    w = TfliteWriter()
+    x, y = conv_case((1, 7, 6, 3), (8, 3, 3, 3), {"act": "RELU"})(w, rng, "int8")
+    w.tensors[x].name = "input"
+    for shape, act in (((1, 3, 3, 8), "RELU6"), ((1, 5, 5, 8), "NONE")):
+        _, out = conv_case((1, 7, 6, 8), shape, {"act": act}, depthwise=True)(w, rng, "int8")
+        w.ops[-1].inputs[0], y = y, out
+    _, u = conv_case((1, 7, 6, 8), (8, 1, 1, 8), {"padding": "VALID"})(w, rng, "int8")
+    w.ops[-1].inputs[0] = y
+    _, z = binary_case("ADD", (1, 7, 6, 8), (1, 7, 6, 8))(w, rng, "int8")
+    w.ops[-1].inputs[:2] = [u, y]
+    _, out = conv_case((1, 7, 6, 8), (1, 3, 3, 16), {"stride": (2, 2)}, depthwise=True)(
+        w, rng, "int8"
+    )
+    w.ops[-1].inputs[0] = z
+    return w.finish([x], [out])

@@ -12,7 +12,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 import pytest
-from compile_cases import conv_case, tiny_model
+from compile_cases import cmsis_in_place_model, conv_case, tiny_model
 from conftest import REPO_ROOT, requires_arm
 from litert_oracle import assert_runs_as_litert
 from tflite_builders import TfliteWriter
@@ -21,6 +21,8 @@ from project_api.compile import CmsisNnSource, compile_tflite, read_tflite
 from project_api.compile.lower import lower_model
 from project_api.driver import Project
 from project_api.modelgen.lower import Lowered
+from project_api.modelgen.ops.tflite_cmsis import CmsisConv
+from project_api.modelgen.ops.tflite_cmsis_rows import CmsisDepthwiseRows
 from project_api.modelgen.ops.tflite_fast import force_form
 from project_api.modelgen.plan import PlanNode, plan_storage
 
@@ -164,8 +166,8 @@ def simd_chain(
     model = pointwise_chain()
     (work / "chain.tflite").write_bytes(model)
     source = CmsisNnSource(cmsis_path=str(cmsis_v7_checkout))
-    archive = compile_tflite(
-        work / "chain.tflite", work / "chain.tar", cmsis_nn=True, source=source
+    archive = compile_tflite(  # untiled: a stage would take the chain (test_compile_tiling)
+        work / "chain.tflite", work / "chain.tar", cmsis_nn=True, source=source, tiling="off"
     )
     shared = _archive_sharing(archive)
     assert len([n for n in shared if "conv_2d_simd" in n]) == 2, shared
@@ -178,7 +180,7 @@ def simd_chain(
     # the control: CMSIS-NN's own call of the 1x1s writes beside its input
     control = compile_tflite(
         work / "chain.tflite", work / "control.tar", cmsis_nn=True, source=source,
-        forms={"CONV_2D": "cmsis-nn"},
+        forms={"CONV_2D": "cmsis-nn"}, tiling="off",
     )  # fmt: skip
     assert _archive_sharing(control) == []
     return model, archive
@@ -211,9 +213,10 @@ def test_simd_pointwise_in_place_equals_litert(
 def test_kws_on_the_an386_forms_runs_in_one_tensor_buffer(
     tmp_path: Path, cmsis_v7_checkout: Path
 ) -> None:
-    """``--cmsis-nn`` with the Cortex-M4's rules (``ref`` depthwise, ``simd`` 1x1): all eight
-    layers overwrite their inputs (issue 43's RAM target); the an547's CMSIS-NN depthwise
-    layers do not (the control)."""
+    """``--cmsis-nn`` with the Cortex-M4's rules (``ref`` depthwise, ``simd`` 1x1) and the
+    Cortex-M55's (CMSIS-NN's depthwise, band by band): all eight layers overwrite their
+    inputs (issue 43's RAM target); CMSIS-NN's one call of the depthwise would not (the
+    control)."""
     if not KWS.exists():
         pytest.skip(f"{KWS} is absent (the shared models live in ../shared/models)")
     source = CmsisNnSource(cmsis_path=str(cmsis_v7_checkout))
@@ -226,5 +229,51 @@ def test_kws_on_the_an386_forms_runs_in_one_tensor_buffer(
     assert len([n for n in dsp if "depthwise_conv_2d" in n]) == 4, dsp
     assert len([n for n in dsp if "conv_2d_simd" in n]) == 4, dsp
     mve = shared("cortex-m-mve")
-    assert [n for n in mve if "depthwise" in n] == [], mve
+    assert len([n for n in mve if "depthwise_conv_2d_cmsis_nn" in n]) == 4, mve
     assert len([n for n in mve if "conv_2d_simd" in n]) == 4, mve
+    net = lower_model(read_tflite(KWS))
+    depthwise = next(n for n in net.ops if getattr(n.op, "depthwise", False))
+    types = [v.type for v in depthwise.inputs]
+    assert CmsisDepthwiseRows(depthwise.op).inplace_input(types) == 0
+    assert CmsisConv(depthwise.op).inplace_input(types) is None
+
+
+@pytest.fixture(scope="module")
+def cmsis_in_place(
+    tmp_path_factory: pytest.TempPathFactory, cmsis_v7_checkout: Path
+) -> Tuple[bytes, Path]:
+    """The synthetic model in ``--cmsis-nn``'s forms, untiled: the three depthwise layers
+    (bands of 1 and 2 rows; stride 2) and the ADD overwrite their inputs."""
+    work = tmp_path_factory.mktemp("cmsis_in_place")
+    model = cmsis_in_place_model()
+    (work / "m.tflite").write_bytes(model)
+    source = CmsisNnSource(cmsis_path=str(cmsis_v7_checkout))
+    archive = compile_tflite(work / "m.tflite", work / "m.tar", cmsis_nn=True, source=source,
+                             tiling="off")  # fmt: skip
+    shared = _archive_sharing(archive)
+    assert len([n for n in shared if "depthwise_conv_2d_cmsis_nn" in n]) == 3, shared
+    assert len([n for n in shared if "add_cmsis_nn" in n]) == 1, shared
+    return model, archive
+
+
+@pytest.mark.parametrize(
+    "board",
+    [None]
+    + [
+        pytest.param(board, marks=[pytest.mark.qemu, requires_arm])
+        for board in ("qemu-mps2-an386", "qemu-mps3-an547")
+    ],
+)
+def test_cmsis_nn_in_place_equals_litert(
+    board: Optional[str], cmsis_in_place: Tuple[bytes, Path], cmsis_v7_checkout: Path,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """CMSIS-NN's depthwise band by band and its ADD, in place: LiteRT's outputs with the
+    portable C on the host, the DSP code on the Cortex-M4, the Helium code on the M55."""
+    model, archive = cmsis_in_place
+    options = {"cmsis_path": str(cmsis_v7_checkout)}
+    project = Project.generate(
+        archive, tmp_path / "project", board=board or "host", options=options
+    )
+    project.build()
+    assert_runs_as_litert(project, model, range(2))

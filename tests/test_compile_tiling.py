@@ -13,7 +13,7 @@ from compile_cases import band_chains_model
 from conftest import REPO_ROOT, requires_arm
 from litert_oracle import assert_runs_as_litert
 
-from project_api.compile import compile_tflite, read_tflite
+from project_api.compile import CmsisNnSource, compile_tflite, read_tflite
 from project_api.compile.lower import lower_model
 from project_api.compile.tiling import chains, choose_stages
 from project_api.driver import Project
@@ -103,6 +103,57 @@ def test_tiled_stages_equal_litert(
     assert_runs_as_litert(project, band_chains.read_bytes(), range(2))
 
 
+@pytest.fixture(scope="module")
+def cmsis_stages(band_chains: Path, cmsis_v7_checkout: Path) -> Path:
+    """Both chains forced into stages of 3 rows, in the forms ``--cmsis-nn``'s rules take:
+    CMSIS-NN's convolutions and depthwise, the ``simd`` form's 1x1."""
+    source = CmsisNnSource(cmsis_path=str(cmsis_v7_checkout))
+    archive = band_chains.with_name("cmsis.tar")
+    compile_tflite(band_chains, archive, cmsis_nn=True, source=source, tiling="on", tile_rows=3,
+                   force=True)  # fmt: skip
+    return archive
+
+
+def test_stages_take_cmsis_nn_forms(cmsis_stages: Path) -> None:
+    """Every layer of both stages keeps its CMSIS-NN form; each names its call, and the
+    stage's scratch is the largest its calls answered (one per band geometry)."""
+    tiled = [op for op in _kernels(cmsis_stages) if "tiled" in op]
+    assert [op["form"] for op in tiled] == ["cmsis-nn", "cmsis-nn", "simd", *["cmsis-nn"] * 4]
+    assert all(op["call"].startswith("arm_") for op in tiled), tiled
+    assert [op["tiled"]["stage"] for op in tiled] == [0] * 5 + [1] * 2
+    for stage in (tiled[:5], tiled[5:]):
+        assert len({json.dumps(op["scratch"], sort_keys=True) for op in stage}) == 1, stage
+        assert stage[0]["scratch"]["portable"] > 0
+    with tarfile.open(cmsis_stages) as tar:
+        names = [n for n in tar.getnames() if n.startswith("./codegen/") and n.endswith(".c")]
+        text = "".join(tar.extractfile(n).read().decode() for n in names)  # type: ignore[union-attr]
+    # the first stage's two bands share each later layer's C: its two depthwise calls once
+    # each (one per band geometry, as before, would be four), the second stage's one band one
+    assert text.count("arm_depthwise_conv_wrapper_s8(&ctx_") == 3 and "tfl_tiled" in text
+
+
+@pytest.mark.parametrize(
+    "board",
+    [None]
+    + [
+        pytest.param(board, marks=[pytest.mark.qemu, requires_arm])
+        for board in ("qemu-mps2-an386", "qemu-mps3-an547")
+    ],
+)
+def test_cmsis_nn_stages_equal_litert(
+    cmsis_stages: Path, band_chains: Path, cmsis_v7_checkout: Path, tmp_path: Path,
+    board: Optional[str],
+) -> None:  # fmt: skip
+    """The CMSIS-NN calls on bands of rows (the top band's padding, the bottom's short
+    input) give LiteRT's outputs: CMSIS-NN's portable C on the host, its DSP code on the
+    Cortex-M4, its Helium code on the Cortex-M55 (and our 1x1 code on both)."""
+    options = {"cmsis_path": str(cmsis_v7_checkout)}
+    project = Project.generate(cmsis_stages, tmp_path / "p", board=board or "host",
+                               options=options)  # fmt: skip
+    project.build()
+    assert_runs_as_litert(project, band_chains.read_bytes(), range(2))
+
+
 def _memory(archive: Path) -> MemoryPlan:
     with open_archive(archive) as opened:
         memory = model_memory(opened.models[0])
@@ -144,6 +195,30 @@ def test_the_rule_tiles_where_the_peak_drops(
     assert not any("tiled" in op for op in _kernels(off))
     assert _memory(off).arena_bytes == arena[0]
     assert "tiled" not in _memory(off).peak_operator
+
+
+@pytest.mark.parametrize(
+    "stem, layers, forms, peak",
+    [("vww_96_int8", (0, 3), ["cmsis-nn", "cmsis-nn", "simd", "cmsis-nn"], (64_512, 47_232)),
+     ("pretrainedResnet_quant", (1, 2), ["cmsis-nn"] * 2, (52_224, 40_960))],
+)  # fmt: skip
+def test_the_rule_tiles_cmsis_nn_forms(
+    tmp_path: Path, cmsis_v7_checkout: Path, stem: str, layers: Tuple[int, int],
+    forms: List[str], peak: Tuple[int, int],
+) -> None:  # fmt: skip
+    """With ``--cmsis-nn`` (the Cortex-M55's rules) the rule takes the same layers as on the
+    plain path, in their CMSIS-NN forms (IC: its ADD now in place, so the stage lowers the
+    peak); the estimated peaks are recorded."""
+    model = SHARED / f"{stem}.tflite"
+    if not model.exists():
+        pytest.skip(f"{model} is absent (the shared models live in ../shared/models)")
+    source = CmsisNnSource(cmsis_path=str(cmsis_v7_checkout))
+    archive = compile_tflite(model, tmp_path / "m.tar", cmsis_nn=True, source=source,
+                             cpu="cortex-m-mve")  # fmt: skip
+    tiled = [op for op in _kernels(archive) if "tiled" in op]
+    assert (tiled[0]["index"], tiled[-1]["index"]) == layers, tiled
+    assert [op["form"] for op in tiled] == forms
+    assert tuple(tiled[0]["tiled"]["peak_bytes"]) == peak
 
 
 def test_no_stage_where_none_lowers_the_peak(tmp_path: Path) -> None:

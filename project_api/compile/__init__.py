@@ -27,11 +27,12 @@ from ..errors import CompileError
 from ..modelgen import GeneratedModel
 from ..modelgen.ops import TensorType
 from ..modelgen.ops.tflite_cmsis import CmsisCall
+from ..modelgen.ops.tflite_tiled import TiledStage
 from .choose import DEFAULT_CLASS, Measured, choose_forms
 from .forms import CMSIS_NN_DEPENDENCY, FORMS, FormPlan, parse_forced
 from .lower import SUPPORTED, Rounding, lower_model, supported_text
 from .tflite import TfliteModel, read_tflite
-from .tiling import TILINGS, apply_stages, choose_stages
+from .tiling import TILINGS, apply_stages, choose_stages, settle_in_place
 
 EXECUTORS = ("graph", "aot")
 INTERFACES = ("c", "packed")  # AOT's interface-api
@@ -140,10 +141,14 @@ def compile_model(
     queries = []
     numbers = []
     for number, node in enumerate(generated.network.ops):
+        ins: List[TensorType] = [v.type for v in node.inputs]
         if isinstance(node.op, CmsisCall):
-            ins: List[TensorType] = [v.type for v in node.inputs]
             queries.append((node.op, ins, node.outputs[0].type))
             numbers.append(number)
+        elif isinstance(node.op, TiledStage):  # its layers' calls, one per band geometry
+            for _, call, call_ins, out in node.op.cmsis_calls(ins):
+                queries.append((call, call_ins, out))
+                numbers.append(number)
     if queries:
         from .cmsis_scratch import ask_scratch, cmsis_nn_tree
 
@@ -154,7 +159,10 @@ def compile_model(
             overrides=where.dependencies,
             offline=where.offline,
         )
-        compiled.scratch = dict(zip(numbers, ask_scratch(root, queries)))
+        for number, answer in zip(numbers, ask_scratch(root, queries)):
+            held = compiled.scratch.setdefault(number, {})
+            for level, need in answer.items():  # a stage's calls: the largest, per level
+                held[level] = max(held.get(level, 0), need)
     return compiled
 
 
@@ -181,6 +189,8 @@ def lower_to_model(
         numbers = apply_stages(network, stages)
         if forms is not None:
             forms.renumber(numbers, records)
+    if tiling == "auto":  # CMSIS-NN's depthwise in place only where that lowers the peak
+        settle_in_place(network)
     if forms is not None:
         network.external_dependencies = [dict(d) for d in forms.dependencies]
     try:
@@ -194,6 +204,7 @@ def kernel_forms_member(compiled: Compiled) -> Dict[str, bytes]:
     the kernel it calls and the scratch bytes the library answered per CPU level."""
     lowered = compiled.generated.lowered
     operators: List[Dict[str, Any]] = []
+    layer: Dict[int, int] = {}  # stage's network number -> its next layer
     for index, kind, form, number in compiled.forms.chosen:
         op = compiled.generated.network.ops[number].op
         entry: Dict[str, Any] = {
@@ -202,6 +213,9 @@ def kernel_forms_member(compiled: Compiled) -> Dict[str, bytes]:
             "form": form,
             "function": lowered.op_functions[number],
         }
+        if isinstance(op, TiledStage):  # the layer this .tflite operator is in the stage
+            op = op.layers[layer.get(number, 0)]
+            layer[number] = layer.get(number, 0) + 1
         if isinstance(op, CmsisCall):
             entry["call"] = f"arm_{op.kernel}"
             entry["scratch"] = compiled.scratch.get(number, {})

@@ -33,6 +33,7 @@ from ..modelgen.ops.tflite_cmsis import (
     CmsisFullyConnected,
     CmsisPool,
 )
+from ..modelgen.ops.tflite_cmsis_rows import CmsisDepthwiseRows
 from ..modelgen.ops.tflite_direct import DirectConv
 from ..modelgen.ops.tflite_elementwise import TflBinary
 from ..modelgen.ops.tflite_simd import SimdPointwise
@@ -144,7 +145,7 @@ def _simd_wrap(op: Op) -> Optional[Op]:
 
 def _cmsis_wrap(op: Op) -> Optional[Op]:
     if isinstance(op, TflConv) and not op.hybrid_scale:
-        return CmsisConv(op)
+        return CmsisDepthwiseRows(op) if op.depthwise else CmsisConv(op)
     if isinstance(op, TflFullyConnected) and not op.hybrid_scale:
         return CmsisFullyConnected(op)
     if isinstance(op, TflPool):
@@ -194,6 +195,7 @@ FORMS: Dict[str, Form] = {
         # CMSIS-NN's default build requantizes with TFLite's classic double rounding
         rounding={kind: "double" for kind in CMSIS_KINDS},
         dependency=CMSIS_NN_DEPENDENCY,
+        version="2",  # 2: depthwise in place band by band (tflite_cmsis_rows.py), ADD in place
     ),
     DIRECT: Form(
         DIRECT,

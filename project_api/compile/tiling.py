@@ -2,7 +2,8 @@
 the rewrite of the lowered network that makes them one operator.
 
 A *chain* is a run of int8 CONV_2D / DEPTHWISE_CONV_2D operators in the ``ref`` form's fast C
-(one batch), each reading the one before, every tensor between them read by the next layer
+or a CMSIS-NN form (``cmsis-nn``, ``simd``: the call made on a band's rows, :data:`STAGE_LAYERS`;
+one batch), each reading the one before, every tensor between them read by the next layer
 only and not a model output. A stage is two or more consecutive layers of a chain; its
 intermediate tensors exist only as band buffers (the stage's workspace), at the cost of the
 halo rows made again for every band.
@@ -35,13 +36,18 @@ from ..errors import CompileError
 from ..modelgen.network import ConstNode, InputNode, Network, OpNode, Value
 from ..modelgen.ops import TensorType
 from ..modelgen.ops.tflite import TflConv, TflFullyConnected
-from ..modelgen.ops.tflite_tiled import TiledStage, stage_macs
+from ..modelgen.ops.tflite_cmsis import CmsisConv
+from ..modelgen.ops.tflite_cmsis_rows import CmsisDepthwiseRows
+from ..modelgen.ops.tflite_simd import SimdPointwise
+from ..modelgen.ops.tflite_tiled import TiledStage, conv_of, stage_macs
 
 TILINGS = ("auto", "on", "off")
 FORCED_ROWS = 2
 BAND_ROWS = (1, 2, 4, 8)
 MAX_LAYERS = 6
 MAX_RECOMPUTE = 0.05  # extra multiply-accumulates the halos may cost, of the model's
+# The operator classes a stage takes as layers (each emits its C for a band's sub-problem).
+STAGE_LAYERS = (TflConv, CmsisConv, CmsisDepthwiseRows, SimdPointwise)
 
 
 @dataclass(frozen=True)
@@ -65,8 +71,13 @@ class Stage:
 
 
 def tileable(node: OpNode) -> bool:
+    """Whether ``node`` can be a stage's layer: an int8 convolution in the ``ref`` form's fast
+    C, or in a CMSIS-NN form (``cmsis-nn``, ``simd``: the call made on a band of rows)."""
     op = node.op
-    if type(op) is not TflConv or op.form != "fast" or op.hybrid_scale:
+    if type(op) not in STAGE_LAYERS:
+        return False
+    conv = conv_of(op)
+    if conv.form != "fast" or conv.hybrid_scale:
         return False
     x = node.inputs[0].type
     consts = all(isinstance(v.producer, ConstNode) for v in node.inputs[1:])
@@ -101,7 +112,10 @@ def chains(net: Network) -> List[Tuple[int, int]]:
 
 def make_stage(nodes: Sequence[OpNode], band: int) -> Tuple[TiledStage, List[Value]]:
     """The stage op of ``nodes`` and its operands (input, then each layer's constants)."""
-    layers = tuple(cast(TflConv, n.op) for n in nodes)
+    # in a band the input and output are apart: CMSIS-NN's depthwise as one call a band
+    layers = tuple(
+        CmsisConv(n.op.base) if isinstance(n.op, CmsisDepthwiseRows) else n.op for n in nodes
+    )
     kernels = tuple(n.inputs[1].type.shape[1] for n in nodes)
     operands = [nodes[0].inputs[0]] + [v for n in nodes for v in n.inputs[1:]]
     return TiledStage(layers, kernels, band), operands
@@ -236,7 +250,7 @@ def _rule(net: Network, found: List[Tuple[int, int]], heights: Sequence[int]) ->
                 for j in range(max(op_at, i + 1), min(last, i + MAX_LAYERS - 1) + 1):
                     nodes = net.ops[i : j + 1]
                     for band in heights:
-                        if band > cast(TflConv, nodes[-1].op).out_hw[0]:
+                        if band > conv_of(nodes[-1].op).out_hw[0]:
                             continue
                         workspace, whole, tiled = _buffers(nodes, band)
                         if spent + tiled - whole > budget:
@@ -287,3 +301,24 @@ def apply_stages(net: Network, stages: Sequence[Stage]) -> Dict[int, int]:
         i = stage.last + 1
     net.ops = new_ops
     return renumber
+
+
+def settle_in_place(net: Network) -> List[int]:
+    """CMSIS-NN's depthwise runs in place band by band (modelgen/ops/tflite_cmsis_rows.py) at
+    a cost in instructions (bench/README.md §24b): where running it in place does not lower
+    the estimated arena peak (:func:`peak`), it is made one call again (CmsisConv). Returns
+    the operator numbers made one call."""
+    undone: List[int] = []
+    steps, nbytes, pinned = _steps(net)
+    for number, node in enumerate(net.ops):
+        if not isinstance(node.op, CmsisDepthwiseRows) or steps[number].inplace is None:
+            continue
+        before, _ = peak(steps, nbytes, pinned)
+        steps[number].inplace = None
+        after, _ = peak(steps, nbytes, pinned)
+        if after > before:  # in place lowers the peak: kept
+            steps[number].inplace = 0
+            continue
+        node.op = CmsisConv(node.op.base)
+        undone.append(number)
+    return undone

@@ -18,7 +18,7 @@ query to that probe, so the probe asks exactly what the firmware asks.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -265,6 +265,12 @@ class CmsisBinary(CmsisCall):
     @property
     def kernel(self) -> str:  # type: ignore[override]
         return f"elementwise_{self.base.operation}_s8"
+
+    def inplace_input(self, types: Sequence[TensorType]) -> Optional[int]:
+        """ADD into an input that dies there: ``arm_elementwise_add_s8`` reads each group of
+        elements (1, 4 or 16) of both inputs before it writes the output's, at the same place
+        (v7.0.0's portable, DSP and Helium loops alike)."""
+        return self.base.inplace_input(types) if self.base.operation == "add" else None
 
     def setup(self, ins: Sequence[TensorType], out: TensorType) -> List[str]:
         return []

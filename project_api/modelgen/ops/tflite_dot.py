@@ -1,0 +1,168 @@
+"""The ``dot`` kernel form: an int8 FULLY_CONNECTED as exact int32 dot products, requantized
+with the operator's own rounding (LiteRT's: one rounding, halves away from zero), so its output
+is LiteRT's on every core.
+
+CMSIS-NN's ``arm_fully_connected_s8`` rounds twice and cannot be used where LiteRT rounds once;
+its dot products can, and so can ours: an int32 sum is exact whatever instructions compute it.
+
+- The input offset is folded into the bias at compile time (the filter is constant):
+  ``bias + io * sum(w) + D * io * fo`` per row (:func:`folded_bias`), so the products are of
+  the raw int8 bytes; a filter offset ``fo`` (if any) adds ``fo * sum(x)`` once per batch row.
+- **Helium** (``__ARM_FEATURE_MVE``, Cortex-M55): :data:`MVE_ROWS` rows at a time share each
+  16-lane input vector, each row ``VMLADAVA`` over its 16 filter bytes; a depth not a multiple
+  of 16 ends in one tail-predicated (zeroing) load.
+- **DSP** (``__ARM_FEATURE_DSP``, Cortex-M4/M7/M33): :data:`DSP_ROWS` rows at a time share
+  each input word unpacked once by ``SXTB16`` (bytes 0, 2 and 1, 3), the filter word likewise,
+  two ``SMLAD`` a row for four taps; a depth not a multiple of 4 ends in scalar taps.
+- **portable** (anything else, the host): four rows sharing each input load, in plain C.
+
+The rows left over past the groups run one at a time. The requantization is
+:class:`.tflite_arith.Requant`'s, per tensor or per channel, then offset and clamp.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence
+
+import numpy as np
+
+from ..cgen import Body, Buffer
+from .base import Op, TensorType, require
+from .tflite import TflFullyConnected
+from .tflite_direct import DSP, INTRINSICS, MVE
+
+MVE_ROWS = 4  # rows sharing each input vector on Helium
+DSP_ROWS = 2  # rows sharing each unpacked input word on DSP
+PLAIN_ROWS = 4  # rows sharing each input load in plain C
+
+
+def folded_bias(
+    weights: np.ndarray, bias: Optional[np.ndarray], input_offset: int, filter_offset: int
+) -> np.ndarray:
+    """The int32 bias with the input offset folded in: ``bias + io * (sum(w) + D * fo)`` a
+    row, wrapped to int32 as the kernel's int32 sums wrap."""
+    w = weights.astype(np.int64)
+    rows, depth = w.shape
+    base = np.zeros(rows, np.int64) if bias is None else bias.astype(np.int64)
+    total = base + input_offset * (w.sum(axis=1) + depth * filter_offset)
+    return ((total + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
+
+
+@dataclass(frozen=True)
+class DotFullyConnected(Op):
+    """An int8 FULLY_CONNECTED whose third operand is :func:`folded_bias` (module docstring)."""
+
+    base: TflFullyConnected
+
+    def infer(self, types: Sequence[TensorType]) -> List[TensorType]:
+        require(types[0].dtype == "int8" and types[1].dtype == "int8", "dot: int8 only")
+        require(len(types) == 3 and types[2].dtype == "int32", "dot: a folded int32 bias")
+        return self.base.infer(types)
+
+    def name_parts(self) -> List[str]:
+        return self.base.name_parts() + ["dot"]
+
+    def output_names(self) -> List[str]:
+        return self.base.output_names()
+
+    def reference(self, arrays: Sequence[np.ndarray]) -> List[np.ndarray]:
+        return self.base.reference(arrays)
+
+    def emit(self, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
+        x, w, out = ins[0], ins[1], outs[0]
+        rows, depth = w.shape
+        batches = x.size // depth
+        op = self.base
+        op.quant.requant.declare(body)
+        body.include(INTRINSICS)
+        body.line(f"const int8_t* w_ = (const int8_t*){w.var};")
+        body.line(f"const int32_t* bq_ = (const int32_t*){ins[2].var};")
+        with body.loop("b", batches):
+            body.line(f"const int8_t* xr_ = (const int8_t*){x.var} + b * {depth};")
+            body.line(f"int8_t* yr_ = (int8_t*){out.var} + b * {rows};")
+            fo = op.quant.filter_offset
+            if fo:
+                body.line("int32_t sx_ = 0;")
+                with body.loop("t", depth):
+                    body.line("sx_ += xr_[t];")
+                body.line(f"const int32_t fx_ = {fo} * sx_;")
+            init = " + fx_" if fo else ""
+            body.line("int32_t o = 0;")
+            body.line(MVE)
+            self._rows(body, rows, depth, MVE_ROWS, init, _mve_steps)
+            body.line(DSP.replace("#if", "#elif"))
+            self._rows(body, rows, depth, DSP_ROWS, init, _dsp_steps)
+            body.line("#else")
+            self._rows(body, rows, depth, PLAIN_ROWS, init, _plain_steps)
+            body.line("#endif")
+
+    def _rows(
+        self, body: Body, rows: int, depth: int, group: int, init: str,
+        steps: Callable[[Body, int, int], None],
+    ) -> None:  # fmt: skip
+        """Groups of ``group`` rows, then the rows left one at a time; ``steps`` emits the
+        dot products of ``n`` rows (accumulators ``a<j>_``, filter rows at ``q_``)."""
+        sizes = [(group, f"o + {group - 1} < {rows}")] if rows >= group and group > 1 else []
+        if rows % group or group == 1:
+            sizes.append((1, f"o < {rows}"))
+        for n, cond in sizes:
+            with body.block(f"for (; {cond}; o += {n})"):
+                body.line(f"const int8_t* q_ = w_ + o * {depth};")
+                accs = ", ".join(f"a{j}_ = bq_[o + {j}]{init}" for j in range(n))
+                body.line(f"int32_t {accs};")
+                steps(body, n, depth)
+                for j in range(n):
+                    self._store(body, f"a{j}_", f"o + {j}", str(j))
+
+    def _store(self, body: Body, acc: str, channel: str, tag: str) -> None:
+        op = self.base
+        q = op.quant.requant.emit(body, acc, channel, tag)
+        low, high = int(op.activation.low), int(op.activation.high)
+        body.line(f"int32_t c{tag}_ = {q} + {op.quant.output_offset};")
+        body.line(f"c{tag}_ = c{tag}_ < {low} ? {low} : c{tag}_;")
+        body.line(f"yr_[{channel}] = (int8_t)(c{tag}_ > {high} ? {high} : c{tag}_);")
+
+
+def _mve_steps(body: Body, n: int, depth: int) -> None:
+    full, tail = depth - depth % 16, depth % 16
+    if full:
+        with body.block(f"for (int32_t t = 0; t < {full}; t += 16)"):
+            body.line("const int8x16_t xv_ = vld1q_s8(xr_ + t);")
+            for j in range(n):
+                body.line(f"a{j}_ = vmladavaq_s8(a{j}_, xv_, vld1q_s8(q_ + {j * depth} + t));")
+    if tail:
+        with body.block(""):
+            body.line(f"const mve_pred16_t p_ = vctp8q({tail});")
+            body.line(f"const int8x16_t xv_ = vldrbq_z_s8(xr_ + {full}, p_);")
+            for j in range(n):
+                w = f"vldrbq_z_s8(q_ + {j * depth + full}, p_)"
+                body.line(f"a{j}_ = vmladavaq_s8(a{j}_, xv_, {w});")
+
+
+def _dsp_steps(body: Body, n: int, depth: int) -> None:
+    full = depth - depth % 4
+    sx = "(int32_t)__sxtb16((int8x4_t)({}))"
+    ror = "(({0} >> 8) | ({0} << 24))"
+    if full:
+        with body.block(f"for (int32_t t = 0; t < {full}; t += 4)"):
+            body.line("uint32_t x4_;")
+            body.line("__builtin_memcpy(&x4_, xr_ + t, 4);")
+            body.line(f"const int32_t xe_ = {sx.format('x4_')};")
+            body.line(f"const int32_t xo_ = {sx.format(ror.format('x4_'))};")
+            for j in range(n):
+                body.line(f"uint32_t w{j}_;")
+                body.line(f"__builtin_memcpy(&w{j}_, q_ + {j * depth} + t, 4);")
+                we, wo = sx.format(f"w{j}_"), sx.format(ror.format(f"w{j}_"))
+                body.line(f"a{j}_ = __smlad((int16x2_t){we}, (int16x2_t)xe_, a{j}_);")
+                body.line(f"a{j}_ = __smlad((int16x2_t){wo}, (int16x2_t)xo_, a{j}_);")
+    for t in range(full, depth):
+        for j in range(n):
+            body.line(f"a{j}_ += (int32_t)xr_[{t}] * q_[{j * depth + t}];")
+
+
+def _plain_steps(body: Body, n: int, depth: int) -> None:
+    with body.loop("t", depth):
+        body.line("const int32_t xv_ = xr_[t];")
+        for j in range(n):
+            body.line(f"a{j}_ += xv_ * q_[{j * depth} + t];")

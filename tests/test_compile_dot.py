@@ -87,3 +87,20 @@ def test_dot_form_exact_on_cortex_m(
     project = Project.generate(path, tmp_path / "project", board=board)
     project.build()
     assert differences(project, model, names, 2) == []
+
+
+AD01 = Path(__file__).resolve().parents[2] / "shared" / "models" / "ad01_int8.tflite"
+
+
+@pytest.mark.qemu
+@requires_arm
+@pytest.mark.parametrize("board", ["qemu-mps2-an386", "qemu-mps3-an547"])
+def test_ad01_whole_on_dot_exact(board: str, tmp_path: Path) -> None:
+    """MLPerf Tiny's AD01 (ten FULLY_CONNECTED layers), every layer on ``dot``."""
+    if not AD01.is_file():
+        pytest.skip(f"needs {AD01}")
+    model = AD01.read_bytes()
+    path = compile_tflite(AD01, tmp_path / "ad01.tar", forms={"FULLY_CONNECTED": "dot"})
+    project = Project.generate(path, tmp_path / "project", board=board)
+    project.build()
+    assert differences(project, model, ["ad01"], 2) == []

@@ -144,8 +144,7 @@ def _mve_steps(body: Body, n: int, depth: int) -> None:
 # SXTB16 of a word rotated by 8 (bytes 1 and 3) in one instruction: GCC 12 does not fold
 # the rotation of __sxtb16's operand into it.
 SXTB16_ROR8 = (
-    "#define SXR8_(v) ({ int32_t r_; "
-    '__asm__("sxtb16 %0, %1, ror #8" : "=r"(r_) : "r"(v)); r_; })'
+    '#define SXR8_(v) ({ int32_t r_; __asm__("sxtb16 %0, %1, ror #8" : "=r"(r_) : "r"(v)); r_; })'
 )
 
 

@@ -3,22 +3,26 @@ kernels: every path of its C (the host's plain C, the Cortex-M3's too, the Corte
 ``SMLAD``, the Cortex-M55's ``VMLADAVA``) on one ``.tflite`` of FULLY_CONNECTED cases (depths
 not a multiple of 16 or 4, rows not a multiple of the groups, batches, per-channel, a filter
 zero point, no bias), forced with ``--form FULLY_CONNECTED=dot``; one firmware a board. The
-control: the same cases compiled with TFLM's double rounding differ from LiteRT."""
+``fc_ties`` cases land on ties, where a double rounding differs from LiteRT (the control of
+tests/test_compile_ops.py shows it), so the requantization is checked too."""
 
 from __future__ import annotations
 
+import json
+import tarfile
 from pathlib import Path
 from typing import List, Tuple
 
 import numpy as np
 import pytest
-from compile_cases import CASES, Case, fc_case
+from compile_cases import CASES, Case, cases_model, fc_case
 from conftest import requires_arm
 from litert_oracle import litert_outputs, random_inputs
 from tflite_builders import TfliteWriter
 
 from project_api.compile import compile_tflite
 from project_api.driver import Project
+from project_api.errors import CompileError
 from project_api.modelgen import compare_outputs
 
 DOT_CASES = [case for case in CASES if case.name.startswith("fc_") and "hybrid" not in case.name]
@@ -70,6 +74,12 @@ def test_dot_form_recorded_and_exact_on_the_host(
     archive: Tuple[bytes, List[str], Path], tmp_path: Path
 ) -> None:
     model, names, path = archive
+    with tarfile.open(path) as tar:
+        member = tar.extractfile("./src/default.kernels.json")
+        assert member is not None
+        record = json.loads(member.read())["operators"]
+    assert len(record) == len(names) and {op["form"] for op in record} == {"dot"}
+    assert all(op["why"]["by"] == "forced" for op in record)
     project = Project.generate(path, tmp_path / "project")
     project.build()
     assert differences(project, model, names, 3) == []
@@ -104,3 +114,17 @@ def test_ad01_whole_on_dot_exact(board: str, tmp_path: Path) -> None:
     project = Project.generate(path, tmp_path / "project", board=board)
     project.build()
     assert differences(project, model, ["ad01"], 2) == []
+
+
+@pytest.mark.parametrize("dtype, kind, said", [
+    ("int8", "CONV_2D", r"\(CONV_2D\): form dot takes FULLY_CONNECTED only"),
+    ("float32", "FULLY_CONNECTED", r"\(FULLY_CONNECTED\): form dot takes int8 only"),
+])  # fmt: skip
+def test_dot_forced_where_it_cannot_is_refused(
+    dtype: str, kind: str, said: str, tmp_path: Path
+) -> None:
+    model, _ = cases_model(dtype)
+    (tmp_path / "m.tflite").write_bytes(model)
+    with pytest.raises(CompileError, match=said):
+        compile_tflite(tmp_path / "m.tflite", tmp_path / "m.tar", forms={kind: "dot"})
+    assert not (tmp_path / "m.tar").exists()

@@ -9,8 +9,9 @@ its dot products can, and so can ours: an int32 sum is exact whatever instructio
   ``bias + io * sum(w) + D * io * fo`` per row (:func:`folded_bias`), so the products are of
   the raw int8 bytes; a filter offset ``fo`` (if any) adds ``fo * sum(x)`` once per batch row.
 - **Helium** (``__ARM_FEATURE_MVE``, Cortex-M55): :data:`MVE_ROWS` rows at a time share each
-  16-lane input vector, each row ``VMLADAVA`` over its 16 filter bytes; a depth not a multiple
-  of 16 ends in one tail-predicated (zeroing) load.
+  16-lane input vector, each row ``VMLADAVA`` over its 16 filter bytes through a pointer of
+  its own (post-incremented loads); a depth not a multiple of 16 ends in one tail-predicated
+  (zeroing) load.
 - **DSP** (``__ARM_FEATURE_DSP``, Cortex-M4/M7/M33): :data:`DSP_ROWS` rows at a time share
   each input word unpacked once by ``SXTB16`` (bytes 0, 2, and with ``ROR #8`` bytes 1, 3),
   the filter word likewise, two ``SMLAD`` a row for four taps; a depth not a multiple of 4
@@ -127,18 +128,26 @@ class DotFullyConnected(Op):
 
 def _mve_steps(body: Body, n: int, depth: int) -> None:
     full, tail = depth - depth % 16, depth % 16
+    rows = [f"r{j}_" for j in range(n)]
+    body.line("const int8_t* xp_ = xr_;")
+    pointers = ", * ".join(f"{r} = q_ + {j * depth}" for j, r in enumerate(rows))
+    body.line(f"const int8_t* {pointers};")
+    if n > 1:  # one pointer a row, post-incremented: else GCC rebuilds them from one base
+        # with an add each (VLDRB's offset reaches 127 only)
+        body.line('__asm__("" : ' + ", ".join(f'"+r"({r})' for r in rows[1:]) + ");")
     if full:
-        with body.block(f"for (int32_t t = 0; t < {full}; t += 16)"):
-            body.line("const int8x16_t xv_ = vld1q_s8(xr_ + t);")
-            for j in range(n):
-                body.line(f"a{j}_ = vmladavaq_s8(a{j}_, xv_, vld1q_s8(q_ + {j * depth} + t));")
+        with body.loop("t", full // 16):
+            body.line("const int8x16_t xv_ = vld1q_s8(xp_);")
+            body.line("xp_ += 16;")
+            for j, r in enumerate(rows):
+                body.line(f"a{j}_ = vmladavaq_s8(a{j}_, xv_, vld1q_s8({r}));")
+                body.line(f"{r} += 16;")
     if tail:
         with body.block(""):
             body.line(f"const mve_pred16_t p_ = vctp8q({tail});")
-            body.line(f"const int8x16_t xv_ = vldrbq_z_s8(xr_ + {full}, p_);")
-            for j in range(n):
-                w = f"vldrbq_z_s8(q_ + {j * depth + full}, p_)"
-                body.line(f"a{j}_ = vmladavaq_s8(a{j}_, xv_, {w});")
+            body.line("const int8x16_t xv_ = vldrbq_z_s8(xp_, p_);")
+            for j, r in enumerate(rows):
+                body.line(f"a{j}_ = vmladavaq_s8(a{j}_, xv_, vldrbq_z_s8({r}, p_));")
 
 
 # SXTB16 of a word rotated by 8 (bytes 1 and 3) in one instruction: GCC 12 does not fold

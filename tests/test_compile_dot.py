@@ -84,7 +84,7 @@ def test_dot_form_recorded_and_exact_on_the_host(
     project.build()
     assert differences(project, model, names, 3) == []
     source = "".join(p.read_text() for p in (tmp_path / "project").rglob("*.c"))
-    assert "vmladavaq_s8" in source and "__smlad" in source
+    assert "vmladavaq_s8" in source and "__smlad" in source and "vmulhq_u32" in source
 
 
 @pytest.mark.qemu

@@ -34,6 +34,11 @@ from .base import Op, TensorType, require
 from .tflite import TflFullyConnected
 from .tflite_direct import DSP, INTRINSICS, MVE
 
+
+def _ints(values: Sequence[int]) -> str:
+    return "{" + ", ".join(str(int(v)) for v in values) + "}"
+
+
 MVE_ROWS = 4  # rows sharing each input vector on Helium
 DSP_ROWS = 4  # rows sharing each unpacked input word on DSP
 PLAIN_ROWS = 4  # rows sharing each input load in plain C
@@ -92,7 +97,7 @@ class DotFullyConnected(Op):
             init = " + fx_" if fo else ""
             body.line("int32_t o = 0;")
             body.line(MVE)
-            self._rows(body, rows, depth, MVE_ROWS, init, _mve_steps)
+            self._rows(body, rows, depth, MVE_ROWS, init, _mve_steps, self._mve_store(body, rows))
             body.line(DSP.replace("#if", "#elif"))
             self._rows(body, rows, depth, DSP_ROWS, init, _dsp_steps)
             body.line("#else")
@@ -102,9 +107,11 @@ class DotFullyConnected(Op):
     def _rows(
         self, body: Body, rows: int, depth: int, group: int, init: str,
         steps: Callable[[Body, int, int], None],
+        store4: Optional[Callable[[Body], None]] = None,
     ) -> None:  # fmt: skip
         """Groups of ``group`` rows, then the rows left one at a time; ``steps`` emits the
-        dot products of ``n`` rows (accumulators ``a<j>_``, filter rows at ``q_``)."""
+        dot products of ``n`` rows (accumulators ``a<j>_``, filter rows at ``q_``);
+        ``store4`` (if given) requantizes and stores a group of four."""
         sizes = [(group, f"o + {group - 1} < {rows}")] if rows >= group and group > 1 else []
         if rows % group or group == 1:
             sizes.append((1, f"o < {rows}"))
@@ -114,8 +121,47 @@ class DotFullyConnected(Op):
                 accs = ", ".join(f"a{j}_ = bq_[o + {j}]{init}" for j in range(n))
                 body.line(f"int32_t {accs};")
                 steps(body, n, depth)
+                if n == 4 and store4 is not None:
+                    store4(body)
+                    continue
                 for j in range(n):
                     self._store(body, f"a{j}_", f"o + {j}", str(j))
+
+    def _mve_store(self, body: Body, rows: int) -> Optional[Callable[[Body], None]]:
+        """Four outputs requantized in one vector, where the rounding is ``away`` and every
+        right shift is past 32 bits (``31 - shift >= 33``; None: elsewhere, scalar). Then
+        ``|acc| * m`` rounded at bit ``31 - shift`` is its high word ``hi`` (``VMULH``)
+        rounding-shifted right by ``R = -1 - shift`` (``VRSHL``): the low word cannot carry
+        into the result, since adding ``2^(30 - shift)`` only adds ``2^(R - 1)`` to ``hi``;
+        the sign is put back after (halves away from zero)."""
+        op = self.base
+        requant = op.quant.requant
+        if requant.rounding != "away" or max(requant.shifts) > -2:
+            return None
+        mults = list(requant.multipliers) * (rows if len(requant.multipliers) == 1 else 1)
+        shifts = list(requant.shifts) * (rows if len(requant.shifts) == 1 else 1)
+        per_channel = len(requant.multipliers) > 1
+        if per_channel:  # the tables, declared where the Helium path is compiled
+            body.line(f"static const int32_t vm_[{rows}] = {_ints(mults)};")
+            body.line(f"static const int32_t vs_[{rows}] = {_ints([1 + v for v in shifts])};")
+        low, high = int(op.activation.low), int(op.activation.high)
+
+        def store4(body: Body) -> None:
+            body.line("int32_t acc_[4] __attribute__((aligned(16))) = {a0_, a1_, a2_, a3_};")
+            body.line("const int32x4_t av_ = vldrwq_s32(acc_);")
+            if per_channel:
+                m, sh = "vreinterpretq_u32_s32(vldrwq_s32(vm_ + o))", "vldrwq_s32(vs_ + o)"
+            else:
+                m, sh = f"vdupq_n_u32({mults[0]}u)", f"vdupq_n_s32({1 + shifts[0]})"
+            body.line("const uint32x4_t u_ = vreinterpretq_u32_s32(vabsq_s32(av_));")
+            body.line(f"const uint32x4_t r_ = vrshlq_u32(vmulhq_u32(u_, {m}), {sh});")
+            body.line("int32x4_t v_ = vreinterpretq_s32_u32(r_);")
+            body.line("v_ = vpselq_s32(vnegq_s32(v_), v_, vcmpltq_n_s32(av_, 0));")
+            body.line(f"v_ = vaddq_n_s32(v_, {op.quant.output_offset});")
+            body.line(f"v_ = vminq_s32(vmaxq_s32(v_, vdupq_n_s32({low})), vdupq_n_s32({high}));")
+            body.line("vstrbq_s32(yr_ + o, v_);")
+
+        return store4
 
     def _store(self, body: Body, acc: str, channel: str, tag: str) -> None:
         op = self.base

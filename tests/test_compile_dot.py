@@ -102,9 +102,14 @@ def test_dot_form_exact_on_cortex_m(
 AD01 = Path(__file__).resolve().parents[2] / "shared" / "models" / "ad01_int8.tflite"
 
 
-@pytest.mark.qemu
-@requires_arm
-@pytest.mark.parametrize("board", ["qemu-mps2-an386", "qemu-mps3-an547"])
+ON_ARM = [pytest.mark.qemu, requires_arm]
+
+
+@pytest.mark.parametrize("board", [
+    "host",
+    pytest.param("qemu-mps2-an386", marks=ON_ARM),
+    pytest.param("qemu-mps3-an547", marks=ON_ARM),
+])  # fmt: skip
 def test_ad01_whole_on_dot_exact(board: str, tmp_path: Path) -> None:
     """MLPerf Tiny's AD01 (ten FULLY_CONNECTED layers), every layer on ``dot``."""
     if not AD01.is_file():

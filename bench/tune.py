@@ -35,19 +35,22 @@ KWS = REPO_ROOT.parent / "shared" / "models" / "kws_ref_model.tflite"
 RULES = REPO_ROOT / "project_api" / "compile" / "rules" / "forms.json"
 
 
-def tune_board(tree: Path, board: str, cache: Path, log: Any = print) -> Dict[str, Any]:
-    """One board's row: tuned from ``cache`` (empty the first time), then again."""
+def tune_board(
+    tree: Path, board: str, cache: Path, log: Any = print, model_path: Path = KWS
+) -> Dict[str, Any]:
+    """One board's row: ``model_path`` (KWS) tuned from ``cache`` (empty the first time),
+    then again."""
     from project_api.board import load_board
     from project_api.compile import CmsisNnSource, read_tflite
     from project_api.compile.choose import choose_forms, cpu_class, signature
     from project_api.compile.tune import tune_forms
 
     source = CmsisNnSource(cmsis_path=str(tree))
-    model = read_tflite(KWS)
+    model = read_tflite(model_path)
     cpu = cpu_class(load_board(board))
-    first = tune_forms(KWS, board, cmsis_nn=True, source=source, cache_dir=cache,
+    first = tune_forms(model_path, board, cmsis_nn=True, source=source, cache_dir=cache,
                        progress=lambda line: log("  " + line))  # fmt: skip
-    again = tune_forms(KWS, board, cmsis_nn=True, source=source, cache_dir=cache)
+    again = tune_forms(model_path, board, cmsis_nn=True, source=source, cache_dir=cache)
     tuned = choose_forms(model, cmsis_nn=True, cpu=cpu, measured=first.measured)
     ruled = choose_forms(model, cmsis_nn=True, cpu=cpu)  # the package's rules for the class
     untuned = choose_forms(model, cmsis_nn=True)  # --cmsis-nn without --board: default class
@@ -63,6 +66,7 @@ def tune_board(tree: Path, board: str, cache: Path, log: Any = print) -> Dict[st
         })  # fmt: skip
     return {
         "board": board,
+        "model": model_path.stem,
         "cpu": cpu,
         "tune_seconds": round(first.seconds, 1),
         "builds": len(first.builds),
@@ -85,8 +89,8 @@ def write_rules(rows: Sequence[Dict[str, Any]], path: Path = RULES) -> None:
     for row in rows:
         entry = table["classes"].setdefault(row["cpu"], {"operators": {}})
         entry["about"] = (
-            f"measured on {row['board']} with compile --tune on KWS (bench/tune.py "
-            "--write-rules, CMSIS-NN v7.0.0)"
+            f"measured on {row['board']} with compile --tune on KWS and AD01 (bench/tune.py "
+            "--write-rules [--model], CMSIS-NN v7.0.0)"
         )
         for op in row["operators"]:
             kind = entry["operators"].setdefault(op["operator"], {})
@@ -160,6 +164,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write-rules", action="store_true", help="write rules/forms.json")
     parser.add_argument("--boards", default=",".join(BOARDS))
+    parser.add_argument("--model", type=Path, default=KWS, help="the .tflite (default: KWS)")
     args = parser.parse_args(argv)
     tree = _checkout(None)
     import tempfile
@@ -167,7 +172,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     rows = []
     for board in args.boards.split(","):
         cache = Path(tempfile.mkdtemp(prefix=f"tune-{board}-"))
-        row = tune_board(tree, board, cache)
+        row = tune_board(tree, board, cache, model_path=args.model)
         print(json.dumps({k: v for k, v in row.items() if k != "operators"}))
         rows.append(row)
     if args.write_rules:

@@ -204,14 +204,15 @@ def test_archive_records_forms_and_library_answers(cases: Tuple[bytes, List[str]
 
 
 def test_forms_chosen_and_forced(tmp_path: Path, cmsis_v7: Path) -> None:
-    """Plain --cmsis-nn leaves FULLY_CONNECTED on our C (exact); --form forces either way."""
+    """Plain --cmsis-nn puts FULLY_CONNECTED on our exact dot products (never on CMSIS-NN's,
+    which rounds twice); --form forces either way."""
     model, _ = cases_model("int8")
     path = tmp_path / "cases.tflite"
     path.write_bytes(model)
     source = CmsisNnSource(cmsis_path=str(cmsis_v7))
     archive = compile_tflite(path, tmp_path / "a.tar", cmsis_nn=True, source=source)
     forms = {(op["operator"], op["form"]) for op in kernel_forms(archive)["operators"]}
-    assert ("FULLY_CONNECTED", "ref") in forms and ("CONV_2D", "cmsis-nn") in forms
+    assert ("FULLY_CONNECTED", "dot") in forms and ("CONV_2D", "cmsis-nn") in forms
     assert ("FULLY_CONNECTED", "cmsis-nn") not in forms
     archive = compile_tflite(path, tmp_path / "r.tar", cmsis_nn=True, source=source,
                              forms=parse_forced(["conv_2d=ref"]))  # fmt: skip
@@ -279,7 +280,8 @@ def test_aot_archive_on_the_host(interface: str, tmp_path: Path, cmsis_v7: Path)
     archive = compile_tflite(path, tmp_path / "aot.tar", executor="aot", cmsis_nn=True,
                              interface=interface,
                              source=CmsisNnSource(cmsis_path=str(cmsis_v7)))  # fmt: skip
-    assert {op["form"] for op in kernel_forms(archive)["operators"]} == {"ref", "cmsis-nn"}
+    forms = {op["form"] for op in kernel_forms(archive)["operators"]}
+    assert forms == {"ref", "cmsis-nn", "dot"}
     project = Project.generate(archive, tmp_path / "p", options={"cmsis_path": str(cmsis_v7)})
     project.build()
     assert_runs_as_litert(project, path.read_bytes(), range(3))

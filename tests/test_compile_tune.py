@@ -119,9 +119,10 @@ def test_the_package_table_and_cpu_classes() -> None:
 def test_only_exact_forms_are_candidates(tiny: Path) -> None:
     model = read_tflite(tiny)
     fc = next(op for op in model.operators if op.name == "FULLY_CONNECTED")
-    assert candidates(model, fc, cmsis_nn=True) == ["ref"]  # CMSIS-NN rounds it twice
+    # CMSIS-NN rounds it twice: never a candidate; our exact dot products are
+    assert candidates(model, fc, cmsis_nn=True) == ["ref", "dot"]
     plan = choose_forms(model, cmsis_nn=True, forced={"FULLY_CONNECTED": "cmsis-nn"},
-                        measured={fc.index: {"ref": 1}})  # fmt: skip
+                        measured={fc.index: {"ref": 1, "dot": 2}})  # fmt: skip
     assert plan.wanted[fc.index] == "cmsis-nn" and plan.why[fc.index]["by"] == "forced"
 
 
@@ -177,13 +178,15 @@ def test_tune_picks_the_form_measured_faster(
     tuned: Tuple[Tuning, Path, Path, CmsisNnSource], tiny: Path
 ) -> None:
     tuning, archive, _, _ = tuned
-    assert tuning.builds == ["ref", "cmsis-nn"] and tuning.cached == 0
+    assert tuning.builds == ["ref", "cmsis-nn", "dot"] and tuning.cached == 0
     model = read_tflite(tiny)
     between = {op.index for op in model.operators if len(candidates(model, op, cmsis_nn=True)) > 1}
     assert set(tuning.measured) == between and len(between) >= 2
     recorded = {op["index"]: op for op in _kernels(archive)["operators"]}
     for index, counts in tuning.measured.items():
-        assert set(counts) == {"ref", "cmsis-nn"} and all(n > 0 for n in counts.values())
+        op = next(op for op in model.operators if op.index == index)
+        assert set(counts) == set(candidates(model, op, cmsis_nn=True))
+        assert all(n > 0 for n in counts.values())
         faster = min(counts, key=lambda f: (counts[f], f != "ref"))
         assert recorded[index]["form"] == faster, (index, counts)
         assert recorded[index]["why"]["by"] == "tuned"

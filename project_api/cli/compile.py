@@ -65,7 +65,8 @@ class CompileCommand(Command):
             action="store_true",
             help="int8 operators CMSIS-NN v7.0.0 computes exactly as LiteRT call it (not "
             "FULLY_CONNECTED: see --form), except where a faster exact form of ours wins "
-            "(CONV_2D: direct for one input channel, simd for 1x1); the archive names "
+            "(CONV_2D: direct for one input channel, simd for 1x1; FULLY_CONNECTED: dot); "
+            "the archive names "
             "CMSIS-NN as a dependency",
         )
         parser.add_argument(

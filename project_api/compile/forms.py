@@ -3,11 +3,13 @@
 A *form* is a way of computing an operator: ``ref`` (our plain C with TFLite's reference
 arithmetic, modelgen/ops/tflite*.py), ``cmsis-nn`` (a call of CMSIS-NN v7.0.0,
 modelgen/ops/tflite_cmsis.py), ``direct`` (a one-input-channel CONV_2D in C specialized to
-its shape, modelgen/ops/tflite_direct.py) or ``simd`` (a 1x1 CONV_2D: direct's code on DSP and
-Helium, CMSIS-NN elsewhere, modelgen/ops/tflite_simd.py). :data:`FORMS` is the registry:
-each :class:`Form` says which operators it takes (:meth:`Form.refusal` on the ``.tflite``
-operator, before lowering, and :meth:`Form.wrap` on the lowered one), the requantization
-rounding it computes, and the external dependency it needs. A new form is one more entry.
+its shape, modelgen/ops/tflite_direct.py), ``simd`` (a 1x1 CONV_2D: direct's code on DSP and
+Helium, CMSIS-NN elsewhere, modelgen/ops/tflite_simd.py) or ``dot`` (an int8
+FULLY_CONNECTED as exact dot products, LiteRT's rounding, modelgen/ops/tflite_dot.py).
+:data:`FORMS` is the registry: each :class:`Form` says which operators it takes
+(:meth:`Form.refusal` on the ``.tflite`` operator, before lowering, and :meth:`Form.wrap`
+on the lowered one), the requantization rounding it computes, and the external dependency
+it needs. A new form is one more entry.
 
 ``compile`` chooses a form per operator in compile/choose.py (forced, tuned, a rule of the
 package's rules table, or the only candidate; the reason is recorded). ``--form KIND=FORM``
@@ -24,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import CompileError
-from ..modelgen.network import OpNode
+from ..modelgen.network import ConstNode, OpNode, Value
 from ..modelgen.ops import Op
+from ..modelgen.ops.base import TensorType
 from ..modelgen.ops.tflite import TflConv, TflFullyConnected, TflPool
 from ..modelgen.ops.tflite_cmsis import (
     CmsisBinary,
@@ -35,6 +38,7 @@ from ..modelgen.ops.tflite_cmsis import (
 )
 from ..modelgen.ops.tflite_cmsis_rows import CmsisDepthwiseRows
 from ..modelgen.ops.tflite_direct import DirectConv
+from ..modelgen.ops.tflite_dot import DotFullyConnected, folded_bias
 from ..modelgen.ops.tflite_elementwise import TflBinary
 from ..modelgen.ops.tflite_simd import SimdPointwise
 from .support import LITERT_ROUNDING, SUPPORTED
@@ -45,6 +49,7 @@ CMSIS_NN = "cmsis-nn"
 DIRECT = "direct"
 SIMD = "simd"
 LOOPS = "loops"
+DOT = "dot"
 # The CMSIS-NN the cmsis-nn form calls, as metadata.json names it (the pre-RFC's example).
 CMSIS_NN_DEPENDENCY = {
     "short_name": "cmsis-nn",
@@ -143,6 +148,41 @@ def _simd_wrap(op: Op) -> Optional[Op]:
     return None
 
 
+def _dot_refusal(model: TfliteModel, op: Operator) -> Optional[str]:
+    """Why the ``dot`` form cannot compute ``op`` (None: it can)."""
+    if op.name != "FULLY_CONNECTED":
+        return "takes FULLY_CONNECTED only"
+    bad = _int8(model, op)
+    if bad:
+        return bad
+    w = model.tensors[op.inputs[1]] if len(op.inputs) > 1 and op.inputs[1] >= 0 else None
+    if w is None or w.dtype != "int8":
+        return "needs an int8 filter"
+    return None
+
+
+def _dot_wrap_node(node: OpNode) -> Optional[Op]:
+    """The dot form of an int8 FULLY_CONNECTED node, its bias operand replaced by the bias
+    with the input offset folded in (modelgen/ops/tflite_dot.py); None if it is not one."""
+    op = node.op
+    if not isinstance(op, TflFullyConnected) or op.hybrid_scale:
+        return None
+    x, w = node.inputs[0], node.inputs[1]
+    if x.dtype != "int8" or w.dtype != "int8" or not isinstance(w.producer, ConstNode):
+        return None
+    bias = None
+    if op.bias:
+        b = node.inputs[2]
+        if not isinstance(b.producer, ConstNode):
+            return None
+        bias = b.producer.array
+    q = op.quant
+    array = folded_bias(w.producer.array, bias, q.input_offset, q.filter_offset)
+    folded = Value(ConstNode(array), 0, TensorType(tuple(array.shape), "int32"))
+    node.inputs = [x, w, folded]
+    return DotFullyConnected(op)
+
+
 def _cmsis_wrap(op: Op) -> Optional[Op]:
     if isinstance(op, TflConv) and not op.hybrid_scale:
         return CmsisDepthwiseRows(op) if op.depthwise else CmsisConv(op)
@@ -172,6 +212,8 @@ class Form:
     with_cmsis_nn: bool = False
     # never a candidate of a rule or of --tune: only what --form forces (a baseline)
     forced_only: bool = False
+    # the node's wrap where the form needs its constants (else ``wrap`` on its operator)
+    wrap_node: Optional[Callable[[OpNode], Optional[Op]]] = None
     # Bumped when the form's C changes what it runs: part of compile --tune's cache key.
     version: str = "1"
 
@@ -223,6 +265,15 @@ FORMS: Dict[str, Form] = {
         _loops_wrap,
         forced_only=True,
     ),
+    DOT: Form(
+        DOT,
+        "an int8 FULLY_CONNECTED as exact dot products (VMLADAVA on Helium, SMLAD on DSP, "
+        "plain C elsewhere), the input offset folded into the bias, LiteRT's rounding",
+        _dot_refusal,
+        lambda o: None,
+        with_cmsis_nn=True,
+        wrap_node=_dot_wrap_node,
+    ),
 }
 
 
@@ -250,7 +301,7 @@ class FormPlan:
         for offset, node in enumerate(nodes):
             if node.op.kind != "kernel":
                 continue
-            wrapped = form.wrap(node.op)
+            wrapped = form.wrap_node(node) if form.wrap_node else form.wrap(node.op)
             if wrapped is None:
                 # ref computes LiteRT's rounding: a form whose constants were worked out for
                 # another rounding cannot fall back to it

@@ -133,3 +133,22 @@ def test_dot_forced_where_it_cannot_is_refused(
     with pytest.raises(CompileError, match=said):
         compile_tflite(tmp_path / "m.tflite", tmp_path / "m.tar", forms={kind: "dot"})
     assert not (tmp_path / "m.tar").exists()
+
+
+def test_tiling_budget_counts_dot_layers(tmp_path: Path) -> None:
+    """The tiled stages' recompute budget (compile/tiling.py ``model_macs``) counts a
+    FULLY_CONNECTED in the dot form as the same multiply-accumulates as in ``ref``: the
+    control is the ref lowering of the same model."""
+    from project_api.compile import read_tflite
+    from project_api.compile.choose import choose_forms
+    from project_api.compile.lower import lower_model
+    from project_api.compile.tiling import model_macs
+
+    model_bytes, _ = dot_model()
+    (tmp_path / "dot.tflite").write_bytes(model_bytes)
+    model = read_tflite(tmp_path / "dot.tflite")
+    plain = lower_model(model, "dot", None, choose_forms(model))
+    dotted = lower_model(model, "dot", None, choose_forms(model, forced={"FULLY_CONNECTED": "dot"}))
+    assert type(dotted.ops[0].op).__name__ != type(plain.ops[0].op).__name__
+    assert model_macs(plain) > 0
+    assert model_macs(dotted) == model_macs(plain)

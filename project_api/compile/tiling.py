@@ -226,7 +226,7 @@ def model_macs(net: Network) -> int:
             out = node.outputs[0].type.shape
             per_pixel = w[1] * w[2] * (w[3] if conv.depthwise else w[0] * w[3])
             total += out[0] * out[1] * out[2] * per_pixel
-        elif isinstance(op, TflFullyConnected):
+        elif isinstance(op, TflFullyConnected) or isinstance(base, TflFullyConnected):
             total += node.outputs[0].type.size * node.inputs[1].type.shape[-1]
     return total
 

@@ -23,9 +23,13 @@ Where ``compile`` tiles a model (its default ``--tile auto``: compile/tiling.py)
 measured again with ``--tile off`` on the same core (source ``compile --tile off``): both
 figures, peak RAM and instructions, side by side (the summary's ``tiling``).
 
-TVM 0.14's archive of the same model is measured beside it on the an385 where the corpus
-holds one (KWS: ``../shared/mlf/kws_int8.tar``; its ``exact`` is against the corpus's own
-reference outputs on its reference inputs, ours against LiteRT's).
+TVM 0.14's archive of the same model (its plain C) is measured beside it on the an385: from
+the directory ``MLF_BENCH_TVM_ARCHIVES`` names when set (``STEM.tar`` with
+``STEM.inputs.npz`` and ``STEM.outputs.npz``, named after the ``.tflite``'s stem, as
+``bench/tvm_archives.py`` makes them with TVM 0.14), else where the corpus holds one (KWS:
+``../shared/mlf/kws_int8.tar``). Its ``exact`` is against the archive's own reference outputs
+on its reference inputs, ours against LiteRT's; its row's ``ours_per_tvm`` is our an385
+instructions over TVM's, and the summary's ``against_tvm`` puts the four figures side by side.
 KWS's figures are put beside TFLM's on the same cores, as issue 43 measured them.
 ``--smoke``: KWS compiled, on the an385 only.
 """
@@ -47,6 +51,7 @@ from bench.compile_cmsis import TFLM
 SHARED = REPO_ROOT.parent / "shared"
 MODELS = SHARED / "models"
 TVM_ARCHIVES = {"kws_ref_model": SHARED / "mlf" / "kws_int8.tar"}
+TVM_ARCHIVES_ENV = "MLF_BENCH_TVM_ARCHIVES"
 KWS = "kws_ref_model"
 TARGET_KWS = 18_900_000  # issue 43: 0.45 × TFLM's reference kernels on an385
 AN385, AN386, AN547 = "qemu-mps2-an385", "qemu-mps2-an386", "qemu-mps3-an547"
@@ -65,6 +70,24 @@ def models(smoke: bool) -> List[Path]:
         found = [p for p in found if p.stem == KWS]
     extra = [Path(p) for p in os.environ.get("MLF_BENCH_TFLITE", "").split(os.pathsep) if p]
     return found + extra
+
+
+def tvm_archive(stem: str) -> Optional[Path]:
+    """TVM 0.14's archive of the model ``stem``: ``$MLF_BENCH_TVM_ARCHIVES/STEM.tar`` when
+    that variable is set, else the corpus's (KWS only); None where there is none."""
+    directory = os.environ.get(TVM_ARCHIVES_ENV)
+    found = Path(directory) / f"{stem}.tar" if directory else TVM_ARCHIVES.get(stem)
+    return found if found is not None and found.is_file() else None
+
+
+def _references(archive: Path) -> Tuple[Dict[str, np.ndarray], Optional[List[Any]]]:
+    """An archive's reference inputs and outputs (``output0..N-1``; None where absent)."""
+    inputs = dict(np.load(archive.with_suffix(".inputs.npz")))
+    outputs = archive.with_suffix(".outputs.npz")
+    if not outputs.exists():
+        return inputs, None
+    with np.load(outputs) as saved:
+        return inputs, [saved[f"output{i}"] for i in range(len(saved.files))]
 
 
 def _cli(*args: str) -> Tuple[int, str, str]:
@@ -167,13 +190,9 @@ def measure_model(
         if not ctx.smoke and _tiled(built):
             extra = ["--cmsis-nn", "--board", board, "--cmsis-path", str(cmsis)] if cmsis_nn else []
             _untiled(ctx, result, model, work, core, inputs, want, extra, options)
-    tvm = TVM_ARCHIVES.get(model.stem)
-    if tvm is not None and tvm.exists() and not ctx.smoke:
-        tvm_inputs = dict(np.load(tvm.with_suffix(".inputs.npz")))
-        outputs = tvm.with_suffix(".outputs.npz")
-        tvm_want = [np.load(outputs)["output0"]] if outputs.exists() else None
-        row = _row(ctx, f"{model.stem} (TVM 0.14)", tvm, CORES[0], tvm_inputs, tvm_want)
-        result.rows.append({"source": tvm.name, **row})
+    tvm = tvm_archive(model.stem)
+    if tvm is not None and not ctx.smoke:
+        _measure_tvm(ctx, result, model, tvm)
     return inputs, want
 
 
@@ -187,6 +206,49 @@ def cmsis_checkout(ctx: Context, result: PartResult) -> Optional[Path]:
     except Skip as why:
         result.skipped.append(f"the CMSIS-NN columns: {why}")
         return None
+
+
+def _measure_tvm(ctx: Context, result: PartResult, model: Path, tvm: Path) -> None:
+    """TVM 0.14's archive of ``model`` on the an385, beside our row there."""
+    ctx.log(f"  {model.stem}: TVM 0.14's {tvm.name} on {AN385}")
+    tvm_inputs, tvm_want = _references(tvm)
+    label = f"{model.stem} (TVM 0.14)"
+    try:
+        row = _row(ctx, label, tvm, CORES[0], tvm_inputs, tvm_want)
+    except Exception as err:  # reported, the rest go on
+        result.skipped.append(f"{tvm}: failed: {type(err).__name__}: {err}")
+        return
+    ours = [r for r in result.rows if _ours_an385(r) and r["model"] == model.stem]
+    if ours:
+        row["ours_per_tvm"] = round(ours[0]["instructions"] / row["instructions"], 3)
+    result.rows.append({"source": tvm.name, **row})
+
+
+def _ours_an385(row: Dict[str, Any]) -> bool:
+    return bool(row["source"] == "compile" and row["board"] == AN385)
+
+
+FIGURES = ("instructions", "flash_text_data_bytes", "ram_bytes", "arena_bytes")
+
+
+def against_tvm(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """{model: {figure: [ours, TVM's, ours / TVM's]}, and whether ours runs fewer
+    instructions} for each model measured both ways on the an385."""
+    ours = {r["model"]: r for r in rows if _ours_an385(r)}
+    side: Dict[str, Any] = {}
+    for row in rows:
+        name = str(row["model"])
+        if not name.endswith(" (TVM 0.14)") or name[: -len(" (TVM 0.14)")] not in ours:
+            continue
+        mine = ours[name[: -len(" (TVM 0.14)")]]
+        figures: Dict[str, Any] = {
+            key: [mine[key], row[key], round(mine[key] / row[key], 3) if row[key] else None]
+            for key in FIGURES
+        }
+        figures["faster"] = mine["instructions"] < row["instructions"]
+        figures["tvm_exact"] = row["exact"]
+        side[mine["model"]] = figures
+    return side
 
 
 def _tiled(archive: Path) -> bool:
@@ -240,13 +302,18 @@ def run(ctx: Context, result: PartResult) -> None:
     ours = [r for r in result.rows if r["source"] == "compile"]
     kws = {r["board"]: r for r in ours if r["model"] == KWS}
     plain = kws.get(AN385)
+    side = against_tvm(result.rows)
     result.summary = {
         "models": len({r["model"] for r in ours}),
+        "tvm_models": len(side),
+        # None (not measured) where no TVM archive was measured: the smoke's, without one
+        "faster_than_tvm": all(v["faster"] for v in side.values()) if side else None,
         "measured": len(ours),
         "all_equal_to_litert": all(
             r["exact"] is not False for r in result.rows if r["source"].startswith("compile")
         ),
         "tiling": _tiling(result.rows),  # model: {figure: [tiled, --tile off]}
+        "against_tvm": side,  # model: {figure: [ours, TVM's, ratio]}
         "kws_instructions": plain["instructions"] if plain else None,
         "kws_ram_bytes": plain["ram_bytes"] if plain else None,
         "kws_flash_bytes": plain["flash_text_data_bytes"] if plain else None,
@@ -279,6 +346,7 @@ PART = Part(
         "stack_bytes",
         "arena_bytes",
         "exact",
+        "ours_per_tvm",
     ],  # fmt: skip
     targets=[
         Target(
@@ -287,6 +355,11 @@ PART = Part(
                 f"{f['kws_instructions']:,} instructions" if f.get("kws_instructions") else "-"
             ),
             "kws_target_met",
+        ),
+        Target(
+            "an385 plain C: fewer instructions than TVM 0.14's C on every model (issue 43)",
+            lambda f: f"{f['tvm_models']} models beside TVM's" if f.get("tvm_models") else "-",
+            "faster_than_tvm",
         ),
     ],
 )

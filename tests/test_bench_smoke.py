@@ -16,6 +16,7 @@ from conftest import REPO_ROOT, have_tool
 if str(REPO_ROOT) not in sys.path:
     sys.path.append(str(REPO_ROOT))
 from bench.common import PartResult, fit_line  # noqa: E402
+from bench.compiled import TVM_ARCHIVES_ENV, against_tvm, tvm_archive  # noqa: E402
 from bench.fuzz import log_figures  # noqa: E402
 from bench.run import PARTS, table, targets  # noqa: E402
 
@@ -28,6 +29,27 @@ def test_fit_line_is_exact_on_a_line() -> None:
     assert fit["slope"] == pytest.approx(0.5)
     assert fit["intercept"] == pytest.approx(2.0)
     assert fit["r2"] == pytest.approx(1.0)
+
+
+def test_compiled_takes_tvm_archives_by_stem(tmp_path: Any, monkeypatch: Any) -> None:
+    """Part 24 finds TVM's archive of a model by its .tflite's stem in MLF_BENCH_TVM_ARCHIVES
+    (none there: none, not the corpus's), and sets the four figures side by side."""
+    (tmp_path / "vww_96_int8.tar").write_bytes(b"")
+    monkeypatch.setenv(TVM_ARCHIVES_ENV, str(tmp_path))
+    assert tvm_archive("vww_96_int8") == tmp_path / "vww_96_int8.tar"
+    assert tvm_archive("kws_ref_model") is None
+    monkeypatch.delenv(TVM_ARCHIVES_ENV)
+    assert tvm_archive("vww_96_int8") is None
+    figures = {"instructions": 50, "flash_text_data_bytes": 30, "ram_bytes": 8, "arena_bytes": 4}
+    rows = [
+        {"source": "compile", "model": "m", "board": "qemu-mps2-an385", **figures},
+        {"source": "compile", "model": "m", "board": "qemu-mps2-an386", **figures},
+        {"source": "m.tar", "model": "m (TVM 0.14)", "board": "qemu-mps2-an385", "exact": True,
+         "instructions": 40, "flash_text_data_bytes": 60, "ram_bytes": 16, "arena_bytes": 8},
+    ]  # fmt: skip
+    side = against_tvm(rows)["m"]
+    assert side["instructions"] == [50, 40, 1.25] and side["ram_bytes"] == [8, 16, 0.5]
+    assert side["faster"] is False and side["tvm_exact"] is True
 
 
 def test_fuzz_figures_in_process_and_in_fork_mode() -> None:
@@ -50,7 +72,7 @@ def test_table_and_targets_without_results() -> None:
     text = table([{"a": 1234, "b": 0.5, "c": None, "d": True}], ["a", "b", "c", "d"])
     assert text.splitlines()[1].split() == ["1,234", "0.500", "-", "yes"]
     rows = targets({})
-    assert len(rows) == 47 and {r["status"] for r in rows} == {"not run"}
+    assert len(rows) == 48 and {r["status"] for r in rows} == {"not run"}
     skipped = PartResult("dispatch", "t", status="skipped", reason="needs qemu-system-arm")
     assert targets({"dispatch": skipped})[2]["status"] == "skipped"
 

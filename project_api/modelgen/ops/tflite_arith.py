@@ -134,16 +134,22 @@ class Quant:
     requant: Requant = Requant((1 << 30,), (0,))
 
 
-def emit_quantize_batch(body: Body, x: Buffer, start: str, size: int, filter_scale: float) -> None:
-    """LiteRT's hybrid kernels quantize each batch of their float input symmetrically:
-    range = max(|min|, |max|), q = round(x · 127 / range) clipped to ±127 (``inv_``), and
-    scale the accumulator by range / 127 · filter scale (``s_``), all in float32."""
+def emit_batch_range(body: Body, x: Buffer, start: str, size: int) -> None:
+    """``mn_`` and ``mx_``: the smallest and largest of one batch of a float input (``size``
+    values from ``start``), the range LiteRT's hybrid kernels quantize it by."""
     body.line(f"float mn_ = {x[start]};")
     body.line("float mx_ = mn_;")
     with body.loop("i", size):
         v = x[f"{start} + i"]
         body.line(f"mn_ = {v} < mn_ ? {v} : mn_;")
         body.line(f"mx_ = {v} > mx_ ? {v} : mx_;")
+
+
+def emit_quantize_batch(body: Body, x: Buffer, start: str, size: int, filter_scale: float) -> None:
+    """LiteRT's hybrid kernels quantize each batch of their float input symmetrically:
+    range = max(|min|, |max|), q = round(x · 127 / range) clipped to ±127 (``inv_``), and
+    scale the accumulator by range / 127 · filter scale (``s_``), all in float32."""
+    emit_batch_range(body, x, start, size)
     body.line("float r_ = fabsf(mn_) > fabsf(mx_) ? fabsf(mn_) : fabsf(mx_);")
     body.line("float inv_ = r_ == 0.0f ? 0.0f : 127.0f / r_;")
     body.line(f"float s_ = (r_ == 0.0f ? 1.0f : r_ / 127.0f) * {float_literal(filter_scale)};")

@@ -25,19 +25,14 @@ import numpy as np
 
 from ..cgen import Body, Buffer, float_literal
 from .base import Op, TensorType, nest, require
-from .tflite_arith import Activation
+from .tflite_arith import Activation, emit_batch_range
 from .tflite_fast_float import FP_CONTRACT_OFF
 
 
 def emit_asymmetric_batch(body: Body, x: Buffer, start: str, size: int) -> None:
     """LiteRT's asymmetric quantization of one batch: ``zp_`` (int32), ``inv_`` (the float32
     reciprocal of the scale) and ``sf_`` (the float32 scale)."""
-    body.line(f"float mn_ = {x[start]};")
-    body.line("float mx_ = mn_;")
-    with body.loop("i", size):
-        v = x[f"{start} + i"]
-        body.line(f"mn_ = {v} < mn_ ? {v} : mn_;")
-        body.line(f"mx_ = {v} > mx_ ? {v} : mx_;")
+    emit_batch_range(body, x, start, size)
     body.line("float rmin_ = mn_ < 0.0f ? mn_ : 0.0f;")
     body.line("float rmax_ = mx_ > 0.0f ? mx_ : 0.0f;")
     body.line("float sf_ = 1.0f;")

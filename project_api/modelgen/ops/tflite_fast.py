@@ -71,6 +71,33 @@ def tap_range(body: Body, var: str, origin: str, size: int, kernel: int, dilatio
 
 
 @contextlib.contextmanager
+def border_pixels(
+    body: Body,
+    op: Any,
+    size: Tuple[int, int],
+    kernel: Tuple[int, int],
+    box: Tuple[int, int, int, int],
+) -> Iterator[List[str]]:
+    """Loops over the output pixels outside ``box`` (the interior ``y0, y1, x0, x1``), each
+    with its window's origin ``iy_``/``ix_`` and the taps inside the input (``ky0``..``ky1``,
+    ``kx0``..``kx1``: :func:`clipped_taps`); yields the names of ``oy`` and ``ox``."""
+    (h, wd), (kh, kw) = size, kernel
+    oh, ow = op.out_hw
+    sh, sw = op.strides
+    dh, dw = op.dilations
+    pt, pl = op.pads
+    y0, y1, x0, x1 = box
+    with nest(body, [("oy", oh), ("ox", ow)]) as (oy, ox):
+        inside = f"{oy} >= {y0} && {oy} < {y1} && {ox} >= {x0} && {ox} < {x1}"
+        with body.block(f"if (!({inside}))"):
+            body.line(f"int32_t iy_ = {oy} * {sh} - {pt};")
+            body.line(f"int32_t ix_ = {ox} * {sw} - {pl};")
+            tap_range(body, "ky", "iy_", h, kh, dh)
+            tap_range(body, "kx", "ix_", wd, kw, dw)
+            yield [oy, ox]
+
+
+@contextlib.contextmanager
 def clipped_taps(body: Body) -> Iterator[None]:
     """The taps ky0..ky1 × kx0..kx1 that :func:`tap_range` found inside."""
     with (
@@ -422,36 +449,30 @@ def _conv_border(
     _, kh, kw, _ = w.shape
     oh, ow = op.out_hw
     oc = out.shape[3]
-    sh, sw = op.strides
     dh, dw = op.dilations
-    pt, pl = op.pads
     io = op.quant.input_offset
-    y0, y1, x0, x1 = box
-    with nest(body, [("b", n), ("oy", oh), ("ox", ow)]) as (b, oy, ox):
-        inside = f"{oy} >= {y0} && {oy} < {y1} && {ox} >= {x0} && {ox} < {x1}"
-        with body.block(f"if (!({inside}))"):
-            body.line(f"int32_t iy_ = {oy} * {sh} - {pt};")
-            body.line(f"int32_t ix_ = {ox} * {sw} - {pl};")
-            tap_range(body, "ky", "iy_", h, kh, dh)
-            tap_range(body, "kx", "ix_", wd, kw, dw)
-            ks = kh * kw * c
-            with body.block(f"for (int32_t o = 0; o < {oc}; o += 2)"):
-                # two output channels share each input load and its offset
-                body.line(f"int32_t two_ = o + 1 < {oc};")
-                first = bias["o"] if bias is not None else "0"
-                second = bias["(o + two_)"] if bias is not None else "0"
-                body.line(f"int32_t a0_ = {first}, a1_ = {second};")
-                with clipped_taps(body):
-                    row = f"({b} * {h} + iy_ + ky * {dh}) * {wd}"
-                    body.line(f"const int8_t* r_ = x_ + ({row} + ix_ + kx * {dw}) * {c};")
-                    body.line(f"const int8_t* f0_ = w_ + ((o * {kh} + ky) * {kw} + kx) * {c};")
-                    body.line(f"const int8_t* f1_ = two_ ? f0_ + {ks} : f0_;")
-                    with body.block(f"for (int32_t i = 0; i < {c}; ++i)"):
-                        body.line(f"int32_t xv_ = (int32_t)r_[i] + {io};")
-                        body.line("a0_ += xv_ * (int32_t)f0_[i];")
-                        body.line("a1_ += xv_ * (int32_t)f1_[i];")
-                at = f"(({b} * {oh} + {oy}) * {ow} + {ox}) * {oc} + o"
-                _pair_store(op, body, out, at, ["a0_", "a1_"], "e")
+    with (
+        nest(body, [("b", n)]) as (b,),
+        border_pixels(body, op, (h, wd), (kh, kw), box) as (oy, ox),
+    ):
+        ks = kh * kw * c
+        with body.block(f"for (int32_t o = 0; o < {oc}; o += 2)"):
+            # two output channels share each input load and its offset
+            body.line(f"int32_t two_ = o + 1 < {oc};")
+            first = bias["o"] if bias is not None else "0"
+            second = bias["(o + two_)"] if bias is not None else "0"
+            body.line(f"int32_t a0_ = {first}, a1_ = {second};")
+            with clipped_taps(body):
+                row = f"({b} * {h} + iy_ + ky * {dh}) * {wd}"
+                body.line(f"const int8_t* r_ = x_ + ({row} + ix_ + kx * {dw}) * {c};")
+                body.line(f"const int8_t* f0_ = w_ + ((o * {kh} + ky) * {kw} + kx) * {c};")
+                body.line(f"const int8_t* f1_ = two_ ? f0_ + {ks} : f0_;")
+                with body.block(f"for (int32_t i = 0; i < {c}; ++i)"):
+                    body.line(f"int32_t xv_ = (int32_t)r_[i] + {io};")
+                    body.line("a0_ += xv_ * (int32_t)f0_[i];")
+                    body.line("a1_ += xv_ * (int32_t)f1_[i];")
+            at = f"(({b} * {oh} + {oy}) * {ow} + {ox}) * {oc} + o"
+            _pair_store(op, body, out, at, ["a0_", "a1_"], "e")
 
 
 def emit_fully_connected(op, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:

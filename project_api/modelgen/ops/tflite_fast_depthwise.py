@@ -11,6 +11,7 @@ from typing import Any, Optional, Sequence, Tuple
 from ..cgen import STACK_LIMIT_BYTES, Body, Buffer
 from .base import nest
 from .tflite_fast import (
+    border_pixels,
     call_helper,
     channel_base,
     clipped_taps,
@@ -18,7 +19,6 @@ from .tflite_fast import (
     interior,
     shareable,
     store,
-    tap_range,
 )
 
 
@@ -97,16 +97,7 @@ def _channels(
         else:
             # the border: taps inside only
             if (y0, y1, xa, xb) != (0, oh, 0, ow):
-                with (
-                    nest(body, [("oy", oh), ("ox", ow)]) as (oy, ox),
-                    body.block(
-                        f"if (!({oy} >= {y0} && {oy} < {y1} && {ox} >= {xa} && {ox} < {xb}))"
-                    ),
-                ):
-                    body.line(f"int32_t iy_ = {oy} * {sh} - {pt};")
-                    body.line(f"int32_t ix_ = {ox} * {sw} - {pl};")
-                    tap_range(body, "ky", "iy_", h, kh, dh)
-                    tap_range(body, "kx", "ix_", wd, kw, dw)
+                with border_pixels(body, op, (h, wd), (kh, kw), (y0, y1, xa, xb)) as (oy, ox):
                     body.line(f"int32_t acc = {bias['o'] if bias is not None else '0'};")
                     with clipped_taps(body):
                         tap = f"((iy_ + ky * {dh}) * {wd} + ix_ + kx * {dw}) * {c}"

@@ -29,7 +29,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 from ..cgen import STACK_LIMIT_BYTES, Body, Buffer
 from .base import nest
 from .tflite_arith import emit_quantize_batch
-from .tflite_fast import interior, tap_range
+from .tflite_fast import border_pixels, clipped_taps, interior
 from .tflite_soft_float import FDOT, FMAC, SOFT, SOFT_FMAC_C
 
 # Preprocessor text before a float kernel: no fused multiply-add in this file's functions
@@ -267,30 +267,21 @@ def _conv_border(
     _, kh, kw, _ = w.shape
     oh, ow = op.out_hw
     oc = out.shape[3]
-    sh, sw = op.strides
     dh, dw = op.dilations
-    pt, pl = op.pads
-    y0, y1, x0, x1 = box
-    with nest(body, [("b", n), ("oy", oh), ("ox", ow)]) as (b, oy, ox):
-        inside = f"{oy} >= {y0} && {oy} < {y1} && {ox} >= {x0} && {ox} < {x1}"
-        with body.block(f"if (!({inside}))"):
-            body.line(f"int32_t iy_ = {oy} * {sh} - {pt};")
-            body.line(f"int32_t ix_ = {ox} * {sw} - {pl};")
-            tap_range(body, "ky", "iy_", h, kh, dh)
-            tap_range(body, "kx", "ix_", wd, kw, dw)
-            with body.loop("o", oc):
-                body.line("float a_ = 0.0f;")
-                with (
-                    body.block("for (int32_t ky = ky0; ky < ky1; ++ky)"),
-                    body.block("for (int32_t kx = kx0; kx < kx1; ++kx)"),
-                ):
-                    row = f"({b} * {h} + iy_ + ky * {dh}) * {wd}"
-                    body.line(f"const float* r_ = x_ + ({row} + ix_ + kx * {dw}) * {c};")
-                    body.line(f"const float* f_ = w_ + ((o * {kh} + ky) * {kw} + kx) * {c};")
-                    with body.loop("i", c):
-                        body.line(f"a_ = {FMAC}(a_, r_[i], f_[i]);")
-                at = f"(({b} * {oh} + {oy}) * {ow} + {ox}) * {oc} + o"
-                _store(body, op, at, "a_", "o", bias, False)
+    with (
+        nest(body, [("b", n)]) as (b,),
+        border_pixels(body, op, (h, wd), (kh, kw), box) as (oy, ox),
+        body.loop("o", oc),
+    ):
+        body.line("float a_ = 0.0f;")
+        with clipped_taps(body):
+            row = f"({b} * {h} + iy_ + ky * {dh}) * {wd}"
+            body.line(f"const float* r_ = x_ + ({row} + ix_ + kx * {dw}) * {c};")
+            body.line(f"const float* f_ = w_ + ((o * {kh} + ky) * {kw} + kx) * {c};")
+            with body.loop("i", c):
+                body.line(f"a_ = {FMAC}(a_, r_[i], f_[i]);")
+        at = f"(({b} * {oh} + {oy}) * {ow} + {ox}) * {oc} + o"
+        _store(body, op, at, "a_", "o", bias, False)
 
 
 def _depthwise(op: Any, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer]) -> None:
@@ -314,23 +305,15 @@ def _depthwise(op: Any, body: Body, ins: Sequence[Buffer], outs: Sequence[Buffer
             taps = ", ".join(f"k{t}_ = w_[{t * oc} + o]" for t in range(kh * kw))
             body.line(f"const float {taps};")
         if (y0, y1, x0, x1) != (0, oh, 0, ow):
-            with nest(body, [("oy", oh), ("ox", ow)]) as (oy, ox):
-                inside = f"{oy} >= {y0} && {oy} < {y1} && {ox} >= {x0} && {ox} < {x1}"
-                with body.block(f"if (!({inside}))"):
-                    body.line(f"int32_t iy_ = {oy} * {sh} - {pt};")
-                    body.line(f"int32_t ix_ = {ox} * {sw} - {pl};")
-                    tap_range(body, "ky", "iy_", h, kh, dh)
-                    tap_range(body, "kx", "ix_", wd, kw, dw)
-                    body.line("float a_ = 0.0f;")
-                    with (
-                        body.block("for (int32_t ky = ky0; ky < ky1; ++ky)"),
-                        body.block("for (int32_t kx = kx0; kx < kx1; ++kx)"),
-                    ):
-                        row = f"({b} * {h} + iy_ + ky * {dh}) * {wd} + ix_ + kx * {dw}"
-                        tap = f"w_[(ky * {kw} + kx) * {oc} + o]"
-                        body.line(f"a_ = {FMAC}(a_, x_[({row}) * {c} + {ic}], {tap});")
-                    at = f"(({b} * {oh} + {oy}) * {ow} + {ox}) * {oc} + o"
-                    _store(body, op, at, "a_", "o", bias, False)
+            box = (y0, y1, x0, x1)
+            with border_pixels(body, op, (h, wd), (kh, kw), box) as (oy, ox):
+                body.line("float a_ = 0.0f;")
+                with clipped_taps(body):
+                    row = f"({b} * {h} + iy_ + ky * {dh}) * {wd} + ix_ + kx * {dw}"
+                    tap = f"w_[(ky * {kw} + kx) * {oc} + o]"
+                    body.line(f"a_ = {FMAC}(a_, x_[({row}) * {c} + {ic}], {tap});")
+                at = f"(({b} * {oh} + {oy}) * {ow} + {ox}) * {oc} + o"
+                _store(body, op, at, "a_", "o", bias, False)
         if y0 < y1 and x0 < x1:
             with body.block(f"for (int32_t oy = {y0}; oy < {y1}; ++oy)"):
                 origin = f"(({b} * {h} + oy * {sh} - {pt}) * {wd} - {pl}) * {c} + {ic}"

@@ -43,7 +43,7 @@ from ..modelgen.ops.tflite import TflConv, TflFullyConnected
 from ..modelgen.ops.tflite_cmsis import CmsisConv
 from ..modelgen.ops.tflite_cmsis_rows import CmsisDepthwiseRows
 from ..modelgen.ops.tflite_simd import SimdPointwise
-from ..modelgen.ops.tflite_tiled import TiledStage, conv_of, stage_macs
+from ..modelgen.ops.tflite_tiled import Layer, TiledStage, conv_of, stage_macs
 
 TILINGS = ("auto", "on", "off")
 FORCED_ROWS = 2
@@ -118,7 +118,8 @@ def make_stage(nodes: Sequence[OpNode], band: int) -> Tuple[TiledStage, List[Val
     """The stage op of ``nodes`` and its operands (input, then each layer's constants)."""
     # in a band the input and output are apart: CMSIS-NN's depthwise as one call a band
     layers = tuple(
-        CmsisConv(n.op.base) if isinstance(n.op, CmsisDepthwiseRows) else n.op for n in nodes
+        CmsisConv(n.op.base) if isinstance(n.op, CmsisDepthwiseRows) else cast(Layer, n.op)
+        for n in nodes
     )
     kernels = tuple(n.inputs[1].type.shape[1] for n in nodes)
     operands = [nodes[0].inputs[0]] + [v for n in nodes for v in n.inputs[1:]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -93,6 +94,16 @@ class Part:
     # Its figures read the whole process (its children's CPU time, its descriptors and
     # children): with --jobs it runs in a process of its own (with the other such parts).
     alone: bool = False
+
+    def run_alone(self, work: Path) -> None:
+        """The part without bench/run.py (``python -m bench.<module> [--smoke]``): its
+        summary and rows printed as they are."""
+        context = Context(smoke="--smoke" in sys.argv, work=work, log=print)
+        outcome = PartResult(self.name, self.title)
+        self.run(context, outcome)
+        print(outcome.summary)
+        for row in outcome.rows:
+            print(row)
 
 
 # --- tools ------------------------------------------------------------------------------------

@@ -140,11 +140,4 @@ PART = Part(
 
 
 if __name__ == "__main__":  # pragma: no cover - run alone: python -m bench.compile_fuzz
-    from bench.common import Context as _Context
-
-    context = _Context(smoke="--smoke" in sys.argv, work=Path("/tmp"), log=print)
-    outcome = PartResult(PART.name, PART.title)
-    run(context, outcome)
-    print(outcome.summary)
-    for row in outcome.rows:
-        print(row)
+    PART.run_alone(Path("/tmp"))

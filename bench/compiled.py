@@ -366,11 +366,4 @@ PART = Part(
 
 
 if __name__ == "__main__":  # pragma: no cover - run alone: python -m bench.compiled
-    from bench.common import Context as _Context
-
-    context = _Context(smoke="--smoke" in sys.argv, work=Path("/tmp/bench_compiled"), log=print)
-    outcome = PartResult(PART.name, PART.title)
-    run(context, outcome)
-    print(outcome.summary)
-    for line in outcome.rows:
-        print(line)
+    PART.run_alone(Path("/tmp/bench_compiled"))

@@ -499,9 +499,4 @@ PART = Part(
 
 
 if __name__ == "__main__":  # pragma: no cover - run alone: python -m bench.tflm
-    context = Context(smoke="--smoke" in sys.argv, work=Path("/tmp/bench_tflm"), log=print)
-    outcome = PartResult(PART.name, PART.title)
-    run(context, outcome)
-    print(outcome.summary)
-    for line in outcome.rows:
-        print(line)
+    PART.run_alone(Path("/tmp/bench_tflm"))

@@ -12,7 +12,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -98,6 +98,13 @@ requires_arm = pytest.mark.skipif(
     reason="needs arm-none-eabi-gcc and qemu-system-arm (apt-get install gcc-arm-none-eabi "
     "libnewlib-arm-none-eabi qemu-system-arm)",
 )
+
+
+def host_and_arm(*boards: str) -> List[Any]:
+    """``board`` parameters: ``None`` (the host), then each Cortex-M board under QEMU."""
+    return [None] + [pytest.param(b, marks=[pytest.mark.qemu, requires_arm]) for b in boards]
+
+
 requires_riscv = pytest.mark.skipif(
     not (have_tool("riscv64-unknown-elf-gcc") and have_tool("qemu-system-riscv32")),
     reason="needs riscv64-unknown-elf-gcc and qemu-system-riscv32 (apt-get install "

@@ -13,7 +13,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 import pytest
 from compile_cases import cmsis_in_place_model, conv_case, tiny_model
-from conftest import REPO_ROOT, requires_arm
+from conftest import REPO_ROOT, host_and_arm
 from litert_oracle import assert_runs_as_litert
 from tflite_builders import TfliteWriter
 
@@ -188,11 +188,7 @@ def simd_chain(
 
 @pytest.mark.parametrize(
     "board",
-    [None]
-    + [
-        pytest.param(board, marks=[pytest.mark.qemu, requires_arm])
-        for board in ("qemu-mps2-an386", "qemu-mps3-an547")
-    ],
+    host_and_arm("qemu-mps2-an386", "qemu-mps3-an547"),
 )
 def test_simd_pointwise_in_place_equals_litert(
     board: Optional[str], simd_chain: Tuple[bytes, Path], cmsis_v7_checkout: Path,
@@ -258,11 +254,7 @@ def cmsis_in_place(
 
 @pytest.mark.parametrize(
     "board",
-    [None]
-    + [
-        pytest.param(board, marks=[pytest.mark.qemu, requires_arm])
-        for board in ("qemu-mps2-an386", "qemu-mps3-an547")
-    ],
+    host_and_arm("qemu-mps2-an386", "qemu-mps3-an547"),
 )
 def test_cmsis_nn_in_place_equals_litert(
     board: Optional[str], cmsis_in_place: Tuple[bytes, Path], cmsis_v7_checkout: Path,

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 from compile_cases import band_chains_model
-from conftest import REPO_ROOT, requires_arm
+from conftest import REPO_ROOT, host_and_arm, requires_arm
 from litert_oracle import assert_runs_as_litert
 
 from project_api.compile import CmsisNnSource, compile_tflite, read_tflite
@@ -134,11 +134,7 @@ def test_stages_take_cmsis_nn_forms(cmsis_stages: Path) -> None:
 
 @pytest.mark.parametrize(
     "board",
-    [None]
-    + [
-        pytest.param(board, marks=[pytest.mark.qemu, requires_arm])
-        for board in ("qemu-mps2-an386", "qemu-mps3-an547")
-    ],
+    host_and_arm("qemu-mps2-an386", "qemu-mps3-an547"),
 )
 def test_cmsis_nn_stages_equal_litert(
     cmsis_stages: Path, band_chains: Path, cmsis_v7_checkout: Path, tmp_path: Path,

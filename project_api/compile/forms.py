@@ -107,17 +107,25 @@ def _loops_wrap(op: Op) -> Optional[Op]:
     return None
 
 
-def _direct_refusal(model: TfliteModel, op: Operator) -> Optional[str]:
-    """Why the ``direct`` form cannot compute ``op`` (None: it can)."""
-    if op.name != "CONV_2D":
-        return "takes CONV_2D only"
+def _int8_filtered(model: TfliteModel, op: Operator, kind: str) -> Optional[str]:
+    """Why an int8 form of ``kind`` with an int8 filter cannot compute ``op`` (None: it can)."""
+    if op.name != kind:
+        return f"takes {kind} only"
     bad = _int8(model, op)
     if bad:
         return bad
-    x = model.tensors[op.inputs[0]]
     w = model.tensors[op.inputs[1]] if len(op.inputs) > 1 and op.inputs[1] >= 0 else None
     if w is None or w.dtype != "int8":
         return "needs an int8 filter"
+    return None
+
+
+def _direct_refusal(model: TfliteModel, op: Operator) -> Optional[str]:
+    """Why the ``direct`` form cannot compute ``op`` (None: it can)."""
+    bad = _int8_filtered(model, op, "CONV_2D")
+    if bad:
+        return bad
+    x = model.tensors[op.inputs[0]]
     if len(x.shape) != 4 or x.shape[3] != 1:
         return "takes a single input channel only"
     return None
@@ -150,15 +158,7 @@ def _simd_wrap(op: Op) -> Optional[Op]:
 
 def _dot_refusal(model: TfliteModel, op: Operator) -> Optional[str]:
     """Why the ``dot`` form cannot compute ``op`` (None: it can)."""
-    if op.name != "FULLY_CONNECTED":
-        return "takes FULLY_CONNECTED only"
-    bad = _int8(model, op)
-    if bad:
-        return bad
-    w = model.tensors[op.inputs[1]] if len(op.inputs) > 1 and op.inputs[1] >= 0 else None
-    if w is None or w.dtype != "int8":
-        return "needs an int8 filter"
-    return None
+    return _int8_filtered(model, op, "FULLY_CONNECTED")
 
 
 def _dot_wrap_node(node: OpNode) -> Optional[Op]:

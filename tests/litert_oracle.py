@@ -3,7 +3,7 @@ bytes through ``BUILTIN_REF``, and the random inputs the tests feed both sides."
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List
+from typing import Any, Dict, Iterable, Iterator, List, Tuple
 
 import numpy as np
 import pytest
@@ -42,14 +42,21 @@ def random_inputs(model: bytes, seed: int) -> Dict[str, np.ndarray]:
     return inputs
 
 
+def runs_beside_litert(
+    session: Any, model: bytes, seeds: Iterable[int]
+) -> Iterator[Tuple[int, Dict[str, np.ndarray], List[np.ndarray]]]:
+    """For each seed, ``model``'s random inputs run in ``session`` (a firmware's) and through
+    LiteRT: ``(seed, the firmware's outputs by name, LiteRT's outputs in order)``."""
+    for seed in seeds:
+        inputs = random_inputs(model, seed)
+        yield seed, session.run(inputs), litert_outputs(model, inputs)
+
+
 def assert_runs_as_litert(
     project: Project, model: bytes, seeds: Iterable[int], timeout: float = 60
 ) -> None:
     """``project``'s built firmware, in one session, on the random inputs of each seed: its
     ``output0`` equal, element for element, to LiteRT's first output of ``model``."""
     with project.session(timeout=timeout) as session:
-        for seed in seeds:
-            inputs = random_inputs(model, seed)
-            got = session.run(inputs)["output0"]
-            want = litert_outputs(model, inputs)[0]
-            np.testing.assert_array_equal(got.reshape(want.shape), want)
+        for _, got, want in runs_beside_litert(session, model, seeds):
+            np.testing.assert_array_equal(got["output0"].reshape(want[0].shape), want[0])

@@ -33,7 +33,7 @@ from compile_cases import (
     tiny_model,
 )
 from conftest import CMSIS_NN_SKIP, REPO_ROOT, cmsis_nn_given, requires_arm
-from litert_oracle import assert_runs_as_litert, litert_outputs, random_inputs
+from litert_oracle import assert_runs_as_litert, random_inputs, runs_beside_litert
 from tflite_builders import TfliteWriter
 from workspace_marks import over_window, planned_windows
 
@@ -152,10 +152,7 @@ def check_cases(project: Project, model: bytes, names: List[str], runs: int) -> 
     problems: List[str] = []
     largest: Dict[str, int] = {}
     with project.session(timeout=120) as session:
-        for seed in range(runs):
-            inputs = random_inputs(model, seed)
-            got = session.run(inputs)
-            want = litert_outputs(model, inputs)
+        for seed, got, want in runs_beside_litert(session, model, range(runs)):
             for i, name in enumerate(names):
                 actual = got[f"output{i}"].reshape(want[i].shape)
                 if want[i].dtype != np.int8:

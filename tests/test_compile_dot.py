@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from compile_cases import CASES, Case, cases_model, fc_case
 from conftest import requires_arm
-from litert_oracle import litert_outputs, random_inputs
+from litert_oracle import runs_beside_litert
 from tflite_builders import TfliteWriter
 
 from project_api.compile import compile_tflite
@@ -59,10 +59,7 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> Tuple[bytes, List[str],
 def differences(project: Project, model: bytes, names: List[str], runs: int) -> List[str]:
     problems: List[str] = []
     with project.session(timeout=120) as session:
-        for seed in range(runs):
-            inputs = random_inputs(model, seed)
-            got = session.run(inputs)
-            want = litert_outputs(model, inputs)
+        for seed, got, want in runs_beside_litert(session, model, range(runs)):
             for i, name in enumerate(names):
                 expected = {f"output{i}": want[i].reshape(got[f"output{i}"].shape)}
                 found = compare_outputs(got, expected, rtol=0)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import requires_arm
 from float_models import float_twin
-from litert_oracle import litert_outputs, random_inputs
+from litert_oracle import litert_outputs, random_inputs, runs_beside_litert
 from test_compile_models import shared_model
 
 from project_api.compile import compile_tflite
@@ -49,10 +49,7 @@ def test_float_twin_is_float(built: Tuple[bytes, Project]) -> None:
 def test_float_twin_equals_litert(built: Tuple[bytes, Project]) -> None:
     model, project = built
     with project.session(timeout=120) as session:
-        for seed in SEEDS:
-            inputs = random_inputs(model, seed)
-            got = session.run(inputs)
-            want = litert_outputs(model, inputs)
+        for _, got, want in runs_beside_litert(session, model, SEEDS):
             for i, expected in enumerate(want):
                 value = got[f"output{i}"].reshape(expected.shape)
                 assert len(np.unique(expected)) > 1, "degenerate outputs"
@@ -110,10 +107,8 @@ def differing(project: Project, model: bytes) -> int:
     """Elements of the built ``project``'s outputs not bit-identical to LiteRT's."""
     count = 0
     with project.session(timeout=120) as session:
-        for seed in SEEDS:
-            inputs = random_inputs(model, seed)
-            got = session.run(inputs)
-            for i, want in enumerate(litert_outputs(model, inputs)):
+        for _, got, outputs in runs_beside_litert(session, model, SEEDS):
+            for i, want in enumerate(outputs):
                 count += int(np.sum(got[f"output{i}"].reshape(want.shape) != want))
     return count
 

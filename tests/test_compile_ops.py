@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from compile_cases import CONTROL, cases_model, tiny_model
 from conftest import requires_arm, requires_riscv
-from litert_oracle import assert_runs_as_litert, litert_outputs, random_inputs
+from litert_oracle import assert_runs_as_litert, litert_outputs, random_inputs, runs_beside_litert
 
 from project_api.compile import build_model, compile_tflite, read_tflite
 from project_api.compile.lower import lower_model
@@ -58,10 +58,7 @@ def test_every_case_matches_litert(compiled: Tuple[str, bytes, List[str], Projec
     control_differs = 0
     seen: Dict[str, set] = {}  # the values each case's outputs took
     with project.session(timeout=60) as session:
-        for seed in range(RUNS):
-            inputs = random_inputs(model, seed)
-            got = session.run(inputs)
-            want = litert_outputs(model, inputs)
+        for seed, got, want in runs_beside_litert(session, model, range(RUNS)):
             for i, name in enumerate(names):
                 expected = {f"output{i}": want[i].reshape(got[f"output{i}"].shape)}
                 found = compare_outputs(got, expected, rtol=1e-5)

@@ -474,18 +474,7 @@ PART = Part(
     "tflm",
     "25. TFLM beside ours per model and core (same inputs, -icount): instructions, flash, RAM",
     run,
-    columns=[
-        "model",
-        "source",
-        "board",
-        "kernels",
-        "instructions",
-        "flash_text_data_bytes",
-        "ram_bytes",
-        "stack_bytes",
-        "arena_bytes",
-        "exact",
-    ],  # fmt: skip
+    columns=compiled.ROW_COLUMNS,
     targets=[
         Target(
             "every model and core faster and smaller than TFLM (issue 43)",
